@@ -1,0 +1,30 @@
+/** ESM TypeScript through @swc/jest (decorators and their metadata on), against a real PostgreSQL. */
+const swc = {
+  swcrc: false,
+  sourceMaps: 'inline',
+  module: { type: 'es6' },
+  jsc: {
+    target: 'es2022',
+    parser: { syntax: 'typescript', decorators: true },
+    transform: { legacyDecorator: true, decoratorMetadata: true, useDefineForClassFields: false },
+    keepClassNames: true,
+  },
+};
+
+export default {
+  testEnvironment: 'node',
+  extensionsToTreatAsEsm: ['.ts'],
+  transform: {
+    '^.+\\.ts$': ['@swc/jest', swc],
+    // @fastify/static (CommonJS) requires this ESM-only package; Node 20 allows require(esm), Jest's module
+    // system does not, so Jest compiles it to CommonJS.
+    'content-disposition/.+\\.js$': ['@swc/jest', { ...swc, module: { type: 'commonjs' } }],
+  },
+  transformIgnorePatterns: ['/node_modules/(?!(@fastify/static/node_modules/)?content-disposition/)'],
+  moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
+  testMatch: ['<rootDir>/src/**/*.spec.ts', '<rootDir>/test/**/*.e2e-spec.ts'],
+  globalSetup: '<rootDir>/test/global-setup.mjs',
+  globalTeardown: '<rootDir>/test/global-teardown.mjs',
+  testTimeout: 30_000,
+  maxWorkers: 2,
+};

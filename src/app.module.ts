@@ -1,0 +1,38 @@
+import { Module, type DynamicModule } from '@nestjs/common';
+import { ConfigModule, registerAs } from '@nestjs/config';
+import { APP_FILTER, APP_PIPE } from '@nestjs/core';
+import { AuthModule } from './auth/auth.module.js';
+import { ProblemDetailsFilter } from './common/problem-details.filter.js';
+import { createValidationPipe } from './common/validation.js';
+import { parseEnv, type Env } from './config/env.js';
+import { DatabaseModule } from './database/database.module.js';
+import { HealthModule } from './health/health.module.js';
+import { JobsModule } from './jobs/jobs.module.js';
+import { ProvidersModule } from './providers/providers.module.js';
+
+@Module({})
+export class AppModule {
+  /** `overrides` replace values read from the environment: tests and the embedded default use them. */
+  static forRoot(overrides: Partial<Env> = {}): DynamicModule {
+    return {
+      module: AppModule,
+      imports: [
+        ConfigModule.forRoot({
+          isGlobal: true,
+          cache: true,
+          ignoreEnvFile: true,
+          load: [registerAs('app', () => ({ ...parseEnv(process.env), ...overrides }))],
+        }),
+        DatabaseModule,
+        HealthModule,
+        AuthModule,
+        ProvidersModule,
+        JobsModule,
+      ],
+      providers: [
+        { provide: APP_FILTER, useClass: ProblemDetailsFilter },
+        { provide: APP_PIPE, useFactory: createValidationPipe },
+      ],
+    };
+  }
+}

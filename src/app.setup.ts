@@ -1,0 +1,86 @@
+import { randomUUID } from 'node:crypto';
+import { VersioningType, type LogLevel as NestLogLevel } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
+import { DocumentBuilder, SwaggerModule, type OpenAPIObject } from '@nestjs/swagger';
+import type { FastifyRequest } from 'fastify';
+import { AppModule } from './app.module.js';
+import { ValidationFailedError } from './common/domain.errors.js';
+import { parseEnv, type Env, type LogLevel } from './config/env.js';
+
+const REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
+export const MAX_JSON_DEPTH = 64;
+
+/** Deepest nesting of a parsed JSON body, without recursion (a hostile body must not blow the stack). */
+export function jsonDepth(value: unknown): number {
+  let deepest = 0;
+  const stack: Array<[unknown, number]> = [[value, 1]];
+  while (stack.length) {
+    const [node, depth] = stack.pop()!;
+    if (node === null || typeof node !== 'object') continue;
+    deepest = Math.max(deepest, depth);
+    if (deepest > MAX_JSON_DEPTH) return deepest;
+    for (const child of Object.values(node)) stack.push([child, depth + 1]);
+  }
+  return deepest;
+}
+
+export function createAdapter(env: Pick<Env, 'bodyLimitBytes'>): FastifyAdapter {
+  return new FastifyAdapter({
+    bodyLimit: env.bodyLimitBytes,
+    routerOptions: { maxParamLength: 200 },
+    // Accept the caller's X-Request-Id when it is sane, otherwise make one.
+    genReqId: (request: { headers: Record<string, string | string[] | undefined> }) => {
+      const header = request.headers['x-request-id'];
+      return typeof header === 'string' && REQUEST_ID.test(header) ? header : randomUUID();
+    },
+  });
+}
+
+export function buildOpenApiDocument(app: NestFastifyApplication): OpenAPIObject {
+  const config = new DocumentBuilder()
+    .setTitle('onejob')
+    .setDescription(
+      'One job per intent: idempotent job creation, attempts under a stable job, compare-and-swap settlement. ' +
+        'Every error is RFC 9457 application/problem+json with a stable `code`.',
+    )
+    .setVersion('1')
+    .addBearerAuth({ type: 'http', scheme: 'bearer', description: 'API key: `Authorization: Bearer <key>`' })
+    .build();
+  return SwaggerModule.createDocument(app, config, { operationIdFactory: (_controller, method) => method });
+}
+
+/** Everything a running app needs beyond its modules; main.ts and every test call this, so tests run the app users run. */
+export async function configureApp(app: NestFastifyApplication): Promise<void> {
+  app.enableVersioning({ type: VersioningType.URI });
+  const fastify = app.getHttpAdapter().getInstance();
+  fastify.addHook('onRequest', async (request, reply) => {
+    void reply.header('X-Request-Id', request.id);
+  });
+  fastify.addHook('preValidation', async (request: FastifyRequest) => {
+    if (request.body !== undefined && jsonDepth(request.body) > MAX_JSON_DEPTH) {
+      throw new ValidationFailedError([{ field: 'body', message: `must not nest deeper than ${MAX_JSON_DEPTH} levels` }]);
+    }
+  });
+  SwaggerModule.setup('docs', app, () => buildOpenApiDocument(app), { jsonDocumentUrl: 'docs-json', yamlDocumentUrl: 'docs-yaml' });
+}
+
+const nestLevels: Record<LogLevel, NestLogLevel[] | false> = {
+  silent: false,
+  fatal: ['fatal'],
+  error: ['fatal', 'error'],
+  warn: ['fatal', 'error', 'warn'],
+  info: ['fatal', 'error', 'warn', 'log'],
+  debug: ['fatal', 'error', 'warn', 'log', 'debug'],
+  trace: ['fatal', 'error', 'warn', 'log', 'debug', 'verbose'],
+};
+
+export async function createApp(overrides: Partial<Env> = {}): Promise<NestFastifyApplication> {
+  const env = { ...parseEnv(process.env), ...overrides };
+  const app = await NestFactory.create<NestFastifyApplication>(AppModule.forRoot(overrides), createAdapter(env), {
+    logger: nestLevels[env.logLevel],
+    abortOnError: false,
+  });
+  await configureApp(app);
+  return app;
+}

@@ -1,0 +1,62 @@
+/** The stable machine-readable codes of DESIGN I8 (plus the transport-level ones the filter needs). */
+export type ErrorCode =
+  | 'idempotency_key_missing'
+  | 'idempotency_key_invalid'
+  | 'idempotency_key_reused'
+  | 'attempt_in_progress'
+  | 'attempt_not_unknown'
+  | 'job_terminal'
+  | 'validation_failed'
+  | 'unknown_operation'
+  | 'unknown_provider'
+  | 'not_found'
+  | 'unauthorized'
+  | 'forbidden'
+  | 'payload_too_large'
+  | 'unsupported_media_type'
+  | 'service_unavailable'
+  | 'internal_error';
+
+export interface FieldError {
+  field: string;
+  message: string;
+}
+
+/** A refusal the client can act on. The global filter renders it as RFC 9457 problem+json. */
+export class DomainError extends Error {
+  constructor(
+    readonly code: ErrorCode,
+    readonly status: number,
+    message: string,
+    readonly errors: FieldError[] = [],
+  ) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+export class ValidationFailedError extends DomainError {
+  constructor(errors: FieldError[], status = 400) {
+    super('validation_failed', status, errors.map((e) => `${e.field}: ${e.message}`).join('; ') || 'The request is invalid.', errors);
+  }
+}
+
+export class NotFoundError extends DomainError {
+  constructor(what: string) {
+    super('not_found', 404, `${what} was not found.`);
+  }
+}
+
+export class UnknownOperationError extends DomainError {
+  constructor(operation: string) {
+    super('unknown_operation', 422, `The catalog has no operation named ${JSON.stringify(operation)}.`, [
+      { field: 'operation', message: 'is not an operation of the catalog' },
+    ]);
+  }
+}
+
+export class UnknownProviderError extends DomainError {
+  constructor(field: string, provider: string, why = 'is not a provider of the catalog') {
+    super('unknown_provider', 422, `${field}: ${JSON.stringify(provider)} ${why}.`, [{ field, message: why }]);
+  }
+}

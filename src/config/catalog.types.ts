@@ -1,0 +1,43 @@
+export type ProviderKind = 'simulated' | 'openai' | 'anthropic';
+export type TimeoutPolicy = 'hold' | 'failover';
+export type SimulatedOutcome = 'success' | 'error' | 'timeout' | 'malformed' | 'invalid' | 'reset';
+
+export interface SimulateSpec {
+  latencyMs: number;
+  outcome: SimulatedOutcome;
+  /** HTTP-like status for outcome `error`: 429 and 5xx are retryable. */
+  errorStatus: number;
+}
+
+export interface ProviderSpec {
+  name: string;
+  kind: ProviderKind;
+  model: string;
+  baseUrl?: string;
+  apiKeyEnv?: string;
+  timeoutMs: number;
+  hardTimeoutMs: number;
+  onTimeout: TimeoutPolicy;
+  sideEffectFree: boolean;
+  maxAttempts: number;
+  contextWindow: number;
+  simulate?: SimulateSpec;
+}
+
+export type JsonSchema = Record<string, unknown>;
+
+export interface OperationSpec {
+  name: string;
+  temperature: number;
+  maxTokens: number;
+  prompt: { system?: string; user: string };
+  inputSchema: JsonSchema;
+  outputSchema: JsonSchema;
+  providers: string[];
+  goldenCases: Array<{ input: Record<string, unknown> }>;
+}
+
+export interface Catalog {
+  providers: ProviderSpec[];
+  operations: OperationSpec[];
+}

@@ -1,0 +1,93 @@
+/** Environment variables, parsed and validated in one place. Errors name the variable, never its value. */
+export type Role = 'api' | 'worker' | 'all';
+export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+
+export interface Env {
+  port: number;
+  host: string;
+  databaseUrl: string | undefined;
+  dataDir: string;
+  catalogFile: string;
+  role: Role;
+  migrationsRun: boolean;
+  workerConcurrency: number;
+  workerPollMs: number;
+  reconcileIntervalMs: number;
+  shutdownGraceMs: number;
+  dbPoolSize: number;
+  bodyLimitBytes: number;
+  logLevel: LogLevel;
+}
+
+export class EnvError extends Error {
+  constructor(
+    readonly variable: string,
+    expectation: string,
+  ) {
+    super(`Invalid environment variable ${variable}: ${expectation}`);
+    this.name = 'EnvError';
+  }
+}
+
+type Source = Record<string, string | undefined>;
+
+function text(source: Source, name: string, fallback: string): string {
+  const value = source[name];
+  if (value === undefined || value === '') return fallback;
+  return value;
+}
+
+function integer(source: Source, name: string, fallback: number, min: number, max: number): number {
+  const raw = source[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (!/^\d+$/.test(raw.trim())) throw new EnvError(name, `must be a whole number from ${min} to ${max}`);
+  const value = Number(raw.trim());
+  if (value < min || value > max) throw new EnvError(name, `must be a whole number from ${min} to ${max}`);
+  return value;
+}
+
+function oneOf<T extends string>(source: Source, name: string, fallback: T, allowed: readonly T[]): T {
+  const raw = source[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = raw.trim().toLowerCase() as T;
+  if (!allowed.includes(value)) throw new EnvError(name, `must be one of ${allowed.join(', ')}`);
+  return value;
+}
+
+function bool(source: Source, name: string, fallback: boolean): boolean {
+  return oneOf(source, name, fallback ? 'true' : 'false', ['true', 'false', '1', '0'] as const).match(/^(true|1)$/) !== null;
+}
+
+function databaseUrl(source: Source): string | undefined {
+  const raw = source.DATABASE_URL;
+  if (raw === undefined || raw.trim() === '') return undefined;
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new EnvError('DATABASE_URL', 'must be a postgres:// or postgresql:// URL');
+  }
+  if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') {
+    throw new EnvError('DATABASE_URL', 'must be a postgres:// or postgresql:// URL');
+  }
+  return raw;
+}
+
+export function parseEnv(source: Source): Env {
+  return {
+    port: integer(source, 'PORT', 3000, 0, 65535),
+    host: text(source, 'HOST', '0.0.0.0'),
+    databaseUrl: databaseUrl(source),
+    dataDir: text(source, 'DATA_DIR', '.data'),
+    catalogFile: text(source, 'CATALOG_FILE', 'config/catalog.yaml'),
+    role: oneOf(source, 'ROLE', 'all', ['api', 'worker', 'all'] as const),
+    migrationsRun: bool(source, 'MIGRATIONS_RUN', true),
+    workerConcurrency: integer(source, 'WORKER_CONCURRENCY', 8, 1, 1000),
+    workerPollMs: integer(source, 'WORKER_POLL_MS', 100, 5, 60_000),
+    reconcileIntervalMs: integer(source, 'RECONCILE_INTERVAL_MS', 1000, 50, 3_600_000),
+    shutdownGraceMs: integer(source, 'SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
+    dbPoolSize: integer(source, 'DB_POOL_SIZE', 20, 1, 1000),
+    bodyLimitBytes: integer(source, 'BODY_LIMIT_BYTES', 1_048_576, 1024, 104_857_600),
+    logLevel: oneOf(source, 'LOG_LEVEL', 'info', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const),
+  };
+}

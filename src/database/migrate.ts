@@ -1,0 +1,25 @@
+import type { DataSource, Migration } from 'typeorm';
+
+/** Any fixed 64-bit number: replicas starting together serialise their migration runs on it. */
+const MIGRATION_LOCK_KEY = 7_355_608_201;
+
+/** Applies pending migrations under a session-level advisory lock, on one pinned connection. */
+export async function runMigrationsLocked(dataSource: DataSource): Promise<Migration[]> {
+  const runner = dataSource.createQueryRunner();
+  await runner.connect();
+  try {
+    await runner.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
+    try {
+      return await dataSource.runMigrations({ transaction: 'each' });
+    } finally {
+      await runner.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]);
+    }
+  } finally {
+    await runner.release();
+  }
+}
+
+/** True when every migration the code knows has been applied. */
+export async function migrationsApplied(dataSource: DataSource): Promise<boolean> {
+  return !(await dataSource.showMigrations());
+}

@@ -1,0 +1,48 @@
+/** The one place that reads PostgreSQL and node-postgres errors: SQLSTATE, constraint names, lost connections. */
+interface PgLikeError {
+  code?: string;
+  constraint?: string;
+  message?: string;
+  driverError?: PgLikeError;
+  cause?: unknown;
+}
+
+function driverErrorOf(error: unknown): PgLikeError | undefined {
+  if (typeof error !== 'object' || error === null) return undefined;
+  const e = error as PgLikeError;
+  return e.driverError ?? e;
+}
+
+/** The constraint a unique violation (23505) broke, or undefined for any other error. */
+export function uniqueViolationOf(error: unknown): string | undefined {
+  const e = driverErrorOf(error);
+  return e?.code === '23505' ? e.constraint : undefined;
+}
+
+export function isSerializationFailure(error: unknown): boolean {
+  const code = driverErrorOf(error)?.code;
+  return code === '40001' || code === '40P01';
+}
+
+const connectionCodes = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', '57P01', '57P02', '57P03', '53300']);
+const connectionMessages = [
+  'Connection terminated',
+  'timeout exceeded when trying to connect',
+  'Client has encountered a connection error',
+  'Connection ended unexpectedly',
+  'terminating connection',
+  'the database system is',
+  'Client was closed',
+  'Cannot use a pool after calling end',
+];
+
+/** True when the database could not be reached or dropped the connection: the caller should answer 503. */
+export function isDatabaseUnavailable(error: unknown, depth = 0): boolean {
+  if (depth > 3 || typeof error !== 'object' || error === null) return false;
+  const e = driverErrorOf(error)!;
+  if (e.code && (connectionCodes.has(e.code) || e.code.startsWith('08'))) return true;
+  if (typeof e.message === 'string' && connectionMessages.some((m) => e.message!.includes(m))) return true;
+  const aggregate = (error as { errors?: unknown[] }).errors;
+  if (Array.isArray(aggregate) && aggregate.some((inner) => isDatabaseUnavailable(inner, depth + 1))) return true;
+  return isDatabaseUnavailable((error as PgLikeError).cause, depth + 1);
+}

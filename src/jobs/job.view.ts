@@ -1,0 +1,88 @@
+import { ApiProperty } from '@nestjs/swagger';
+import { ATTEMPT_STATUSES, type Attempt } from '../attempts/attempt.types.js';
+import { JOB_STATUSES, type Job, type JobWithAttempts } from './job.types.js';
+
+export class UsageView {
+  @ApiProperty() promptTokens!: number;
+  @ApiProperty() completionTokens!: number;
+}
+
+export class AttemptView {
+  @ApiProperty({ format: 'uuid' }) id!: string;
+  @ApiProperty() number!: number;
+  @ApiProperty() provider!: string;
+  @ApiProperty({ enum: ATTEMPT_STATUSES }) status!: string;
+  @ApiProperty({ enum: ['won', 'discarded'], nullable: true, type: String }) outcome!: string | null;
+  @ApiProperty({ type: 'object', nullable: true, additionalProperties: true }) error!: unknown;
+  @ApiProperty({ type: UsageView, nullable: true }) usage!: UsageView | null;
+  @ApiProperty({ description: 'SHA-256 of the result this attempt returned (kept for discarded results, whose payload is dropped).', nullable: true, type: String })
+  resultDigest!: string | null;
+  @ApiProperty({ format: 'date-time' }) startedAt!: string;
+  @ApiProperty({ format: 'date-time' }) deadlineAt!: string;
+  @ApiProperty({ format: 'date-time', nullable: true, type: String }) finishedAt!: string | null;
+}
+
+export class JobSummaryView {
+  @ApiProperty({ format: 'uuid' }) id!: string;
+  @ApiProperty({ enum: JOB_STATUSES }) status!: string;
+  @ApiProperty() operation!: string;
+  @ApiProperty({ type: 'object', additionalProperties: true }) input!: unknown;
+  @ApiProperty({ type: [String] }) providers!: string[];
+  @ApiProperty() idempotencyKey!: string;
+  @ApiProperty({ description: 'Bumped only by settlement and cancellation.' }) version!: number;
+  @ApiProperty({ type: 'object', nullable: true, additionalProperties: true }) result!: unknown;
+  @ApiProperty({ type: 'object', nullable: true, additionalProperties: true }) error!: unknown;
+  @ApiProperty({ format: 'uuid', nullable: true, type: String, description: 'The attempt whose result won.' }) completedBy!: string | null;
+  @ApiProperty({ format: 'date-time' }) createdAt!: string;
+  @ApiProperty({ format: 'date-time' }) updatedAt!: string;
+  @ApiProperty({ format: 'date-time', nullable: true, type: String }) completedAt!: string | null;
+}
+
+export class JobView extends JobSummaryView {
+  @ApiProperty({ type: [AttemptView] }) attempts!: AttemptView[];
+}
+
+export class JobPageView {
+  @ApiProperty({ type: [JobSummaryView] }) items!: JobSummaryView[];
+  @ApiProperty({ nullable: true, type: String }) nextCursor!: string | null;
+}
+
+const iso = (date: Date | null) => (date ? date.toISOString() : null);
+
+export function toAttemptView(attempt: Attempt): AttemptView {
+  return {
+    id: attempt.id,
+    number: attempt.number,
+    provider: attempt.provider,
+    status: attempt.status,
+    outcome: attempt.outcome,
+    error: attempt.error,
+    usage: attempt.usage,
+    resultDigest: attempt.resultDigest,
+    startedAt: attempt.startedAt.toISOString(),
+    deadlineAt: attempt.deadlineAt.toISOString(),
+    finishedAt: iso(attempt.finishedAt),
+  };
+}
+
+export function toJobSummaryView(job: Job): JobSummaryView {
+  return {
+    id: job.id,
+    status: job.status,
+    operation: job.operation,
+    input: job.input,
+    providers: job.providers,
+    idempotencyKey: job.idempotencyKey,
+    version: job.version,
+    result: job.result,
+    error: job.error,
+    completedBy: job.completedBy,
+    createdAt: job.createdAt.toISOString(),
+    updatedAt: job.updatedAt.toISOString(),
+    completedAt: iso(job.completedAt),
+  };
+}
+
+export function toJobView(job: JobWithAttempts): JobView {
+  return { ...toJobSummaryView(job), attempts: job.attempts.map(toAttemptView) };
+}

@@ -1,0 +1,101 @@
+import { Body, Controller, Get, HttpCode, Param, Post, Query, Res, UseInterceptors } from '@nestjs/common';
+import { ApiHeader, ApiOkResponse, ApiCreatedResponse, ApiTags } from '@nestjs/swagger';
+import type { FastifyReply } from 'fastify';
+import { OwnerId, RequireScopes } from '../auth/auth.decorators.js';
+import { ApiEndpoint } from '../common/api-docs.js';
+import { UuidPipe } from '../common/uuid.pipe.js';
+import { IdempotencyInterceptor } from './idempotency.interceptor.js';
+import { sendJob } from './job-reply.js';
+import { JobPageView, JobView, toJobSummaryView, toJobView } from './job.view.js';
+import { CreateJobDto, ListJobsQueryDto } from './jobs.dto.js';
+import { JobsService } from './jobs.service.js';
+import { IdempotencyKey, PreferWait } from './request-headers.js';
+
+const preferHeader = ApiHeader({
+  name: 'Prefer',
+  required: false,
+  description: 'wait=N (N ≤ 30): hold the answer until the job is terminal or N seconds pass. Answered with Preference-Applied.',
+});
+
+@ApiTags('jobs')
+@Controller({ path: 'jobs', version: '1' })
+export class JobsController {
+  constructor(private readonly jobs: JobsService) {}
+
+  @Post()
+  @RequireScopes('jobs:write')
+  @UseInterceptors(IdempotencyInterceptor)
+  @ApiHeader({
+    name: 'Idempotency-Key',
+    required: true,
+    description:
+      '1-255 visible ASCII characters, chosen by the client per intent. The same key with the same body (operation, input, providers; key order ignored) returns the same job; with another body, 409. Bound for as long as the job exists.',
+  })
+  @preferHeader
+  @ApiEndpoint({
+    operationId: 'createJob',
+    summary: 'Create a job, idempotently',
+    description:
+      'A new key answers 201 with Location. A repeated key with the same fingerprint answers 200 with `Idempotent-Replayed: true` and the current state of the job. No provider is called in the request: workers run the job.',
+    problems: [
+      { status: 400, codes: ['idempotency_key_missing', 'idempotency_key_invalid', 'validation_failed'] },
+      { status: 409, codes: ['idempotency_key_reused'] },
+      { status: 422, codes: ['unknown_operation', 'unknown_provider', 'validation_failed'] },
+      { status: 503, codes: ['service_unavailable'] },
+    ],
+  })
+  @ApiCreatedResponse({ type: JobView, description: 'Created. `Location: /v1/jobs/{id}`.' })
+  @ApiOkResponse({ type: JobView, description: 'Replayed: same key and fingerprint. Header `Idempotent-Replayed: true`.' })
+  async createJob(
+    @OwnerId() ownerId: string,
+    @IdempotencyKey() idempotencyKey: string,
+    @PreferWait() wait: number,
+    @Body() body: CreateJobDto,
+    @Res() reply: FastifyReply,
+  ): Promise<void> {
+    const job = await this.jobs.create(ownerId, idempotencyKey, body, wait);
+    sendJob(reply, 201, job, { waited: wait });
+  }
+
+  @Get(':id')
+  @RequireScopes('jobs:read')
+  @preferHeader
+  @ApiEndpoint({
+    operationId: 'getJob',
+    summary: 'A job with its attempts',
+    problems: [
+      { status: 400, codes: ['validation_failed'] },
+      { status: 404, codes: ['not_found'] },
+    ],
+  })
+  @ApiOkResponse({ type: JobView })
+  async getJob(@OwnerId() ownerId: string, @Param('id', UuidPipe) id: string, @PreferWait() wait: number): Promise<JobView> {
+    return toJobView(await this.jobs.findOwned(ownerId, id, wait));
+  }
+
+  @Get()
+  @RequireScopes('jobs:read')
+  @ApiEndpoint({ operationId: 'listJobs', summary: "The owner's jobs, newest first (keyset pagination)", problems: [{ status: 400, codes: ['validation_failed'] }] })
+  @ApiOkResponse({ type: JobPageView })
+  async listJobs(@OwnerId() ownerId: string, @Query() query: ListJobsQueryDto): Promise<JobPageView> {
+    const page = await this.jobs.list(ownerId, query);
+    return { items: page.items.map(toJobSummaryView), nextCursor: page.nextCursor };
+  }
+
+  @Post(':id/cancel')
+  @HttpCode(200)
+  @RequireScopes('jobs:write')
+  @ApiEndpoint({
+    operationId: 'cancelJob',
+    summary: 'Give up the intent: the job is cancelled and every in-flight result is discarded',
+    problems: [
+      { status: 400, codes: ['validation_failed'] },
+      { status: 404, codes: ['not_found'] },
+      { status: 409, codes: ['job_terminal'] },
+    ],
+  })
+  @ApiOkResponse({ type: JobView })
+  async cancelJob(@OwnerId() ownerId: string, @Param('id', UuidPipe) id: string): Promise<JobView> {
+    return toJobView(await this.jobs.cancel(ownerId, id));
+  }
+}

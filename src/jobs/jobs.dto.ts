@@ -1,0 +1,69 @@
+import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
+import { Type } from 'class-transformer';
+import {
+  ArrayMaxSize,
+  ArrayMinSize,
+  ArrayUnique,
+  IsArray,
+  IsIn,
+  IsInt,
+  IsObject,
+  IsOptional,
+  IsString,
+  Length,
+  Matches,
+  Max,
+  Min,
+} from 'class-validator';
+import { JOB_STATUSES, type JobStatus } from './job.types.js';
+
+export class CreateJobDto {
+  @ApiProperty({ description: 'Name of an operation of the catalog (GET /v1/operations).', example: 'summarize' })
+  @IsString()
+  @Length(1, 100)
+  operation!: string;
+
+  @ApiProperty({
+    description: "The operation's input; validated against its input schema (422 when it fails).",
+    type: 'object',
+    additionalProperties: true,
+    example: { text: 'The quick brown fox jumps over the lazy dog.' },
+  })
+  @IsObject()
+  input!: Record<string, unknown>;
+
+  @ApiPropertyOptional({
+    description: "Ordered provider chain, primary first. Omitted: the operation's default chain (and the fingerprint records null).",
+    type: [String],
+    example: ['sim-primary', 'sim-fallback'],
+  })
+  @IsOptional()
+  @IsArray()
+  @ArrayMinSize(1)
+  @ArrayMaxSize(10)
+  @ArrayUnique()
+  @IsString({ each: true })
+  @Length(1, 100, { each: true })
+  providers?: string[];
+}
+
+export class ListJobsQueryDto {
+  @ApiPropertyOptional({ enum: JOB_STATUSES })
+  @IsOptional()
+  @IsIn(JOB_STATUSES)
+  status?: JobStatus;
+
+  @ApiPropertyOptional({ minimum: 1, maximum: 100, default: 20 })
+  @IsOptional()
+  @Type(() => Number)
+  @IsInt()
+  @Min(1)
+  @Max(100)
+  limit: number = 20;
+
+  @ApiPropertyOptional({ description: 'The nextCursor of the previous page.' })
+  @IsOptional()
+  @IsString()
+  @Matches(/^[A-Za-z0-9_-]{1,100}$/, { message: 'cursor must be a cursor this API returned' })
+  cursor?: string;
+}

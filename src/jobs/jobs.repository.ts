@@ -1,0 +1,122 @@
+import { Injectable } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import { uniqueViolationOf } from '../database/pg-errors.js';
+import { on, updatedRows, type Queryable } from '../database/transactions.js';
+import { DuplicateIdempotencyKeyError } from './jobs.errors.js';
+import { jobFromRow, jobWithAttemptsFromRow, type Job, type JobStatus, type JobWithAttempts } from './job.types.js';
+
+export interface NewJob {
+  ownerId: string;
+  idempotencyKey: string;
+  fingerprint: string;
+  operation: string;
+  input: unknown;
+  providers: string[];
+}
+
+export interface JobPageQuery {
+  status?: JobStatus;
+  limit: number;
+  /** The id of the last job of the previous page. */
+  afterId?: string;
+}
+
+const JOB_COLUMNS = `j.id, j.owner_id, j.idempotency_key, j.fingerprint, j.operation, j.input, j.providers, j.status, j.version,
+  j.result, j.error, j.completed_by, j.created_at, j.updated_at, j.completed_at`;
+
+const WITH_ATTEMPTS = `SELECT ${JOB_COLUMNS},
+    COALESCE((SELECT json_agg(a ORDER BY a.number) FROM attempts a WHERE a.job_id = j.id), '[]'::json) AS attempts
+  FROM jobs j`;
+
+@Injectable()
+export class JobsRepository {
+  constructor(private readonly dataSource: DataSource) {}
+
+  /**
+   * A plain INSERT (with its `created` event in the same statement). A second request with the same owner
+   * and key hits UQ_jobs_owner_idempotency_key and surfaces as DuplicateIdempotencyKeyError: no check first.
+   */
+  async insertJob(job: NewJob, manager?: Queryable): Promise<Job> {
+    try {
+      const rows: Array<Record<string, unknown>> = await on(this.dataSource, manager).query(
+        `WITH j AS (
+           INSERT INTO jobs (owner_id, idempotency_key, fingerprint, operation, input, providers)
+           VALUES ($1, $2, $3, $4, $5::jsonb, $6)
+           RETURNING *
+         ), e AS (
+           INSERT INTO job_events (job_id, subject, from_status, to_status, reason)
+           SELECT id, 'job', NULL, 'pending', 'created' FROM j
+         )
+         SELECT ${JOB_COLUMNS} FROM j`,
+        [job.ownerId, job.idempotencyKey, job.fingerprint, job.operation, JSON.stringify(job.input), job.providers],
+      );
+      return jobFromRow(rows[0]);
+    } catch (error) {
+      if (uniqueViolationOf(error) === 'UQ_jobs_owner_idempotency_key') {
+        throw new DuplicateIdempotencyKeyError(job.ownerId, job.idempotencyKey, job.fingerprint);
+      }
+      throw error;
+    }
+  }
+
+  async findOwnedById(ownerId: string, id: string, manager?: Queryable): Promise<JobWithAttempts | undefined> {
+    const rows = await on(this.dataSource, manager).query(`${WITH_ATTEMPTS} WHERE j.id = $1 AND j.owner_id = $2`, [id, ownerId]);
+    return rows[0] && jobWithAttemptsFromRow(rows[0]);
+  }
+
+  async findOwnedByKey(ownerId: string, idempotencyKey: string, manager?: Queryable): Promise<JobWithAttempts | undefined> {
+    const rows = await on(this.dataSource, manager).query(`${WITH_ATTEMPTS} WHERE j.owner_id = $1 AND j.idempotency_key = $2`, [
+      ownerId,
+      idempotencyKey,
+    ]);
+    return rows[0] && jobWithAttemptsFromRow(rows[0]);
+  }
+
+  /** The job status alone, for Prefer: wait polling. */
+  async findOwnedStatus(ownerId: string, id: string): Promise<JobStatus | undefined> {
+    const rows: Array<{ status: JobStatus }> = await this.dataSource.query('SELECT status FROM jobs WHERE id = $1 AND owner_id = $2', [id, ownerId]);
+    return rows[0]?.status;
+  }
+
+  /** Newest first, keyset on (created_at, id). Returns undefined when the cursor names no job of the owner. */
+  async listOwned(ownerId: string, query: JobPageQuery): Promise<Job[] | undefined> {
+    const params: unknown[] = [ownerId, query.limit];
+    let where = 'j.owner_id = $1';
+    if (query.status) {
+      params.push(query.status);
+      where += ` AND j.status = $${params.length}`;
+    }
+    if (query.afterId) {
+      params.push(query.afterId);
+      const cursor = await this.dataSource.query('SELECT 1 FROM jobs WHERE id = $1 AND owner_id = $2', [query.afterId, ownerId]);
+      if (!cursor.length) return undefined;
+      where += ` AND (j.created_at, j.id) < (SELECT c.created_at, c.id FROM jobs c WHERE c.id = $${params.length})`;
+    }
+    const rows = await this.dataSource.query(`SELECT ${JOB_COLUMNS} FROM jobs j WHERE ${where} ORDER BY j.created_at DESC, j.id DESC LIMIT $2`, params);
+    return rows.map(jobFromRow);
+  }
+
+  /** Locks the owner's job row for the rest of the caller's transaction. */
+  async lockOwned(ownerId: string, id: string, manager: Queryable): Promise<Job | undefined> {
+    const rows = await manager.query(`SELECT ${JOB_COLUMNS} FROM jobs j WHERE j.id = $1 AND j.owner_id = $2 FOR UPDATE`, [id, ownerId]);
+    return rows[0] && jobFromRow(rows[0]);
+  }
+
+  async lockById(id: string, manager: Queryable): Promise<Job | undefined> {
+    const rows = await manager.query(`SELECT ${JOB_COLUMNS} FROM jobs j WHERE j.id = $1 FOR UPDATE`, [id]);
+    return rows[0] && jobFromRow(rows[0]);
+  }
+
+  /** The fence: cancelling bumps the version, so every in-flight result loses its compare-and-swap. */
+  async cancelIfLive(id: string, manager: Queryable): Promise<Job | undefined> {
+    const result = await manager.query(
+      `UPDATE jobs SET status = 'cancelled', version = version + 1, next_attempt_at = NULL, completed_at = now(), updated_at = now(),
+              error = jsonb_build_object('reason', 'cancelled', 'message', 'The owner cancelled the job.')
+        WHERE id = $1 AND status IN ('pending', 'running', 'unknown')
+        RETURNING *`,
+      [id],
+    );
+    const rows = updatedRows<Record<string, unknown>>(result);
+    return rows[0] && jobFromRow(rows[0]);
+  }
+}

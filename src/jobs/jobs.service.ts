@@ -1,0 +1,117 @@
+import { Injectable } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import { NotFoundError, UnknownOperationError, UnknownProviderError, ValidationFailedError } from '../common/domain.errors.js';
+import { fingerprintOf } from '../common/fingerprint.js';
+import { CatalogService } from '../providers/catalog.service.js';
+import { JobEventsRepository } from './job-events.repository.js';
+import { JobWatch } from './job-watch.js';
+import { isTerminal, type JobStatus, type JobWithAttempts, type Job } from './job.types.js';
+import { IdempotencyKeyReusedError, JobTerminalError } from './jobs.errors.js';
+import { JobsRepository } from './jobs.repository.js';
+
+export interface CreateJobCommand {
+  operation: string;
+  input: Record<string, unknown>;
+  providers?: string[] | null;
+}
+
+export interface JobPage {
+  items: Job[];
+  nextCursor: string | null;
+}
+
+const POLL_MS = 250;
+
+export function encodeCursor(id: string): string {
+  return Buffer.from(id, 'utf8').toString('base64url');
+}
+
+function decodeCursor(cursor: string): string {
+  const id = Buffer.from(cursor, 'base64url').toString('utf8');
+  if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(id)) {
+    throw new ValidationFailedError([{ field: 'cursor', message: 'is not a cursor this API returned' }]);
+  }
+  return id;
+}
+
+@Injectable()
+export class JobsService {
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly jobs: JobsRepository,
+    private readonly events: JobEventsRepository,
+    private readonly catalog: CatalogService,
+    private readonly watch: JobWatch,
+  ) {}
+
+  /** Writes the job and nothing else; no provider is called in the request path (DESIGN §7). */
+  async create(ownerId: string, idempotencyKey: string, command: CreateJobCommand, waitSeconds = 0): Promise<JobWithAttempts> {
+    const operation = this.catalog.operation(command.operation);
+    if (!operation) throw new UnknownOperationError(command.operation);
+    command.providers?.forEach((name, i) => {
+      if (!this.catalog.provider(name)) throw new UnknownProviderError(`providers[${i}]`, name);
+    });
+    const inputErrors = this.catalog.inputErrors(operation.name, command.input);
+    if (inputErrors.length) throw new ValidationFailedError(inputErrors, 422);
+
+    const job = await this.jobs.insertJob({
+      ownerId,
+      idempotencyKey,
+      fingerprint: fingerprintOf(command),
+      operation: operation.name,
+      input: command.input,
+      providers: command.providers ?? operation.providers,
+    });
+    if (waitSeconds > 0) return this.waitForTerminal(ownerId, job.id, waitSeconds);
+    return { ...job, attempts: [] };
+  }
+
+  /** The answer to a request whose INSERT hit the owner-and-key constraint: the same intent replays, another is refused. */
+  async replay(ownerId: string, idempotencyKey: string, fingerprint: string, waitSeconds = 0): Promise<JobWithAttempts> {
+    const job = await this.jobs.findOwnedByKey(ownerId, idempotencyKey);
+    // The row exists (its INSERT committed before ours collided) and jobs are never deleted.
+    if (!job) throw new Error('a job that collided on its idempotency key could not be read back');
+    if (job.fingerprint !== fingerprint) throw new IdempotencyKeyReusedError();
+    if (waitSeconds > 0 && !isTerminal(job.status)) return this.waitForTerminal(ownerId, job.id, waitSeconds);
+    return job;
+  }
+
+  async findOwned(ownerId: string, id: string, waitSeconds = 0): Promise<JobWithAttempts> {
+    if (waitSeconds > 0) return this.waitForTerminal(ownerId, id, waitSeconds);
+    const job = await this.jobs.findOwnedById(ownerId, id);
+    if (!job) throw new NotFoundError('Job');
+    return job;
+  }
+
+  async list(ownerId: string, query: { status?: JobStatus; limit: number; cursor?: string }): Promise<JobPage> {
+    const afterId = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
+    const items = await this.jobs.listOwned(ownerId, { status: query.status, limit: query.limit + 1, afterId });
+    if (!items) throw new ValidationFailedError([{ field: 'cursor', message: 'is not a cursor this API returned' }]);
+    const page = items.slice(0, query.limit);
+    return { items: page, nextCursor: items.length > query.limit ? encodeCursor(page[page.length - 1].id) : null };
+  }
+
+  /** The owner gives up the intent: the job is cancelled and its version bumped, so every in-flight result is discarded. */
+  async cancel(ownerId: string, id: string): Promise<JobWithAttempts> {
+    await this.dataSource.transaction(async (manager) => {
+      const job = await this.jobs.lockOwned(ownerId, id, manager);
+      if (!job) throw new NotFoundError('Job');
+      if (isTerminal(job.status)) throw new JobTerminalError(job.status);
+      await this.jobs.cancelIfLive(id, manager);
+      await this.events.append([{ jobId: id, subject: 'job', from: job.status, to: 'cancelled', reason: 'cancelled_by_owner' }], manager);
+    });
+    this.watch.notify(id);
+    return this.findOwned(ownerId, id);
+  }
+
+  private async waitForTerminal(ownerId: string, id: string, waitSeconds: number): Promise<JobWithAttempts> {
+    const until = Date.now() + waitSeconds * 1000;
+    for (;;) {
+      const job = await this.jobs.findOwnedById(ownerId, id);
+      if (!job) throw new NotFoundError('Job');
+      const left = until - Date.now();
+      if (isTerminal(job.status) || left <= 0) return job;
+      await this.watch.next(id, Math.min(POLL_MS, left));
+    }
+  }
+}

@@ -1,0 +1,32 @@
+import { createParamDecorator, ExecutionContext } from '@nestjs/common';
+import { IdempotencyKeyInvalidError, IdempotencyKeyMissingError } from './jobs.errors.js';
+
+type Headers = Record<string, string | string[] | undefined>;
+const headersOf = (context: ExecutionContext) => context.switchToHttp().getRequest<{ headers: Headers }>().headers;
+
+export const MAX_WAIT_SECONDS = 30;
+const VISIBLE_ASCII = /^[\x21-\x7e]+$/;
+
+/** Validates the Idempotency-Key header: 1 to 255 visible ASCII characters. */
+export function parseIdempotencyKey(value: string | string[] | undefined): string {
+  if (value === undefined) throw new IdempotencyKeyMissingError();
+  if (Array.isArray(value)) throw new IdempotencyKeyInvalidError('must be sent once');
+  if (value.length === 0) throw new IdempotencyKeyInvalidError('must not be empty');
+  if (value.length > 255) throw new IdempotencyKeyInvalidError('must be at most 255 characters');
+  if (!VISIBLE_ASCII.test(value)) throw new IdempotencyKeyInvalidError('must be visible ASCII characters only (0x21-0x7E)');
+  return value;
+}
+
+/** `Prefer: wait=N` (RFC 7240): seconds to hold the answer until the job is terminal, at most 30. 0 when absent. */
+export function parsePreferWait(value: string | string[] | undefined): number {
+  const header = Array.isArray(value) ? value.join(',') : value;
+  if (!header) return 0;
+  const match = /(?:^|[,;\s])wait\s*=\s*"?(\d{1,6})"?/i.exec(header);
+  return match ? Math.min(Number(match[1]), MAX_WAIT_SECONDS) : 0;
+}
+
+export const IdempotencyKey = createParamDecorator((_: unknown, context: ExecutionContext) =>
+  parseIdempotencyKey(headersOf(context)['idempotency-key']),
+);
+
+export const PreferWait = createParamDecorator((_: unknown, context: ExecutionContext) => parsePreferWait(headersOf(context).prefer));
