@@ -5,7 +5,7 @@ import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fa
 import { DocumentBuilder, SwaggerModule, type OpenAPIObject } from '@nestjs/swagger';
 import type { FastifyRequest } from 'fastify';
 import { AppModule } from './app.module.js';
-import { ValidationFailedError } from './common/domain.errors.js';
+import { DomainError, ValidationFailedError } from './common/domain.errors.js';
 import { parseEnv, type Env, type LogLevel } from './config/env.js';
 
 const REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
@@ -58,7 +58,11 @@ export async function configureApp(app: NestFastifyApplication): Promise<void> {
     void reply.header('X-Request-Id', request.id);
   });
   fastify.addHook('preValidation', async (request: FastifyRequest) => {
-    if (request.body !== undefined && jsonDepth(request.body) > MAX_JSON_DEPTH) {
+    if (request.body === undefined) return;
+    if (!/^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i.test(request.headers['content-type'] ?? '')) {
+      throw new DomainError('unsupported_media_type', 415, 'Request bodies must be application/json.');
+    }
+    if (jsonDepth(request.body) > MAX_JSON_DEPTH) {
       throw new ValidationFailedError([{ field: 'body', message: `must not nest deeper than ${MAX_JSON_DEPTH} levels` }]);
     }
   });

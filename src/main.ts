@@ -4,14 +4,17 @@ import { createApp } from './app.setup.js';
 import { ApiKeysService } from './auth/api-keys.service.js';
 import { SCOPES } from './auth/scopes.js';
 import { loadEnv } from './config/app.config.js';
+import { recordRunningEmbedded } from './database/database-url.js';
 import { startEmbeddedPostgres, type EmbeddedDatabase } from './database/embedded-postgres.js';
 
 async function bootstrap(): Promise<void> {
   const logger = new Logger('Bootstrap');
   const env = loadEnv();
   let embedded: EmbeddedDatabase | undefined;
+  let forgetEmbedded = () => undefined as void;
   if (!env.databaseUrl) {
     embedded = await startEmbeddedPostgres({ dataDir: env.dataDir, database: 'onejob' });
+    forgetEmbedded = recordRunningEmbedded(env.dataDir, embedded.url);
     logger.log(`DATABASE_URL is unset: started an embedded PostgreSQL in ${env.dataDir}`);
   }
   try {
@@ -35,6 +38,7 @@ async function bootstrap(): Promise<void> {
       logger.log(`${signal} received: shutting down`);
       app
         .close()
+        .then(() => forgetEmbedded())
         .then(() => embedded?.stop())
         .then(
           () => process.exit(0),
@@ -47,6 +51,7 @@ async function bootstrap(): Promise<void> {
     process.once('SIGTERM', shutdown);
     process.once('SIGINT', shutdown);
   } catch (error) {
+    forgetEmbedded();
     await embedded?.stop();
     throw error;
   }

@@ -1,0 +1,24 @@
+import 'reflect-metadata';
+import { DataSource } from 'typeorm';
+import { loadEnv } from '../config/app.config.js';
+import { dataSourceOptions } from './data-source.options.js';
+import { resolveDatabase } from './database-url.js';
+import { runMigrationsLocked } from './migrate.js';
+
+async function main(): Promise<void> {
+  const env = loadEnv();
+  const database = await resolveDatabase(env);
+  const dataSource = await new DataSource(dataSourceOptions({ url: database.url, poolSize: 1, applicationName: 'onejob-migrate' })).initialize();
+  try {
+    const applied = await runMigrationsLocked(dataSource);
+    process.stdout.write(applied.length ? `applied: ${applied.map((m) => m.name).join(', ')}\n` : 'no pending migrations\n');
+  } finally {
+    await dataSource.destroy();
+    await database.stop();
+  }
+}
+
+main().catch((error: Error) => {
+  process.stderr.write(`migration failed: ${error.message}\n`);
+  process.exit(1);
+});
