@@ -1,0 +1,65 @@
+import Anthropic from '@anthropic-ai/sdk';
+import type { ProviderSpec } from '../../config/catalog.types.js';
+import {
+  classifyTransportError,
+  definitiveHttpError,
+  ProviderError,
+  type ProviderAdapter,
+  type ProviderRequest,
+  type ProviderResponse,
+  type RenderedPrompt,
+} from '../provider.port.js';
+import { estimateTokens } from '../tokens.js';
+
+/**
+ * Anthropic's Messages API through the official SDK, retries off. The system prompt is a parameter, not a
+ * message; the output schema goes in `output_config.format`. The current Messages API (SDK 1.x) takes no
+ * `temperature`, so the operation's temperature cannot be forwarded: docs/catalog.md says so.
+ */
+export class AnthropicAdapter implements ProviderAdapter {
+  readonly capabilities = { jsonSchema: true, cancel: false, lookup: false };
+  private readonly client: Anthropic;
+
+  constructor(
+    private readonly spec: ProviderSpec,
+    apiKey: string,
+  ) {
+    this.client = new Anthropic({ apiKey, baseURL: spec.baseUrl, maxRetries: 0, timeout: spec.hardTimeoutMs });
+  }
+
+  countPromptTokens(prompt: RenderedPrompt): number {
+    return estimateTokens(prompt);
+  }
+
+  async invoke(request: ProviderRequest): Promise<ProviderResponse> {
+    // Our own hard deadline as well as the SDK's: the abort is what tells a timeout from a lost connection.
+    const signal = AbortSignal.any([request.signal, AbortSignal.timeout(this.spec.hardTimeoutMs)]);
+    try {
+      const message = await this.client.messages.create(
+        {
+          model: this.spec.model,
+          max_tokens: request.maxTokens,
+          output_config: { format: { type: 'json_schema', schema: request.outputSchema } },
+          ...(request.prompt.system !== undefined ? { system: request.prompt.system } : {}),
+          messages: [{ role: 'user', content: request.prompt.user }],
+        },
+        { signal, headers: { 'Idempotency-Key': request.idempotencyKey } },
+      );
+      const text = message.content
+        .map((block) => (block.type === 'text' ? block.text : ''))
+        .join('')
+        .trim();
+      return {
+        text,
+        usage: { promptTokens: message.usage?.input_tokens ?? 0, completionTokens: message.usage?.output_tokens ?? 0 },
+        requestId: message.id ?? null,
+      };
+    } catch (error) {
+      if (error instanceof Anthropic.APIConnectionTimeoutError) throw new ProviderError('ambiguous', 'timeout', 'no answer before the hard timeout');
+      if (error instanceof Anthropic.APIUserAbortError) throw classifyTransportError(error, true);
+      if (error instanceof Anthropic.APIConnectionError) throw classifyTransportError(error, signal.aborted);
+      if (error instanceof Anthropic.APIError && typeof error.status === 'number') throw definitiveHttpError(error.status, error.message);
+      throw classifyTransportError(error, signal.aborted);
+    }
+  }
+}

@@ -1,0 +1,124 @@
+import type { ProviderSpec } from '../../config/catalog.types.js';
+import { freePort } from '../../database/embedded-postgres.js';
+import { FakeOpenAiServer } from '../../../test/fakes/fake-openai.server.js';
+import { ProviderError, type ProviderRequest } from '../provider.port.js';
+import { OpenAiAdapter } from './openai.adapter.js';
+
+const spec = (baseUrl: string, hardTimeoutMs = 2000): ProviderSpec => ({
+  name: 'fake',
+  kind: 'openai',
+  model: 'gpt-4o-mini',
+  baseUrl,
+  apiKeyEnv: 'FAKE_KEY',
+  timeoutMs: 200,
+  hardTimeoutMs,
+  onTimeout: 'hold',
+  sideEffectFree: true,
+  maxAttempts: 1,
+  contextWindow: 8192,
+});
+
+const request = (signal = new AbortController().signal): ProviderRequest => ({
+  prompt: { system: 'Answer in JSON.', user: 'Summarize: hello' },
+  operation: 'summarize',
+  outputSchema: { type: 'object', required: ['summary'], properties: { summary: { type: 'string' } } },
+  temperature: 0,
+  maxTokens: 50,
+  idempotencyKey: 'attempt-1',
+  signal,
+});
+
+async function failure(promise: Promise<unknown>): Promise<ProviderError> {
+  try {
+    await promise;
+  } catch (error) {
+    expect(error).toBeInstanceOf(ProviderError);
+    return error as ProviderError;
+  }
+  throw new Error('expected the invoke to fail');
+}
+
+describe('OpenAiAdapter against a fake OpenAI-compatible server', () => {
+  let server: FakeOpenAiServer;
+  let adapter: OpenAiAdapter;
+
+  beforeAll(async () => {
+    server = await new FakeOpenAiServer().start();
+  });
+  afterAll(() => server.stop());
+  beforeEach(() => {
+    server.reset();
+    adapter = new OpenAiAdapter(spec(server.url), 'sk-test');
+  });
+
+  it('returns the text, the usage and the request id, with one HTTP request carrying the attempt id', async () => {
+    server.script({ kind: 'json', content: { summary: 'hi' } });
+    const response = await adapter.invoke(request());
+    expect(JSON.parse(response.text)).toEqual({ summary: 'hi' });
+    expect(response.usage).toEqual({ promptTokens: 17, completionTokens: 5 });
+    expect(response.requestId).toBe('chatcmpl-1');
+    expect(server.requests).toHaveLength(1);
+    expect(server.requests[0].headers['idempotency-key']).toBe('attempt-1');
+    expect(server.requests[0].body).toMatchObject({
+      model: 'gpt-4o-mini',
+      temperature: 0,
+      max_tokens: 50,
+      messages: [
+        { role: 'system', content: 'Answer in JSON.' },
+        { role: 'user', content: 'Summarize: hello' },
+      ],
+      response_format: { type: 'json_schema' },
+    });
+  });
+
+  it.each([429, 500, 503])('classifies %i as definitive and retryable, after exactly one request', async (status) => {
+    server.always({ kind: 'status', status });
+    const error = await failure(adapter.invoke(request()));
+    expect({ kind: error.kind, retryable: error.retryable, status: error.status }).toEqual({ kind: 'definitive', retryable: true, status });
+    expect(server.requests).toHaveLength(1);
+  });
+
+  it.each([400, 401, 403, 404, 422])('classifies %i as definitive and not retryable', async (status) => {
+    server.always({ kind: 'status', status });
+    const error = await failure(adapter.invoke(request()));
+    expect({ kind: error.kind, retryable: error.retryable }).toEqual({ kind: 'definitive', retryable: false });
+    expect(server.requests).toHaveLength(1);
+  });
+
+  it('classifies a hang past hardTimeoutMs as ambiguous, after one request', async () => {
+    adapter = new OpenAiAdapter(spec(server.url, 300), 'sk-test');
+    server.always({ kind: 'hang' });
+    const started = Date.now();
+    const error = await failure(adapter.invoke(request()));
+    expect(error.kind).toBe('ambiguous');
+    expect(error.reason).toBe('timeout');
+    expect(Date.now() - started).toBeGreaterThanOrEqual(250);
+    expect(server.requests).toHaveLength(1);
+  });
+
+  it('classifies an abort from the worker (its hard deadline) as ambiguous', async () => {
+    server.always({ kind: 'hang' });
+    const error = await failure(adapter.invoke(request(AbortSignal.timeout(100))));
+    expect(error.kind).toBe('ambiguous');
+  });
+
+  it('classifies a reset in the middle of the response as ambiguous', async () => {
+    server.always({ kind: 'reset' });
+    const error = await failure(adapter.invoke(request()));
+    expect(error.kind).toBe('ambiguous');
+    expect(server.requests).toHaveLength(1);
+  });
+
+  it('classifies a refused connection as definitive and retryable', async () => {
+    const port = await freePort();
+    adapter = new OpenAiAdapter(spec(`http://127.0.0.1:${port}/v1`), 'sk-test');
+    const error = await failure(adapter.invoke(request()));
+    expect({ kind: error.kind, reason: error.reason, retryable: error.retryable }).toEqual({ kind: 'definitive', reason: 'connection_refused', retryable: true });
+  });
+
+  it('passes malformed output through as text: the contract check, not the adapter, refuses it', async () => {
+    server.script({ kind: 'text', content: '{"summary": nope' });
+    const response = await adapter.invoke(request());
+    expect(response.text).toBe('{"summary": nope');
+  });
+});

@@ -1,0 +1,71 @@
+import OpenAI from 'openai';
+import type { ProviderSpec } from '../../config/catalog.types.js';
+import {
+  classifyTransportError,
+  definitiveHttpError,
+  ProviderError,
+  type ProviderAdapter,
+  type ProviderRequest,
+  type ProviderResponse,
+  type RenderedPrompt,
+} from '../provider.port.js';
+import { countOpenAiTokens } from '../tokens.js';
+
+/**
+ * Any OpenAI-compatible chat-completions endpoint, through the official SDK with its retries off: a retry is
+ * an attempt, and only the service makes attempts. The SDK's own timeout is the hard timeout; the soft
+ * deadline never aborts a call (DESIGN §7).
+ */
+export class OpenAiAdapter implements ProviderAdapter {
+  readonly capabilities = { jsonSchema: true, cancel: false, lookup: false };
+  private readonly client: OpenAI;
+
+  constructor(
+    private readonly spec: ProviderSpec,
+    apiKey: string,
+  ) {
+    this.client = new OpenAI({ apiKey, baseURL: spec.baseUrl, maxRetries: 0, timeout: spec.hardTimeoutMs });
+  }
+
+  countPromptTokens(prompt: RenderedPrompt): number {
+    return countOpenAiTokens(this.spec.model, prompt);
+  }
+
+  async invoke(request: ProviderRequest): Promise<ProviderResponse> {
+    const messages: OpenAI.Chat.Completions.ChatCompletionMessageParam[] = [];
+    if (request.prompt.system !== undefined) messages.push({ role: 'system', content: request.prompt.system });
+    messages.push({ role: 'user', content: request.prompt.user });
+    // Our own hard deadline as well as the SDK's: the abort is what tells a timeout from a lost connection.
+    const signal = AbortSignal.any([request.signal, AbortSignal.timeout(this.spec.hardTimeoutMs)]);
+    try {
+      const completion = await this.client.chat.completions.create(
+        {
+          model: this.spec.model,
+          messages,
+          temperature: request.temperature,
+          max_tokens: request.maxTokens,
+          response_format: {
+            type: 'json_schema',
+            json_schema: { name: request.operation.replace(/[^A-Za-z0-9_-]/g, '_'), schema: request.outputSchema, strict: false },
+          },
+        },
+        { signal, headers: { 'Idempotency-Key': request.idempotencyKey } },
+      );
+      return {
+        text: completion.choices[0]?.message?.content ?? '',
+        usage: { promptTokens: completion.usage?.prompt_tokens ?? 0, completionTokens: completion.usage?.completion_tokens ?? 0 },
+        requestId: completion.id ?? null,
+      };
+    } catch (error) {
+      throw classifyOpenAiError(error, signal.aborted);
+    }
+  }
+}
+
+export function classifyOpenAiError(error: unknown, aborted: boolean): ProviderError {
+  if (error instanceof OpenAI.APIConnectionTimeoutError) return new ProviderError('ambiguous', 'timeout', 'no answer before the hard timeout');
+  if (error instanceof OpenAI.APIUserAbortError) return classifyTransportError(error, true);
+  if (error instanceof OpenAI.APIConnectionError) return classifyTransportError(error, aborted);
+  if (error instanceof OpenAI.APIError && typeof error.status === 'number') return definitiveHttpError(error.status, error.message);
+  return classifyTransportError(error, aborted);
+}

@@ -1,0 +1,127 @@
+import { Injectable, Logger } from '@nestjs/common';
+import { canonicalJson, sha256Hex } from '../common/canonical-json.js';
+import { NotFoundError, UnknownOperationError } from '../common/domain.errors.js';
+import type { OperationSpec, ProviderSpec } from '../config/catalog.types.js';
+import { CatalogService } from './catalog.service.js';
+import { CertificationRepository } from './certification.repository.js';
+import type { CertificationCase, CertificationReport } from './certification.types.js';
+import { checkOutput } from './output-contract.js';
+import { PromptRenderError, renderPrompt } from './prompt.js';
+import { ProviderError, type RenderedPrompt } from './provider.port.js';
+import { ProviderRegistry } from './provider-registry.js';
+
+/** Hash of everything the contract depends on: a change to any of it voids a certification (DESIGN §6). */
+export function contractDigest(operation: OperationSpec, provider: ProviderSpec): string {
+  return sha256Hex(
+    canonicalJson({
+      prompt: operation.prompt,
+      inputSchema: operation.inputSchema,
+      outputSchema: operation.outputSchema,
+      temperature: operation.temperature,
+      maxTokens: operation.maxTokens,
+      model: provider.model,
+    }),
+  );
+}
+
+const PLACEHOLDER_LEFT = /\{\{|\}\}/;
+
+@Injectable()
+export class CertificationService {
+  private readonly logger = new Logger(CertificationService.name);
+
+  constructor(
+    private readonly catalog: CatalogService,
+    private readonly registry: ProviderRegistry,
+    private readonly certifications: CertificationRepository,
+  ) {}
+
+  /** Render check, token check, then every golden case through the full round trip; the report is stored either way. */
+  async certify(providerName: string, operationName: string): Promise<CertificationReport> {
+    const provider = this.catalog.provider(providerName);
+    if (!provider) throw new NotFoundError(`Provider ${JSON.stringify(providerName)}`);
+    const operation = this.catalog.operation(operationName);
+    if (!operation) throw new UnknownOperationError(operationName);
+    const adapter = this.registry.adapter(provider.name);
+
+    const renderErrors: string[] = [];
+    const prompts: RenderedPrompt[] = [];
+    for (const golden of operation.goldenCases) {
+      try {
+        const prompt = renderPrompt(operation, golden.input);
+        if (PLACEHOLDER_LEFT.test(`${prompt.system ?? ''}${prompt.user}`)) renderErrors.push('the rendered prompt still holds a {{ or }}');
+        prompts.push(prompt);
+      } catch (error) {
+        renderErrors.push((error as Error).message);
+      }
+    }
+    if (!operation.goldenCases.length) renderErrors.push('the operation has no golden cases to certify with');
+    const promptTokens = Math.max(0, ...prompts.map((p) => adapter.countPromptTokens(p)));
+    const tokens = {
+      passed: promptTokens + operation.maxTokens <= provider.contextWindow,
+      promptTokens,
+      maxTokens: operation.maxTokens,
+      contextWindow: provider.contextWindow,
+      counter: provider.kind === 'openai' ? ('tiktoken' as const) : ('estimate' as const),
+    };
+    const render = { passed: renderErrors.length === 0, errors: renderErrors };
+
+    const cases: CertificationCase[] = [];
+    if (render.passed && tokens.passed) {
+      for (const [index, prompt] of prompts.entries()) cases.push(await this.runCase(index, prompt, operation, provider));
+    }
+    const passed = render.passed && tokens.passed && cases.length > 0 && cases.every((c) => c.passed);
+    const report = await this.certifications.insertReport({
+      provider: provider.name,
+      operation: operation.name,
+      model: provider.model,
+      contractDigest: contractDigest(operation, provider),
+      passed,
+      render,
+      tokens,
+      cases,
+    });
+    this.logger.log({ msg: 'certification', provider: provider.name, operation: operation.name, passed });
+    return report;
+  }
+
+  /** The question failover asks (I6): does the provider hold a passing certification for the current contract? */
+  async isCertified(providerName: string, operationName: string): Promise<boolean> {
+    const provider = this.catalog.provider(providerName);
+    const operation = this.catalog.operation(operationName);
+    if (!provider || !operation) return false;
+    const latest = await this.certifications.findLatest(provider.name, operation.name, contractDigest(operation, provider));
+    return latest?.passed === true;
+  }
+
+  /** Every (provider, operation) pair's newest report, marked current when its digest matches the catalog. */
+  async currentCertifications(): Promise<Array<CertificationReport & { current: boolean }>> {
+    const reports = await this.certifications.findLatestPerPair();
+    return reports.map((report) => {
+      const provider = this.catalog.provider(report.provider);
+      const operation = this.catalog.operation(report.operation);
+      return { ...report, current: !!provider && !!operation && contractDigest(operation, provider) === report.contractDigest };
+    });
+  }
+
+  private async runCase(index: number, prompt: RenderedPrompt, operation: OperationSpec, provider: ProviderSpec): Promise<CertificationCase> {
+    const started = Date.now();
+    const signal = AbortSignal.timeout(provider.hardTimeoutMs);
+    try {
+      const response = await this.registry.adapter(provider.name).invoke({
+        prompt,
+        operation: operation.name,
+        outputSchema: operation.outputSchema,
+        temperature: operation.temperature,
+        maxTokens: operation.maxTokens,
+        idempotencyKey: `certify-${provider.name}-${operation.name}-${index}-${started}`,
+        signal,
+      });
+      const check = checkOutput(this.catalog, operation.name, response.text);
+      return { index, passed: check.ok, errors: check.ok ? [] : check.errors, latencyMs: Date.now() - started, usage: response.usage };
+    } catch (error) {
+      const reason = error instanceof ProviderError ? `${error.kind}: ${error.reason}` : 'error';
+      return { index, passed: false, errors: [{ field: 'provider', message: `${reason}: ${(error as Error).message}` }], latencyMs: Date.now() - started, usage: null };
+    }
+  }
+}
