@@ -1,6 +1,7 @@
 import { Module, type DynamicModule } from '@nestjs/common';
 import { ConfigModule, registerAs } from '@nestjs/config';
 import { APP_FILTER, APP_PIPE } from '@nestjs/core';
+import { AttemptsModule } from './attempts/attempts.module.js';
 import { AuthModule } from './auth/auth.module.js';
 import { ProblemDetailsFilter } from './common/problem-details.filter.js';
 import { createValidationPipe } from './common/validation.js';
@@ -8,6 +9,7 @@ import { parseEnv, type Env } from './config/env.js';
 import { DatabaseModule } from './database/database.module.js';
 import { HealthModule } from './health/health.module.js';
 import { JobsModule } from './jobs/jobs.module.js';
+import { MetricsModule } from './metrics/metrics.module.js';
 import { ProvidersModule } from './providers/providers.module.js';
 
 @Module({})
@@ -25,9 +27,11 @@ export class AppModule {
         }),
         DatabaseModule,
         HealthModule,
+        MetricsModule,
         AuthModule,
         ProvidersModule,
         JobsModule,
+        AttemptsModule,
       ],
       providers: [
         { provide: APP_FILTER, useClass: ProblemDetailsFilter },

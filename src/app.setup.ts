@@ -7,6 +7,7 @@ import type { FastifyRequest } from 'fastify';
 import { AppModule } from './app.module.js';
 import { DomainError, ValidationFailedError } from './common/domain.errors.js';
 import { parseEnv, type Env, type LogLevel } from './config/env.js';
+import { MetricsService } from './metrics/metrics.service.js';
 
 const REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
 export const MAX_JSON_DEPTH = 64;
@@ -65,6 +66,11 @@ export async function configureApp(app: NestFastifyApplication): Promise<void> {
     if (jsonDepth(request.body) > MAX_JSON_DEPTH) {
       throw new ValidationFailedError([{ field: 'body', message: `must not nest deeper than ${MAX_JSON_DEPTH} levels` }]);
     }
+  });
+  const metrics = app.get(MetricsService, { strict: false });
+  fastify.addHook('onResponse', async (request, reply) => {
+    const route = request.routeOptions?.url ?? 'unmatched';
+    metrics.httpDuration.observe({ method: request.method, route, status: String(reply.statusCode) }, reply.elapsedTime / 1000);
   });
   SwaggerModule.setup('docs', app, () => buildOpenApiDocument(app), { jsonDocumentUrl: 'docs-json', yamlDocumentUrl: 'docs-yaml' });
 }

@@ -119,4 +119,29 @@ export class JobsRepository {
     const rows = updatedRows<Record<string, unknown>>(result);
     return rows[0] && jobFromRow(rows[0]);
   }
+
+  /**
+   * The next job that needs an attempt, locked for the caller's transaction; SKIP LOCKED lets any number of
+   * workers claim side by side without waiting on each other.
+   */
+  async claimDue(manager: Queryable): Promise<Job | undefined> {
+    const rows = await manager.query(
+      `SELECT ${JOB_COLUMNS} FROM jobs j
+        WHERE j.next_attempt_at <= now() AND j.status IN ('pending', 'running', 'unknown')
+        ORDER BY j.next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED`,
+    );
+    return rows[0] && jobFromRow(rows[0]);
+  }
+
+  /** Bookkeeping under the caller's row lock: never touches version (DESIGN §5). `nextAttemptInMs` null clears the schedule. */
+  async updateBookkeeping(id: string, status: JobStatus, nextAttemptInMs: number | null | undefined, manager: Queryable): Promise<void> {
+    await manager.query(
+      `UPDATE jobs SET status = $2, updated_at = now(),
+              next_attempt_at = CASE WHEN $3::boolean THEN next_attempt_at
+                                     WHEN $4::float8 IS NULL THEN NULL
+                                     ELSE now() + make_interval(secs => $4::float8 / 1000) END
+        WHERE id = $1`,
+      [id, status, nextAttemptInMs === undefined, nextAttemptInMs ?? null],
+    );
+  }
 }

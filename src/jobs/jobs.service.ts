@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { NotFoundError, UnknownOperationError, UnknownProviderError, ValidationFailedError } from '../common/domain.errors.js';
 import { fingerprintOf } from '../common/fingerprint.js';
+import { MetricsService } from '../metrics/metrics.service.js';
 import { CatalogService } from '../providers/catalog.service.js';
 import { JobEventsRepository } from './job-events.repository.js';
 import { JobWatch } from './job-watch.js';
@@ -42,6 +43,7 @@ export class JobsService {
     private readonly events: JobEventsRepository,
     private readonly catalog: CatalogService,
     private readonly watch: JobWatch,
+    private readonly metrics: MetricsService,
   ) {}
 
   /** Writes the job and nothing else; no provider is called in the request path (DESIGN §7). */
@@ -62,6 +64,7 @@ export class JobsService {
       input: command.input,
       providers: command.providers ?? operation.providers,
     });
+    this.metrics.jobsCreated.inc({ operation: operation.name });
     if (waitSeconds > 0) return this.waitForTerminal(ownerId, job.id, waitSeconds);
     return { ...job, attempts: [] };
   }
@@ -71,7 +74,11 @@ export class JobsService {
     const job = await this.jobs.findOwnedByKey(ownerId, idempotencyKey);
     // The row exists (its INSERT committed before ours collided) and jobs are never deleted.
     if (!job) throw new Error('a job that collided on its idempotency key could not be read back');
-    if (job.fingerprint !== fingerprint) throw new IdempotencyKeyReusedError();
+    if (job.fingerprint !== fingerprint) {
+      this.metrics.idempotencyConflicts.inc();
+      throw new IdempotencyKeyReusedError();
+    }
+    this.metrics.jobsReplayed.inc();
     if (waitSeconds > 0 && !isTerminal(job.status)) return this.waitForTerminal(ownerId, job.id, waitSeconds);
     return job;
   }

@@ -94,7 +94,7 @@ export class SimulatedAdapter implements ProviderAdapter {
         ? '{"this is": not json'
         : outcome === 'invalid'
           ? JSON.stringify({ unexpected: 'a top-level key the contract does not have' })
-          : JSON.stringify(sampleFromSchema(request.outputSchema, request.prompt.user));
+          : JSON.stringify(sampleFromSchema(request.outputSchema, `${this.spec.model}: ${request.prompt.user}`));
     const response = { text, usage: { promptTokens, completionTokens: Math.ceil(text.length / 4) }, requestId };
     this.remember(requestId, { state: 'succeeded', response });
     return response;

@@ -1,0 +1,112 @@
+import { Injectable, Logger } from '@nestjs/common';
+import { canTransitionAttempt } from './attempt-state.js';
+import type { AttemptError, Usage } from './attempt.types.js';
+import { isTerminal } from '../jobs/job.types.js';
+import { CatalogService } from '../providers/catalog.service.js';
+import { ProviderRegistry } from '../providers/provider-registry.js';
+import { LedgerFactory } from '../settlement/ledger.js';
+import { SettlementService, type ArrivedResult, type SettlementOutcome } from '../settlement/settlement.service.js';
+import { AttemptScheduler } from './attempt-scheduler.js';
+
+/**
+ * What happens when an attempt's fate becomes known, whoever learns it first: the worker that made the call,
+ * a provider status lookup, the reconciler, or the deadline timer. Every method locks job then attempt and
+ * re-reads the attempt, so concurrent reports of the same fate do no harm.
+ */
+@Injectable()
+export class AttemptOutcomes {
+  private readonly logger = new Logger(AttemptOutcomes.name);
+
+  constructor(
+    private readonly ledgers: LedgerFactory,
+    private readonly settlement: SettlementService,
+    private readonly scheduler: AttemptScheduler,
+    private readonly catalog: CatalogService,
+    private readonly registry: ProviderRegistry,
+  ) {}
+
+  async markRunning(attemptId: string, jobId: string): Promise<boolean> {
+    return this.ledgers.run(async (ledger) => {
+      await ledger.lockJob(jobId);
+      const attempt = await ledger.lockAttempt(attemptId);
+      if (attempt?.status !== 'starting') return false;
+      await ledger.moveAttempt(attempt, 'running', 'provider_called');
+      return true;
+    });
+  }
+
+  /** A valid result (its contract already checked): compare-and-swap settlement. */
+  async succeeded(attemptId: string, jobId: string, arrived: ArrivedResult): Promise<SettlementOutcome> {
+    return this.ledgers.run(async (ledger) => {
+      const job = (await ledger.lockJob(jobId))!;
+      const attempt = (await ledger.lockAttempt(attemptId))!;
+      return this.settlement.settleResult(ledger, job, attempt, arrived);
+    });
+  }
+
+  /** A definitive failure: the attempt is failed, and the job moves on (retry, next provider) or settles failed. */
+  async failed(attemptId: string, jobId: string, error: AttemptError, usage?: Usage): Promise<void> {
+    await this.ledgers.run(async (ledger) => {
+      const job = (await ledger.lockJob(jobId))!;
+      const attempt = (await ledger.lockAttempt(attemptId))!;
+      if (!canTransitionAttempt(attempt.status, 'failed')) {
+        // Already given up (cancelled by failover or an operator): the slot is free and the job has moved on.
+        ledger.record({ jobId, attemptId, subject: 'attempt', from: attempt.status, to: attempt.status, reason: 'late_failure_ignored', detail: error });
+        return;
+      }
+      await ledger.moveAttempt(attempt, 'failed', error.reason, { error, usage, finished: true });
+      await this.scheduler.scheduleAfter(ledger, job, attempt.jobVersion, 'next_attempt_scheduled');
+    });
+  }
+
+  /** Ambiguous: the request may have been processed. The attempt and the job are `unknown` (I4), never `failed`. */
+  async unknown(attemptId: string, jobId: string, reason: string, detail?: unknown): Promise<boolean> {
+    const moved = await this.ledgers.run(async (ledger) => {
+      const job = (await ledger.lockJob(jobId))!;
+      const attempt = (await ledger.lockAttempt(attemptId))!;
+      if (attempt.status !== 'starting' && attempt.status !== 'running') return false;
+      await ledger.moveAttempt(attempt, 'unknown', reason, {}, detail);
+      if (job.status === 'running' || job.status === 'pending') await ledger.moveJob(job, 'unknown', reason, null);
+      return true;
+    });
+    if (moved) await this.applyTimeoutPolicy(attemptId, jobId);
+    return moved;
+  }
+
+  /**
+   * onTimeout policy for an unknown attempt. failover (side-effect-free providers only): give the attempt up and
+   * let the next certified provider start; the two then race under I5. hold, or no certified fallback: wait for
+   * a lookup or an operator.
+   */
+  async applyTimeoutPolicy(attemptId: string, jobId: string): Promise<'failover' | 'hold'> {
+    const cancelled = await this.ledgers.run(async (ledger) => {
+      const job = (await ledger.lockJob(jobId))!;
+      const attempt = (await ledger.lockAttempt(attemptId))!;
+      const provider = this.catalog.provider(attempt.provider);
+      if (attempt.status !== 'unknown' || isTerminal(job.status) || provider?.onTimeout !== 'failover' || !provider.sideEffectFree) return undefined;
+      const rest = (await ledger.listAttempts(jobId)).map((a) => (a.id === attempt.id ? { ...a, status: 'cancelled' as const } : a));
+      const plan = await this.scheduler.plan(job, rest);
+      if (plan.kind !== 'attempt' || plan.provider === attempt.provider) return undefined; // no certified fallback: hold
+      await ledger.moveAttempt(attempt, 'cancelled', 'failover', { finished: true }, { next: plan.provider });
+      await ledger.moveJob(job, 'running', 'failover', 0);
+      return attempt;
+    });
+    if (!cancelled) return 'hold';
+    const adapter = this.registry.adapter(cancelled.provider);
+    if (adapter.cancel) {
+      await adapter.cancel(cancelled.providerRequestId ?? cancelled.id).catch((error: Error) =>
+        this.logger.warn({ msg: 'provider cancel failed', attemptId, jobId, error: error.message }),
+      );
+    }
+    return 'failover';
+  }
+
+  /** Nobody listens any more for an unknown attempt of a finished job: free it. */
+  async abandon(attemptId: string, jobId: string): Promise<void> {
+    await this.ledgers.run(async (ledger) => {
+      const job = (await ledger.lockJob(jobId))!;
+      const attempt = (await ledger.lockAttempt(attemptId))!;
+      if (attempt.status === 'unknown' && isTerminal(job.status)) await ledger.moveAttempt(attempt, 'cancelled', 'abandoned_job_finished', { finished: true });
+    });
+  }
+}

@@ -1,0 +1,62 @@
+import type { JobStatus } from '../jobs/job.types.js';
+import type { AttemptStatus } from './attempt.types.js';
+
+/**
+ * The state machine of DESIGN §5, in one place. Beyond the diagram: `starting` may become `unknown` (the
+ * reconciler finds a claimed attempt past its deadline whose worker vanished, §7) or `failed` (the request
+ * could not be built, so nothing was sent).
+ */
+export const ATTEMPT_TRANSITIONS: Record<AttemptStatus, readonly AttemptStatus[]> = {
+  starting: ['running', 'unknown', 'failed'],
+  running: ['succeeded', 'failed', 'unknown'],
+  unknown: ['succeeded', 'failed', 'cancelled'],
+  // "We stopped waiting" is not a fence: a result that still arrives competes by I5.
+  cancelled: ['succeeded'],
+  succeeded: [],
+  failed: [],
+};
+
+export const JOB_TRANSITIONS: Record<JobStatus, readonly JobStatus[]> = {
+  pending: ['running', 'succeeded', 'failed', 'cancelled'],
+  running: ['unknown', 'succeeded', 'failed', 'cancelled'],
+  unknown: ['running', 'succeeded', 'failed', 'cancelled'],
+  succeeded: [],
+  failed: [],
+  cancelled: [],
+};
+
+export class IllegalTransitionError extends Error {
+  constructor(
+    readonly subject: 'job' | 'attempt',
+    readonly from: string,
+    readonly to: string,
+  ) {
+    super(`illegal ${subject} transition ${from} -> ${to}`);
+    this.name = 'IllegalTransitionError';
+  }
+}
+
+export function canTransitionAttempt(from: AttemptStatus, to: AttemptStatus): boolean {
+  return ATTEMPT_TRANSITIONS[from].includes(to);
+}
+
+export function assertAttemptTransition(from: AttemptStatus, to: AttemptStatus): void {
+  if (!canTransitionAttempt(from, to)) throw new IllegalTransitionError('attempt', from, to);
+}
+
+export function canTransitionJob(from: JobStatus, to: JobStatus): boolean {
+  return JOB_TRANSITIONS[from].includes(to);
+}
+
+export function assertJobTransition(from: JobStatus, to: JobStatus): void {
+  if (!canTransitionJob(from, to)) throw new IllegalTransitionError('job', from, to);
+}
+
+/** The statuses an attempt may be in to move to `to`: the WHERE clause of a conditional UPDATE. */
+export function attemptSourcesOf(to: AttemptStatus): AttemptStatus[] {
+  return (Object.keys(ATTEMPT_TRANSITIONS) as AttemptStatus[]).filter((from) => ATTEMPT_TRANSITIONS[from].includes(to));
+}
+
+export function jobSourcesOf(to: JobStatus): JobStatus[] {
+  return (Object.keys(JOB_TRANSITIONS) as JobStatus[]).filter((from) => JOB_TRANSITIONS[from].includes(to));
+}

@@ -1,0 +1,68 @@
+import { Body, Controller, HttpCode, Param, Post } from '@nestjs/common';
+import { ApiCreatedResponse, ApiOkResponse, ApiProperty, ApiPropertyOptional, ApiTags } from '@nestjs/swagger';
+import { IsIn, IsOptional, IsString, Length } from 'class-validator';
+import { OwnerId, RequireScopes } from '../auth/auth.decorators.js';
+import { ApiEndpoint } from '../common/api-docs.js';
+import { UuidPipe } from '../common/uuid.pipe.js';
+import { JobView, toJobView } from '../jobs/job.view.js';
+import { AttemptsService } from './attempts.service.js';
+
+export class RequestAttemptDto {
+  @ApiPropertyOptional({ description: "A provider of the job's chain; default: the one the job would use next." })
+  @IsOptional()
+  @IsString()
+  @Length(1, 100)
+  provider?: string;
+}
+
+export class ResolveAttemptDto {
+  @ApiProperty({ enum: ['failed', 'cancelled'], description: 'failed: it did not happen; cancelled: stop waiting (a result that still arrives may win).' })
+  @IsIn(['failed', 'cancelled'])
+  status!: 'failed' | 'cancelled';
+
+  @ApiProperty({ description: 'Why: recorded on the attempt and in the audit trail.', example: 'provider support confirmed the request was dropped' })
+  @IsString()
+  @Length(1, 500)
+  reason!: string;
+}
+
+@ApiTags('attempts')
+@Controller({ version: '1' })
+export class AttemptsController {
+  constructor(private readonly attempts: AttemptsService) {}
+
+  @Post('jobs/:id/attempts')
+  @RequireScopes('jobs:write')
+  @ApiEndpoint({
+    operationId: 'requestAttempt',
+    summary: 'Ask for another attempt now',
+    description: 'Queues an attempt for a worker. Refused while an attempt is starting, running or unknown (I3), and once the job is terminal.',
+    problems: [
+      { status: 400, codes: ['validation_failed'] },
+      { status: 404, codes: ['not_found'] },
+      { status: 409, codes: ['attempt_in_progress', 'job_terminal'] },
+      { status: 422, codes: ['unknown_provider'] },
+    ],
+  })
+  @ApiCreatedResponse({ type: JobView, description: 'The job with the queued attempt (status starting).' })
+  async requestAttempt(@OwnerId() ownerId: string, @Param('id', UuidPipe) id: string, @Body() body: RequestAttemptDto): Promise<JobView> {
+    return toJobView(await this.attempts.request(ownerId, id, body.provider));
+  }
+
+  @Post('attempts/:id/resolve')
+  @HttpCode(200)
+  @RequireScopes('attempts:resolve')
+  @ApiEndpoint({
+    operationId: 'resolveAttempt',
+    summary: 'Resolve an unknown attempt out of band (operators)',
+    problems: [
+      { status: 400, codes: ['validation_failed'] },
+      { status: 404, codes: ['not_found'] },
+      { status: 409, codes: ['attempt_not_unknown'] },
+    ],
+  })
+  @ApiOkResponse({ type: JobView })
+  async resolveAttempt(@OwnerId() ownerId: string, @Param('id', UuidPipe) id: string, @Body() body: ResolveAttemptDto): Promise<JobView> {
+    return toJobView(await this.attempts.resolve(ownerId, id, body.status, body.reason));
+  }
+}

@@ -1,0 +1,19 @@
+import { Module } from '@nestjs/common';
+import { JobsModule } from '../jobs/jobs.module.js';
+import { ProvidersModule } from '../providers/providers.module.js';
+import { SettlementModule } from '../settlement/settlement.module.js';
+import { AttemptOutcomes } from './attempt-outcomes.js';
+import { AttemptRunner } from './attempt-runner.js';
+import { AttemptScheduler } from './attempt-scheduler.js';
+import { AttemptWorker } from './attempt-worker.js';
+import { AttemptsController } from './attempts.controller.js';
+import { AttemptsService } from './attempts.service.js';
+import { Reconciler } from './reconciler.js';
+
+@Module({
+  imports: [JobsModule, ProvidersModule, SettlementModule],
+  controllers: [AttemptsController],
+  providers: [AttemptScheduler, AttemptOutcomes, AttemptRunner, AttemptWorker, Reconciler, AttemptsService],
+  exports: [AttemptWorker, Reconciler, AttemptOutcomes],
+})
+export class AttemptsModule {}

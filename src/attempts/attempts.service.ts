@@ -1,0 +1,57 @@
+import { Injectable } from '@nestjs/common';
+import { NotFoundError, UnknownProviderError } from '../common/domain.errors.js';
+import { isTerminal, type JobWithAttempts } from '../jobs/job.types.js';
+import { JobTerminalError } from '../jobs/jobs.errors.js';
+import { JobsRepository } from '../jobs/jobs.repository.js';
+import { CatalogService } from '../providers/catalog.service.js';
+import { LedgerFactory } from '../settlement/ledger.js';
+import { AttemptsRepository } from './attempts.repository.js';
+import { AttemptScheduler } from './attempt-scheduler.js';
+import { AttemptNotUnknownError } from './attempts.errors.js';
+
+/** The API's side of attempts: asking for one now, and resolving an unknown one out of band. */
+@Injectable()
+export class AttemptsService {
+  constructor(
+    private readonly ledgers: LedgerFactory,
+    private readonly jobs: JobsRepository,
+    private readonly attempts: AttemptsRepository,
+    private readonly catalog: CatalogService,
+    private readonly scheduler: AttemptScheduler,
+  ) {}
+
+  /** Queues an attempt for a worker (no provider is called here). I3's index answers 409 while one is live. */
+  async request(ownerId: string, jobId: string, provider?: string): Promise<JobWithAttempts> {
+    await this.ledgers.run(async (ledger) => {
+      const job = await this.jobs.lockOwned(ownerId, jobId, ledger.manager);
+      if (!job) throw new NotFoundError('Job');
+      if (isTerminal(job.status)) throw new JobTerminalError(job.status);
+      if (provider !== undefined && !job.providers.includes(provider)) {
+        throw new UnknownProviderError('provider', provider, "is not in the job's provider chain");
+      }
+      const plan = await this.scheduler.plan(job, await ledger.listAttempts(job.id));
+      const chosen = provider ?? (plan.kind === 'attempt' ? plan.provider : job.providers[0]);
+      const spec = this.catalog.provider(chosen)!;
+      await ledger.insertAttempt(
+        { jobId: job.id, provider: chosen, jobVersion: job.version, timeoutMs: spec.timeoutMs, hardTimeoutMs: spec.hardTimeoutMs, workerId: null },
+        'requested_by_owner',
+      );
+      await ledger.moveJob(job, job.status, 'attempt_requested', 0);
+    });
+    return (await this.jobs.findOwnedById(ownerId, jobId))!;
+  }
+
+  /** An operator settles what the service could not know: the unknown attempt failed, or we stop waiting for it. */
+  async resolve(ownerId: string, attemptId: string, status: 'failed' | 'cancelled', reason: string): Promise<JobWithAttempts> {
+    const jobId = await this.attempts.findJobIdOwned(ownerId, attemptId);
+    if (!jobId) throw new NotFoundError('Attempt');
+    await this.ledgers.run(async (ledger) => {
+      const job = (await ledger.lockJob(jobId))!;
+      const attempt = (await ledger.lockAttempt(attemptId))!;
+      if (attempt.status !== 'unknown') throw new AttemptNotUnknownError(attempt.status);
+      await ledger.moveAttempt(attempt, status, 'resolved_by_operator', { error: { reason: 'resolved_by_operator', message: reason }, finished: true });
+      await this.scheduler.scheduleAfter(ledger, job, attempt.jobVersion, 'attempt_resolved');
+    });
+    return (await this.jobs.findOwnedById(ownerId, jobId))!;
+  }
+}

@@ -1,0 +1,52 @@
+import { Injectable } from '@nestjs/common';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+/** The service's Prometheus series (docs/operations.md says what each means and what to alert on). */
+@Injectable()
+export class MetricsService {
+  readonly registry = new Registry();
+
+  readonly jobsCreated = new Counter({ name: 'onejob_jobs_created_total', help: 'Jobs created (201).', labelNames: ['operation'], registers: [this.registry] });
+  readonly jobsReplayed = new Counter({ name: 'onejob_jobs_replayed_total', help: 'Idempotent replays (200 + Idempotent-Replayed).', registers: [this.registry] });
+  readonly idempotencyConflicts = new Counter({
+    name: 'onejob_idempotency_conflicts_total',
+    help: 'Requests refused with 409 idempotency_key_reused.',
+    registers: [this.registry],
+  });
+  readonly attempts = new Counter({
+    name: 'onejob_attempts_total',
+    help: 'Attempt transitions, by provider and the status entered.',
+    labelNames: ['provider', 'status'],
+    registers: [this.registry],
+  });
+  readonly attemptsUnknown = new Gauge({
+    name: 'onejob_attempts_unknown',
+    help: 'Attempts currently unknown (read from the database by the reconciler).',
+    registers: [this.registry],
+  });
+  readonly settlementRaces = new Counter({
+    name: 'onejob_settlement_races_total',
+    help: 'Results that lost the compare-and-swap and were discarded.',
+    labelNames: ['provider'],
+    registers: [this.registry],
+  });
+  readonly jobsSettled = new Counter({ name: 'onejob_jobs_settled_total', help: 'Jobs settled, by final status.', labelNames: ['status'], registers: [this.registry] });
+  readonly attemptDuration = new Histogram({
+    name: 'onejob_attempt_duration_seconds',
+    help: 'Provider call duration per attempt, until a result, an error or the hard timeout.',
+    labelNames: ['provider', 'outcome'],
+    buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+    registers: [this.registry],
+  });
+  readonly httpDuration = new Histogram({
+    name: 'onejob_http_request_duration_seconds',
+    help: 'HTTP request duration by method, route and status.',
+    labelNames: ['method', 'route', 'status'],
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [this.registry],
+  });
+
+  constructor() {
+    collectDefaultMetrics({ register: this.registry, prefix: 'onejob_process_' });
+  }
+}
