@@ -29,7 +29,11 @@ export class SettlementService {
   async settleResult(ledger: Ledger, job: Job, attempt: Attempt, arrived: ArrivedResult): Promise<SettlementOutcome> {
     if (attempt.outcome !== null) return 'duplicate'; // the same result delivered twice (worker and lookup)
     const digest = sha256Hex(canonicalJson(arrived.value));
-    const version = await this.settlements.settleIfVersion(job.id, attempt.jobVersion, { status: 'succeeded', result: arrived.value, completedBy: attempt.id }, ledger.manager);
+    // An attempt an operator resolved as failed cannot win any more: its late result is discarded like a loser's.
+    const eligible = canTransitionAttempt(attempt.status, 'succeeded');
+    const version = eligible
+      ? await this.settlements.settleIfVersion(job.id, attempt.jobVersion, { status: 'succeeded', result: arrived.value, completedBy: attempt.id }, ledger.manager)
+      : undefined;
     const fields = { usage: arrived.usage, providerRequestId: arrived.providerRequestId, resultDigest: digest, finished: true };
     if (version !== undefined) {
       await ledger.moveAttempt(attempt, 'succeeded', 'result_won', { ...fields, outcome: 'won' });
@@ -37,7 +41,7 @@ export class SettlementService {
       return 'won';
     }
     // Lost: the payload is dropped here, and only its digest is kept.
-    const to = canTransitionAttempt(attempt.status, 'succeeded') ? 'succeeded' : attempt.status;
+    const to = eligible ? 'succeeded' : attempt.status;
     const detail = { resultDigest: digest, readVersion: attempt.jobVersion, jobVersion: job.version, winner: job.completedBy, jobStatus: job.status };
     await ledger.moveAttempt(attempt, to, 'result_discarded', { ...fields, outcome: 'discarded' }, detail);
     ledger.afterCommit(() => {
