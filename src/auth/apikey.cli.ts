@@ -34,7 +34,7 @@ async function main(): Promise<number> {
   }
   const env = loadEnv();
   const database = await resolveDatabase(env);
-  const dataSource = await new DataSource(dataSourceOptions({ url: database.url, poolSize: 1, applicationName: 'onejob-apikey' })).initialize();
+  const dataSource = await new DataSource(dataSourceOptions({ url: database.url, poolSize: 2, applicationName: 'onejob-apikey' })).initialize();
   try {
     if (env.migrationsRun) await runMigrationsLocked(dataSource);
     const { id, key } = await new ApiKeysService(new ApiKeysRepository(dataSource)).create(owner, scopes.filter(isScope));

@@ -8,7 +8,7 @@ import { runMigrationsLocked } from './migrate.js';
 async function main(): Promise<void> {
   const env = loadEnv();
   const database = await resolveDatabase(env);
-  const dataSource = await new DataSource(dataSourceOptions({ url: database.url, poolSize: 1, applicationName: 'onejob-migrate' })).initialize();
+  const dataSource = await new DataSource(dataSourceOptions({ url: database.url, poolSize: 2, applicationName: 'onejob-migrate' })).initialize();
   try {
     const applied = await runMigrationsLocked(dataSource);
     process.stdout.write(applied.length ? `applied: ${applied.map((m) => m.name).join(', ')}\n` : 'no pending migrations\n');

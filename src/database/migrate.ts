@@ -2,6 +2,7 @@ import type { DataSource, Migration } from 'typeorm';
 
 /** Any fixed 64-bit number: replicas starting together serialise their migration runs on it. */
 const MIGRATION_LOCK_KEY = 7_355_608_201;
+// Note: holds one pooled connection for the lock while runMigrations takes another: a pool needs at least two.
 
 /** Applies pending migrations under a session-level advisory lock, on one pinned connection. */
 export async function runMigrationsLocked(dataSource: DataSource): Promise<Migration[]> {
