@@ -30,13 +30,15 @@ export class AttemptScheduler {
     if (isTerminal(job.status)) return { kind: 'wait' };
     const plan = await this.plan(job, await ledger.listAttempts(job.id));
     if (plan.kind === 'attempt') await ledger.moveJob(job, 'running', reason, plan.delayMs);
-    if (plan.kind === 'exhausted') {
-      await this.settlement.settleFailure(ledger, job, readVersion, {
-        reason: 'providers_exhausted',
-        message: 'Every provider of the chain failed or was given up, and no certified fallback is left.',
-        lastError: plan.lastError,
-      });
-    }
+    if (plan.kind === 'exhausted') await this.settleExhausted(ledger, job, readVersion, plan.lastError);
     return plan;
+  }
+
+  settleExhausted(ledger: Ledger, job: Job, readVersion: number, lastError: unknown): Promise<boolean> {
+    return this.settlement.settleFailure(ledger, job, readVersion, {
+      reason: 'providers_exhausted',
+      message: 'Every provider of the chain failed or was given up, and no certified fallback is left.',
+      lastError,
+    });
   }
 }

@@ -6,7 +6,6 @@ import { isDatabaseUnavailable } from '../database/pg-errors.js';
 import type { Job } from '../jobs/job.types.js';
 import { CatalogService } from '../providers/catalog.service.js';
 import { LedgerFactory } from '../settlement/ledger.js';
-import { SettlementService } from '../settlement/settlement.service.js';
 import type { Attempt } from './attempt.types.js';
 import { AttemptRunner } from './attempt-runner.js';
 import { AttemptScheduler } from './attempt-scheduler.js';
@@ -32,7 +31,6 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
     @Inject(appConfig.KEY) private readonly config: AppConfig,
     private readonly ledgers: LedgerFactory,
     private readonly scheduler: AttemptScheduler,
-    private readonly settlement: SettlementService,
     private readonly catalog: CatalogService,
     private readonly runner: AttemptRunner,
   ) {}
@@ -112,11 +110,7 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
       } else {
         const plan = await this.scheduler.plan(job, attempts);
         if (plan.kind === 'exhausted') {
-          await this.settlement.settleFailure(ledger, job, job.version, {
-            reason: 'providers_exhausted',
-            message: 'Every provider of the chain failed or was given up, and no certified fallback is left.',
-            lastError: plan.lastError,
-          });
+          await this.scheduler.settleExhausted(ledger, job, job.version, plan.lastError);
           return undefined;
         }
         if (plan.kind === 'attempt') {

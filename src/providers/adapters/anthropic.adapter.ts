@@ -1,9 +1,7 @@
 import Anthropic from '@anthropic-ai/sdk';
 import type { ProviderSpec } from '../../config/catalog.types.js';
 import {
-  classifyTransportError,
-  definitiveHttpError,
-  ProviderError,
+  classifySdkError,
   type ProviderAdapter,
   type ProviderRequest,
   type ProviderResponse,
@@ -55,11 +53,7 @@ export class AnthropicAdapter implements ProviderAdapter {
         requestId: message.id ?? null,
       };
     } catch (error) {
-      if (error instanceof Anthropic.APIConnectionTimeoutError) throw new ProviderError('ambiguous', 'timeout', 'no answer before the hard timeout');
-      if (error instanceof Anthropic.APIUserAbortError) throw classifyTransportError(error, true);
-      if (error instanceof Anthropic.APIConnectionError) throw classifyTransportError(error, signal.aborted);
-      if (error instanceof Anthropic.APIError && typeof error.status === 'number') throw definitiveHttpError(error.status, error.message);
-      throw classifyTransportError(error, signal.aborted);
+      throw classifySdkError(Anthropic, error, signal.aborted);
     }
   }
 }

@@ -1,9 +1,7 @@
 import OpenAI from 'openai';
 import type { ProviderSpec } from '../../config/catalog.types.js';
 import {
-  classifyTransportError,
-  definitiveHttpError,
-  ProviderError,
+  classifySdkError,
   type ProviderAdapter,
   type ProviderRequest,
   type ProviderResponse,
@@ -57,15 +55,7 @@ export class OpenAiAdapter implements ProviderAdapter {
         requestId: completion.id ?? null,
       };
     } catch (error) {
-      throw classifyOpenAiError(error, signal.aborted);
+      throw classifySdkError(OpenAI, error, signal.aborted);
     }
   }
-}
-
-export function classifyOpenAiError(error: unknown, aborted: boolean): ProviderError {
-  if (error instanceof OpenAI.APIConnectionTimeoutError) return new ProviderError('ambiguous', 'timeout', 'no answer before the hard timeout');
-  if (error instanceof OpenAI.APIUserAbortError) return classifyTransportError(error, true);
-  if (error instanceof OpenAI.APIConnectionError) return classifyTransportError(error, aborted);
-  if (error instanceof OpenAI.APIError && typeof error.status === 'number') return definitiveHttpError(error.status, error.message);
-  return classifyTransportError(error, aborted);
 }
