@@ -72,7 +72,10 @@ describe('settlement under random interleavings (property, real PostgreSQL)', ()
               if (status === 'starting') continue; // nothing was sent yet: no result can come back
               await outcomes.succeeded(id, job.id, { value: valueOf(id), usage: { promptTokens: 1, completionTokens: 1 }, providerRequestId: null });
             } else if (s.kind === 'timeout') await outcomes.unknown(id, job.id, 'timeout');
-            else if (s.kind === 'failover') await outcomes.applyTimeoutPolicy(id, job.id);
+            else if (s.kind === 'failover') {
+              const [a] = await t.dataSource.query('SELECT provider FROM attempts WHERE id = $1', [id]);
+              await outcomes.applyTimeoutPolicy({ id, jobId: job.id, provider: a.provider });
+            }
             else if (s.kind === 'fail') await outcomes.failed(id, job.id, { reason: 'scripted', message: 'scripted', retryable: s.retryable });
             else if (s.kind === 'resolve') await attemptsApi.resolve(owner, id, s.to, 'property test');
           } catch (error) {

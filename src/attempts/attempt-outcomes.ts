@@ -1,6 +1,6 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { canTransitionAttempt } from './attempt-state.js';
-import type { AttemptError, Usage } from './attempt.types.js';
+import type { Attempt, AttemptError, Usage } from './attempt.types.js';
 import { isTerminal } from '../jobs/job.types.js';
 import { CatalogService } from '../providers/catalog.service.js';
 import { ProviderRegistry } from '../providers/provider-registry.js';
@@ -64,13 +64,13 @@ export class AttemptOutcomes {
     const moved = await this.ledgers.run(async (ledger) => {
       const job = (await ledger.lockJob(jobId))!;
       const attempt = (await ledger.lockAttempt(attemptId))!;
-      if (attempt.status !== 'starting' && attempt.status !== 'running') return false;
+      if (attempt.status !== 'starting' && attempt.status !== 'running') return undefined;
       await ledger.moveAttempt(attempt, 'unknown', reason, {}, detail);
       if (job.status === 'running' || job.status === 'pending') await ledger.moveJob(job, 'unknown', reason, null);
-      return true;
+      return attempt;
     });
-    if (moved) await this.applyTimeoutPolicy(attemptId, jobId);
-    return moved;
+    if (moved) await this.applyTimeoutPolicy(moved);
+    return moved !== undefined;
   }
 
   /**
@@ -78,12 +78,15 @@ export class AttemptOutcomes {
    * let the next certified provider start; the two then race under I5. hold, or no certified fallback: wait for
    * a lookup or an operator.
    */
-  async applyTimeoutPolicy(attemptId: string, jobId: string): Promise<'failover' | 'hold'> {
+  async applyTimeoutPolicy(attempt: Pick<Attempt, 'id' | 'jobId' | 'provider'>): Promise<'failover' | 'hold'> {
+    const provider = this.catalog.provider(attempt.provider);
+    // Decided from the catalog before any lock: a held attempt costs nothing per reconciler pass.
+    if (provider?.onTimeout !== 'failover' || !provider.sideEffectFree) return 'hold';
+    const { id: attemptId, jobId } = attempt;
     const cancelled = await this.ledgers.run(async (ledger) => {
       const job = (await ledger.lockJob(jobId))!;
       const attempt = (await ledger.lockAttempt(attemptId))!;
-      const provider = this.catalog.provider(attempt.provider);
-      if (attempt.status !== 'unknown' || isTerminal(job.status) || provider?.onTimeout !== 'failover' || !provider.sideEffectFree) return undefined;
+      if (attempt.status !== 'unknown' || isTerminal(job.status)) return undefined;
       const rest = (await ledger.listAttempts(jobId)).map((a) => (a.id === attempt.id ? { ...a, status: 'cancelled' as const } : a));
       const plan = await this.scheduler.plan(job, rest);
       if (plan.kind !== 'attempt' || plan.provider === attempt.provider) return undefined; // no certified fallback: hold

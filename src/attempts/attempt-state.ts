@@ -56,7 +56,3 @@ export function assertJobTransition(from: JobStatus, to: JobStatus): void {
 export function attemptSourcesOf(to: AttemptStatus): AttemptStatus[] {
   return (Object.keys(ATTEMPT_TRANSITIONS) as AttemptStatus[]).filter((from) => ATTEMPT_TRANSITIONS[from].includes(to));
 }
-
-export function jobSourcesOf(to: JobStatus): JobStatus[] {
-  return (Object.keys(JOB_TRANSITIONS) as JobStatus[]).filter((from) => JOB_TRANSITIONS[from].includes(to));
-}

@@ -1,5 +1,5 @@
 import { Module } from '@nestjs/common';
-import { JobsModule } from '../jobs/jobs.module.js';
+import { JobsDataModule } from '../jobs/jobs-data.module.js';
 import { ProvidersModule } from '../providers/providers.module.js';
 import { SettlementModule } from '../settlement/settlement.module.js';
 import { AttemptOutcomes } from './attempt-outcomes.js';
@@ -11,7 +11,7 @@ import { AttemptsService } from './attempts.service.js';
 import { Reconciler } from './reconciler.js';
 
 @Module({
-  imports: [JobsModule, ProvidersModule, SettlementModule],
+  imports: [JobsDataModule, ProvidersModule, SettlementModule],
   controllers: [AttemptsController],
   providers: [AttemptScheduler, AttemptOutcomes, AttemptRunner, AttemptWorker, Reconciler, AttemptsService],
   exports: [AttemptWorker, Reconciler, AttemptOutcomes],

@@ -54,7 +54,7 @@ export class Reconciler implements OnApplicationBootstrap, BeforeApplicationShut
       await this.outcomes.unknown(overdue.id, overdue.jobId, 'deadline_passed_no_worker');
     }
     for (const attempt of await this.attempts.findUnknownOfLiveJobs(BATCH)) {
-      if ((await this.outcomes.applyTimeoutPolicy(attempt.id, attempt.jobId)) === 'hold') await this.lookup(attempt);
+      if ((await this.outcomes.applyTimeoutPolicy(attempt)) === 'hold') await this.lookup(attempt);
     }
     for (const abandoned of await this.attempts.findAbandoned(BATCH)) {
       await this.outcomes.abandon(abandoned.id, abandoned.jobId);

@@ -19,11 +19,6 @@ export function uniqueViolationOf(error: unknown): string | undefined {
   return e?.code === '23505' ? e.constraint : undefined;
 }
 
-export function isSerializationFailure(error: unknown): boolean {
-  const code = driverErrorOf(error)?.code;
-  return code === '40001' || code === '40P01';
-}
-
 const connectionCodes = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', '57P01', '57P02', '57P03', '53300']);
 const connectionMessages = [
   'Connection terminated',

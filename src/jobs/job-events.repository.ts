@@ -12,12 +12,6 @@ export interface JobEvent {
   detail?: unknown;
 }
 
-export interface StoredJobEvent extends Required<Omit<JobEvent, 'detail'>> {
-  id: string;
-  detail: unknown;
-  at: Date;
-}
-
 /** The append-only audit trail of every job and attempt transition (a trigger refuses UPDATE and DELETE). */
 @Injectable()
 export class JobEventsRepository {
@@ -35,23 +29,5 @@ export class JobEventsRepository {
       `INSERT INTO job_events (job_id, attempt_id, subject, from_status, to_status, reason, detail) VALUES ${tuples.join(', ')}`,
       values,
     );
-  }
-
-  async listForJob(jobId: string, manager?: Queryable): Promise<StoredJobEvent[]> {
-    const rows: Array<Record<string, unknown>> = await on(this.dataSource, manager).query(
-      'SELECT id, job_id, attempt_id, subject, from_status, to_status, reason, detail, at FROM job_events WHERE job_id = $1 ORDER BY id',
-      [jobId],
-    );
-    return rows.map((row) => ({
-      id: String(row.id),
-      jobId: row.job_id as string,
-      attemptId: (row.attempt_id as string | null) ?? null,
-      subject: row.subject as 'job' | 'attempt',
-      from: (row.from_status as string | null) ?? null,
-      to: row.to_status as string,
-      reason: row.reason as string,
-      detail: row.detail ?? null,
-      at: row.at as Date,
-    }));
   }
 }

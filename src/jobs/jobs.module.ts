@@ -1,16 +1,14 @@
 import { Module } from '@nestjs/common';
 import { ProvidersModule } from '../providers/providers.module.js';
+import { SettlementModule } from '../settlement/settlement.module.js';
 import { IdempotencyInterceptor } from './idempotency.interceptor.js';
-import { JobEventsRepository } from './job-events.repository.js';
-import { JobWatch } from './job-watch.js';
+import { JobsDataModule } from './jobs-data.module.js';
 import { JobsController } from './jobs.controller.js';
-import { JobsRepository } from './jobs.repository.js';
 import { JobsService } from './jobs.service.js';
 
 @Module({
-  imports: [ProvidersModule],
+  imports: [JobsDataModule, ProvidersModule, SettlementModule],
   controllers: [JobsController],
-  providers: [JobsRepository, JobEventsRepository, JobsService, JobWatch, IdempotencyInterceptor],
-  exports: [JobsRepository, JobEventsRepository, JobWatch],
+  providers: [JobsService, IdempotencyInterceptor],
 })
 export class JobsModule {}

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { uniqueViolationOf } from '../database/pg-errors.js';
-import { on, updatedRows, type Queryable } from '../database/transactions.js';
+import { on, type Queryable } from '../database/transactions.js';
 import { DuplicateIdempotencyKeyError } from './jobs.errors.js';
 import { jobFromRow, jobWithAttemptsFromRow, type Job, type JobStatus, type JobWithAttempts } from './job.types.js';
 
@@ -72,12 +72,6 @@ export class JobsRepository {
     return rows[0] && jobWithAttemptsFromRow(rows[0]);
   }
 
-  /** The job status alone, for Prefer: wait polling. */
-  async findOwnedStatus(ownerId: string, id: string): Promise<JobStatus | undefined> {
-    const rows: Array<{ status: JobStatus }> = await this.dataSource.query('SELECT status FROM jobs WHERE id = $1 AND owner_id = $2', [id, ownerId]);
-    return rows[0]?.status;
-  }
-
   /** Newest first, keyset on (created_at, id). Returns undefined when the cursor names no job of the owner. */
   async listOwned(ownerId: string, query: JobPageQuery): Promise<Job[] | undefined> {
     const params: unknown[] = [ownerId, query.limit];
@@ -104,19 +98,6 @@ export class JobsRepository {
 
   async lockById(id: string, manager: Queryable): Promise<Job | undefined> {
     const rows = await manager.query(`SELECT ${JOB_COLUMNS} FROM jobs j WHERE j.id = $1 FOR UPDATE`, [id]);
-    return rows[0] && jobFromRow(rows[0]);
-  }
-
-  /** The fence: cancelling bumps the version, so every in-flight result loses its compare-and-swap. */
-  async cancelIfLive(id: string, manager: Queryable): Promise<Job | undefined> {
-    const result = await manager.query(
-      `UPDATE jobs SET status = 'cancelled', version = version + 1, next_attempt_at = NULL, completed_at = now(), updated_at = now(),
-              error = jsonb_build_object('reason', 'cancelled', 'message', 'The owner cancelled the job.')
-        WHERE id = $1 AND status IN ('pending', 'running', 'unknown')
-        RETURNING *`,
-      [id],
-    );
-    const rows = updatedRows<Record<string, unknown>>(result);
     return rows[0] && jobFromRow(rows[0]);
   }
 

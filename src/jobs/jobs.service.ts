@@ -1,10 +1,10 @@
 import { Injectable } from '@nestjs/common';
-import { DataSource } from 'typeorm';
 import { NotFoundError, UnknownOperationError, UnknownProviderError, ValidationFailedError } from '../common/domain.errors.js';
 import { fingerprintOf } from '../common/fingerprint.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { CatalogService } from '../providers/catalog.service.js';
-import { JobEventsRepository } from './job-events.repository.js';
+import { LedgerFactory } from '../settlement/ledger.js';
+import { SettlementService } from '../settlement/settlement.service.js';
 import { JobWatch } from './job-watch.js';
 import { isTerminal, type JobStatus, type JobWithAttempts, type Job } from './job.types.js';
 import { IdempotencyKeyReusedError, JobTerminalError } from './jobs.errors.js';
@@ -38,9 +38,9 @@ function decodeCursor(cursor: string): string {
 @Injectable()
 export class JobsService {
   constructor(
-    private readonly dataSource: DataSource,
     private readonly jobs: JobsRepository,
-    private readonly events: JobEventsRepository,
+    private readonly ledgers: LedgerFactory,
+    private readonly settlement: SettlementService,
     private readonly catalog: CatalogService,
     private readonly watch: JobWatch,
     private readonly metrics: MetricsService,
@@ -100,14 +100,12 @@ export class JobsService {
 
   /** The owner gives up the intent: the job is cancelled and its version bumped, so every in-flight result is discarded. */
   async cancel(ownerId: string, id: string): Promise<JobWithAttempts> {
-    await this.dataSource.transaction(async (manager) => {
-      const job = await this.jobs.lockOwned(ownerId, id, manager);
+    await this.ledgers.run(async (ledger) => {
+      const job = await this.jobs.lockOwned(ownerId, id, ledger.manager);
       if (!job) throw new NotFoundError('Job');
       if (isTerminal(job.status)) throw new JobTerminalError(job.status);
-      await this.jobs.cancelIfLive(id, manager);
-      await this.events.append([{ jobId: id, subject: 'job', from: job.status, to: 'cancelled', reason: 'cancelled_by_owner' }], manager);
+      await this.settlement.cancel(ledger, job);
     });
-    this.watch.notify(id);
     return this.findOwned(ownerId, id);
   }
 

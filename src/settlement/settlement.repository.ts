@@ -33,4 +33,16 @@ export class SettlementRepository {
     );
     return updatedRows<{ version: number }>(result)[0]?.version;
   }
+
+  /** The fence: cancelling bumps the version, so every in-flight result loses its compare-and-swap. */
+  async cancelIfLive(jobId: string, manager: Queryable): Promise<number | undefined> {
+    const result = await manager.query(
+      `UPDATE jobs SET status = 'cancelled', version = version + 1, next_attempt_at = NULL, completed_at = now(), updated_at = now(),
+              error = jsonb_build_object('reason', 'cancelled', 'message', 'The owner cancelled the job.')
+        WHERE id = $1 AND status IN ('pending', 'running', 'unknown')
+        RETURNING version`,
+      [jobId],
+    );
+    return updatedRows<{ version: number }>(result)[0]?.version;
+  }
 }

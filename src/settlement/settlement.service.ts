@@ -58,4 +58,12 @@ export class SettlementService {
     ledger.recordSettled(job, 'failed', error.reason, { version });
     return true;
   }
+
+  /** The owner gives up the intent: the job is cancelled and its version bumped (the fence of DESIGN §5). */
+  async cancel(ledger: Ledger, job: Job): Promise<boolean> {
+    const version = await this.settlements.cancelIfLive(job.id, ledger.manager);
+    if (version === undefined) return false;
+    ledger.recordSettled(job, 'cancelled', 'cancelled_by_owner', { version });
+    return true;
+  }
 }
