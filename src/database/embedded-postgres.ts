@@ -53,7 +53,12 @@ export async function startEmbeddedPostgres(options: {
   });
   const created = !existsSync(resolve(databaseDir, 'PG_VERSION'));
   if (created) await server.initialise();
-  await server.start();
+  // The package rejects with nothing when the server exits early (most often: another one holds the folder).
+  await server.start().catch((error: unknown) => {
+    throw new Error(
+      `the embedded PostgreSQL in ${databaseDir} did not start (${error instanceof Error ? error.message : 'it exited at once'}); is another onejob process using DATA_DIR?`,
+    );
+  });
   const admin = new pg.Client({ host: '127.0.0.1', port, user: 'postgres', password, database: 'postgres' });
   await admin.connect();
   try {
