@@ -3,6 +3,7 @@ import { ConfigModule, registerAs } from '@nestjs/config';
 import { APP_FILTER, APP_PIPE } from '@nestjs/core';
 import { AttemptsModule } from './attempts/attempts.module.js';
 import { AuthModule } from './auth/auth.module.js';
+import { LoggingModule } from './common/logging.module.js';
 import { ProblemDetailsFilter } from './common/problem-details.filter.js';
 import { createValidationPipe } from './common/validation.js';
 import { parseEnv, type Env } from './config/env.js';
@@ -25,6 +26,7 @@ export class AppModule {
           ignoreEnvFile: true,
           load: [registerAs('app', () => ({ ...parseEnv(process.env), ...overrides }))],
         }),
+        LoggingModule,
         DatabaseModule,
         HealthModule,
         MetricsModule,

@@ -1,12 +1,15 @@
 import { randomUUID } from 'node:crypto';
-import { VersioningType, type LogLevel as NestLogLevel } from '@nestjs/common';
+import type { IncomingMessage } from 'node:http';
+import { VersioningType } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
 import { DocumentBuilder, SwaggerModule, type OpenAPIObject } from '@nestjs/swagger';
 import type { FastifyRequest } from 'fastify';
+import { Logger as PinoLogger } from 'nestjs-pino';
 import { AppModule } from './app.module.js';
 import { DomainError, ValidationFailedError } from './common/domain.errors.js';
-import { parseEnv, type Env, type LogLevel } from './config/env.js';
+import { appConfig, type AppConfig } from './config/app.config.js';
+import { parseEnv, type Env } from './config/env.js';
 import { MetricsService } from './metrics/metrics.service.js';
 
 const REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
@@ -31,9 +34,12 @@ export function createAdapter(env: Pick<Env, 'bodyLimitBytes'>): FastifyAdapter 
     bodyLimit: env.bodyLimitBytes,
     routerOptions: { maxParamLength: 200 },
     // Accept the caller's X-Request-Id when it is sane, otherwise make one.
-    genReqId: (request: { headers: Record<string, string | string[] | undefined> }) => {
+    genReqId: (request: IncomingMessage) => {
       const header = request.headers['x-request-id'];
-      return typeof header === 'string' && REQUEST_ID.test(header) ? header : randomUUID();
+      const id = typeof header === 'string' && REQUEST_ID.test(header) ? header : randomUUID();
+      // Also on the raw request, where the request logger (pino-http, as Nest middleware) reads it.
+      (request as IncomingMessage & { id?: unknown }).id = id;
+      return id;
     },
   });
 }
@@ -55,8 +61,14 @@ export function buildOpenApiDocument(app: NestFastifyApplication): OpenAPIObject
 export async function configureApp(app: NestFastifyApplication): Promise<void> {
   app.enableVersioning({ type: VersioningType.URI });
   const fastify = app.getHttpAdapter().getInstance();
+  const role = app.get<AppConfig | undefined>(appConfig.KEY, { strict: false })?.role;
   fastify.addHook('onRequest', async (request, reply) => {
     void reply.header('X-Request-Id', request.id);
+    (request.raw as { route?: string }).route = request.routeOptions?.url;
+    // A worker process serves its probes and metrics, nothing of the API.
+    if (role === 'worker' && !/^\/(health\/|metrics(\?|$))/.test(request.url)) {
+      throw new DomainError('not_found', 404, 'This process runs ROLE=worker: it serves /health and /metrics only.');
+    }
   });
   fastify.addHook('preValidation', async (request: FastifyRequest) => {
     if (request.body === undefined) return;
@@ -75,22 +87,13 @@ export async function configureApp(app: NestFastifyApplication): Promise<void> {
   SwaggerModule.setup('docs', app, () => buildOpenApiDocument(app), { jsonDocumentUrl: 'docs-json', yamlDocumentUrl: 'docs-yaml' });
 }
 
-const nestLevels: Record<LogLevel, NestLogLevel[] | false> = {
-  silent: false,
-  fatal: ['fatal'],
-  error: ['fatal', 'error'],
-  warn: ['fatal', 'error', 'warn'],
-  info: ['fatal', 'error', 'warn', 'log'],
-  debug: ['fatal', 'error', 'warn', 'log', 'debug'],
-  trace: ['fatal', 'error', 'warn', 'log', 'debug', 'verbose'],
-};
-
 export async function createApp(overrides: Partial<Env> = {}): Promise<NestFastifyApplication> {
   const env = { ...parseEnv(process.env), ...overrides };
   const app = await NestFactory.create<NestFastifyApplication>(AppModule.forRoot(overrides), createAdapter(env), {
-    logger: nestLevels[env.logLevel],
+    bufferLogs: true,
     abortOnError: false,
   });
+  app.useLogger(app.get(PinoLogger));
   await configureApp(app);
   return app;
 }

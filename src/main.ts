@@ -5,6 +5,7 @@ import { ApiKeysService } from './auth/api-keys.service.js';
 import { SCOPES } from './auth/scopes.js';
 import { loadEnv } from './config/app.config.js';
 import { recordRunningEmbedded } from './database/database-url.js';
+import { Lifecycle } from './health/lifecycle.js';
 import { startEmbeddedPostgres, type EmbeddedDatabase } from './database/embedded-postgres.js';
 
 async function bootstrap(): Promise<void> {
@@ -36,6 +37,10 @@ async function bootstrap(): Promise<void> {
       if (closing) return;
       closing = true;
       logger.log(`${signal} received: shutting down`);
+      // Readiness false and no new connections first; then workers stop claiming and drain (app.close).
+      app.get(Lifecycle).shuttingDown = true;
+      app.getHttpServer().close();
+      app.getHttpServer().closeIdleConnections();
       app
         .close()
         .then(() => forgetEmbedded())
@@ -57,7 +62,7 @@ async function bootstrap(): Promise<void> {
   }
 }
 
-bootstrap().catch((error: Error) => {
-  process.stderr.write(`onejob failed to start: ${error.message}\n`);
+bootstrap().catch((error: unknown) => {
+  process.stderr.write(`onejob failed to start: ${error instanceof Error ? error.message : String(error)}\n`);
   process.exit(1);
 });

@@ -66,9 +66,15 @@ describe('workers as processes: kill, terminate, roles', () => {
     const service: ServiceProcess = await worker({ SHUTDOWN_GRACE_MS: '8000' });
     await waitUntilReady(service);
     await waitFor(() => attemptsOf(ids), (rows) => rows.length === 2 && rows.every((r) => r.status === 'running'));
-    const ready = await fetch(`${service.baseUrl}/health/live`);
-    expect(ready.status).toBe(200);
+    expect((await fetch(`${service.baseUrl}/health/live`)).status).toBe(200);
     service.kill('SIGTERM');
+    // The listener closes at once, while the attempts (3 s each) are still draining.
+    await waitFor(
+      () => fetch(`${service.baseUrl}/health/live`).then(() => 'open', () => 'closed'),
+      (state) => state === 'closed',
+      1000,
+    );
+    expect(service.child.exitCode).toBeNull();
     const { code } = await service.exited;
     expect(code).toBe(0);
     const rows = await attemptsOf(ids);

@@ -47,6 +47,6 @@ export class MetricsService {
   });
 
   constructor() {
-    collectDefaultMetrics({ register: this.registry, prefix: 'onejob_process_' });
+    collectDefaultMetrics({ register: this.registry, prefix: 'onejob_' });
   }
 }

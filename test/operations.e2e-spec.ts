@@ -1,0 +1,115 @@
+import { bearer, startTestApp, type TestApp } from './helpers/app.js';
+import { writeCatalog } from './helpers/catalog.js';
+import { createTestDatabase, type TestDatabase } from './helpers/database.js';
+import { spawnService, waitUntilReady } from './helpers/process.js';
+import { waitFor } from './helpers/wait.js';
+
+const SERIES = [
+  'onejob_jobs_created_total',
+  'onejob_jobs_replayed_total',
+  'onejob_idempotency_conflicts_total',
+  'onejob_attempts_total',
+  'onejob_attempts_unknown',
+  'onejob_settlement_races_total',
+  'onejob_jobs_settled_total',
+  'onejob_attempt_duration_seconds',
+  'onejob_http_request_duration_seconds',
+  'onejob_process_resident_memory_bytes',
+];
+
+function counter(text: string, series: string): number {
+  const line = text.split('\n').find((l) => l.startsWith(series) && !l.startsWith('#'));
+  return line ? Number(line.split(' ').pop()) : 0;
+}
+
+describe('operating the service: metrics, logs, roles', () => {
+  describe('metrics', () => {
+    let t: TestApp;
+    let key: string;
+    beforeAll(async () => {
+      const catalogFile = writeCatalog((c) => {
+        c.providers.push({ name: 'late-a', kind: 'simulated', model: 'a', timeoutMs: 100, hardTimeoutMs: 3000, onTimeout: 'failover', sideEffectFree: true, simulate: { latencyMs: 500 } });
+        c.providers.push({ name: 'quick-b', kind: 'simulated', model: 'b', timeoutMs: 2000, simulate: { latencyMs: 10 } });
+      });
+      t = await startTestApp({ role: 'all', catalogFile, workerPollMs: 10, reconcileIntervalMs: 100 });
+      key = await t.key('metrics-owner');
+    });
+    afterAll(() => t.close());
+
+    const scrape = async () => (await t.http().get('/metrics').expect(200)).text;
+    const post = (k: string, body: object) => t.http().post('/v1/jobs').set(bearer(key)).set('Idempotency-Key', k).send(body);
+
+    it('exposes every named series, and the counters move when a replay, a 409 and a discarded late result happen', async () => {
+      const before = await scrape();
+      for (const series of SERIES) expect(before).toContain(series);
+
+      const body = { operation: 'summarize', input: { text: 'm' } };
+      await post('m1', body).expect(201);
+      await post('m1', body).expect(200);
+      await post('m1', { ...body, input: { text: 'other' } }).expect(409);
+
+      await t.http().post('/v1/providers/quick-b/certifications').set(bearer(key)).send({ operation: 'summarize' }).expect(201);
+      const raced = await post('m2', { ...body, providers: ['late-a', 'quick-b'] }).expect(201);
+      await waitFor(
+        async () => (await t.http().get(`/v1/jobs/${raced.body.id}`).set(bearer(key))).body,
+        (job) => job.attempts?.[0]?.outcome === 'discarded',
+      );
+
+      const after = await scrape();
+      expect(counter(after, 'onejob_jobs_replayed_total') - counter(before, 'onejob_jobs_replayed_total')).toBe(1);
+      expect(counter(after, 'onejob_idempotency_conflicts_total') - counter(before, 'onejob_idempotency_conflicts_total')).toBe(1);
+      expect(counter(after, 'onejob_settlement_races_total{provider="late-a"}')).toBe(1);
+      expect(counter(after, 'onejob_jobs_created_total{operation="summarize"}') - counter(before, 'onejob_jobs_created_total{operation="summarize"}')).toBe(2);
+      expect(counter(after, 'onejob_jobs_settled_total{status="succeeded"}')).toBeGreaterThanOrEqual(2);
+      expect(after).toMatch(/onejob_http_request_duration_seconds_count\{method="POST",route="\/v1\/jobs",status="409"\} 1/);
+    });
+  });
+
+  describe('as separate processes', () => {
+    let db: TestDatabase;
+    beforeAll(async () => {
+      db = await createTestDatabase();
+    });
+    afterAll(() => db.drop());
+
+    it('logs one JSON line per request with its request id, method, route, status and latency, and never the API key', async () => {
+      const service = await spawnService({ DATABASE_URL: db.url, LOG_LEVEL: 'info', ROLE: 'api' });
+      try {
+        await waitUntilReady(service);
+        const secret = 'oj_this-secret-must-not-be-logged';
+        const res = await fetch(`${service.baseUrl}/v1/jobs/00000000-0000-4000-8000-000000000000`, { headers: { 'X-Request-Id': 'trace-req-42', Authorization: `Bearer ${secret}` } });
+        expect(res.status).toBe(401);
+        expect(res.headers.get('x-request-id')).toBe('trace-req-42');
+        const lines = await waitFor(
+          async () => service.output().split('\n').filter((l) => l.includes('trace-req-42')),
+          (found) => found.length > 0,
+        );
+        const entry = JSON.parse(lines[0]);
+        expect(entry).toMatchObject({ requestId: 'trace-req-42', req: { method: 'GET' }, route: '/v1/jobs/:id', status: 401, msg: 'request completed' });
+        expect(typeof entry.latencyMs).toBe('number');
+        expect(service.output()).not.toContain(secret);
+        expect(service.output()).not.toMatch(/"url":"\/health\/ready"/); // probes are not logged
+      } finally {
+        service.kill('SIGTERM');
+        await service.exited;
+      }
+    });
+
+    it('ROLE=worker serves health and metrics only', async () => {
+      const service = await spawnService({ DATABASE_URL: db.url, ROLE: 'worker' });
+      try {
+        await waitUntilReady(service);
+        expect((await fetch(`${service.baseUrl}/health/live`)).status).toBe(200);
+        expect((await fetch(`${service.baseUrl}/metrics`)).status).toBe(200);
+        for (const path of ['/v1/jobs', '/v1/providers', '/docs', '/docs-json']) {
+          const res = await fetch(`${service.baseUrl}${path}`);
+          expect({ path, status: res.status }).toEqual({ path, status: 404 });
+          expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+        }
+      } finally {
+        service.kill('SIGTERM');
+        await service.exited;
+      }
+    });
+  });
+});
