@@ -1,4 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { readFileSync } from 'node:fs';
@@ -64,4 +64,47 @@ describe('start-up refuses a bad configuration, naming it', () => {
       await service.exited;
     }
   });
+});
+
+describe('the README start command: embedded PostgreSQL when DATABASE_URL is unset', () => {
+  it('prints a demo key, drains an in-flight attempt on SIGTERM before stopping the database, exits 0, and keeps the result', async () => {
+    // As root the embedded server runs as `postgres`, which must be able to write the folder.
+    const dataDir = mkdtempSync(join(tmpdir(), 'onejob-embedded-'));
+    chmodSync(dataDir, 0o777);
+    const catalog = badCatalog((c) => (c.providers[0].simulate.latencyMs = 1500));
+    const env = { DATA_DIR: dataDir, CATALOG_FILE: catalog, SHUTDOWN_GRACE_MS: '8000' };
+    const first = await spawnService(env);
+    let key: string | undefined;
+    let jobId = '';
+    try {
+      await waitUntilReady(first, 60_000);
+      key = first.output().split('\n').find((line) => /^oj_[A-Za-z0-9_-]{43}$/.test(line));
+      expect(key).toBeDefined();
+      const created = await fetch(`${first.baseUrl}/v1/jobs`, {
+        method: 'POST',
+        headers: { Authorization: `Bearer ${key}`, 'Idempotency-Key': 'embedded-1', 'Content-Type': 'application/json' },
+        body: JSON.stringify({ operation: 'summarize', input: { text: 'drain me' } }),
+      });
+      expect(created.status).toBe(201);
+      jobId = ((await created.json()) as { id: string }).id;
+      await new Promise((r) => setTimeout(r, 500)); // the attempt is in flight (1.5 s)
+    } finally {
+      first.kill('SIGTERM');
+    }
+    expect((await first.exited).code).toBe(0);
+    expect(existsSync(join(dataDir, 'pg', 'postmaster.pid'))).toBe(false);
+
+    // The same folder again: the committed job is there, settled by the attempt that drained.
+    const second = await spawnService(env);
+    try {
+      await waitUntilReady(second, 60_000);
+      expect(second.output()).not.toMatch(/^oj_/m); // the demo key is made on the first start only
+      const job = (await (await fetch(`${second.baseUrl}/v1/jobs/${jobId}`, { headers: { Authorization: `Bearer ${key}` } })).json()) as { status: string; attempts: unknown[] };
+      expect(job.status).toBe('succeeded');
+      expect(job.attempts).toHaveLength(1);
+    } finally {
+      second.kill('SIGTERM');
+      await second.exited;
+    }
+  }, 120_000);
 });

