@@ -1,0 +1,356 @@
+/**
+ * npm run bench: the service over loopback (autocannon) against the ceiling set by PostgreSQL itself, measured in
+ * the same run: the same SQL the service issues for each case (the repositories' own statements), executed directly
+ * through `pg` at the same concurrency. Writes bench/results/<date>.json and prints one table.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import autocannon from 'autocannon';
+import pg from 'pg';
+import { AttemptsRepository } from '../src/attempts/attempts.repository.js';
+import { freePort, startEmbeddedPostgres } from '../src/database/embedded-postgres.js';
+import type { Queryable } from '../src/database/transactions.js';
+import { JobEventsRepository } from '../src/jobs/job-events.repository.js';
+import { JobsRepository } from '../src/jobs/jobs.repository.js';
+import { DuplicateIdempotencyKeyError } from '../src/jobs/jobs.errors.js';
+import { SettlementRepository } from '../src/settlement/settlement.repository.js';
+
+const CASES = ['create', 'replay', 'get', 'storm', 'pipeline'] as const;
+type Case = (typeof CASES)[number];
+
+interface Measure {
+  rps: number;
+  p50: number;
+  p99: number;
+  non2xx?: number;
+  designed?: string;
+}
+
+interface Row {
+  case: Case;
+  service: Measure;
+  ceiling: Measure;
+  ratio: number;
+  peakRssMb: number;
+}
+
+const { values: args } = parseArgs({
+  options: {
+    duration: { type: 'string', default: '6' },
+    connections: { type: 'string', default: '32' },
+    cases: { type: 'string', default: CASES.join(',') },
+    soak: { type: 'boolean', default: false },
+    'soak-seconds': { type: 'string', default: '180' },
+    out: { type: 'string' },
+  },
+});
+const duration = Number(args.duration);
+const connections = Number(args.connections);
+const cases = args.cases!.split(',').filter((c): c is Case => (CASES as readonly string[]).includes(c));
+const body = (text: string) => JSON.stringify({ operation: 'summarize', input: { text } });
+const NEW_JOB = { operation: 'summarize', input: { text: 'bench' }, providers: ['bench-zero'] };
+
+function percentile(sorted: number[], p: number): number {
+  return sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] : 0;
+}
+
+/** `connections` loops, each running `work` back to back for `seconds`: the ceiling's load shape. */
+async function closedLoop(seconds: number, work: (loop: number, i: number) => Promise<void>): Promise<Measure> {
+  const latencies: number[] = [];
+  const until = performance.now() + seconds * 1000;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: connections }, async (_, loop) => {
+      for (let i = 0; performance.now() < until; i++) {
+        const t0 = performance.now();
+        await work(loop, i);
+        latencies.push(performance.now() - t0);
+      }
+    }),
+  );
+  const elapsed = (performance.now() - started) / 1000;
+  latencies.sort((a, b) => a - b);
+  return { rps: latencies.length / elapsed, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
+}
+
+function manager(client: pg.Pool | pg.PoolClient): Queryable {
+  if (client instanceof pg.Pool) {
+    // pg's Pool.query destroys a client whose query failed (a new connection per expected unique violation);
+    // the service's pool keeps it, so the ceiling does too.
+    return {
+      query: async (sql: string, params?: unknown[]) => {
+        const pooled = await client.connect();
+        try {
+          return (await pooled.query(sql, params)).rows;
+        } finally {
+          pooled.release();
+        }
+      },
+    } as Queryable;
+  }
+  return { query: async (sql: string, params?: unknown[]) => (await client.query(sql, params)).rows } as Queryable;
+}
+
+async function transaction(pool: pg.Pool, work: (m: Queryable) => Promise<void>): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    await work(manager(client));
+    await client.query('COMMIT');
+  } catch (error) {
+    await client.query('ROLLBACK');
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
+async function load(url: string, seconds: number, request: { method: 'GET' | 'POST'; path: (i: number) => string; key?: (i: number) => string; body?: string }, headers: Record<string, string>) {
+  let i = 0;
+  const result = await autocannon({
+    url,
+    connections,
+    duration: seconds,
+    requests: [
+      {
+        method: request.method,
+        setupRequest: (req: autocannon.Request) => {
+          const n = i++;
+          const extra: Record<string, string> = request.key ? { 'idempotency-key': request.key(n) } : {};
+          return { ...req, path: request.path(n), headers: { ...headers, ...extra }, ...(request.body ? { body: request.body } : {}) };
+        },
+      },
+    ],
+  });
+  return result;
+}
+
+function measure(result: autocannon.Result): Measure {
+  return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx };
+}
+
+function peakRssMb(child: ChildProcess): number {
+  const status = readFileSync(`/proc/${child.pid}/status`, 'utf8');
+  return Number(/VmHWM:\s+(\d+)/.exec(status)![1]) / 1024;
+}
+
+function currentRssMb(child: ChildProcess): number {
+  const status = readFileSync(`/proc/${child.pid}/status`, 'utf8');
+  return Number(/VmRSS:\s+(\d+)/.exec(status)![1]) / 1024;
+}
+
+async function startService(databaseUrl: string, role: 'api' | 'all'): Promise<{ child: ChildProcess; url: string; stop: () => Promise<void> }> {
+  const port = await freePort();
+  const child = spawn(process.execPath, ['dist/src/main.js'], {
+    env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl, ROLE: role, PORT: String(port), HOST: '127.0.0.1', CATALOG_FILE: 'bench/catalog.bench.yaml', LOG_LEVEL: process.env.LOG_LEVEL ?? 'info' },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  const url = `http://127.0.0.1:${port}`;
+  for (let tries = 0; ; tries++) {
+    try {
+      if ((await fetch(`${url}/health/ready`)).ok) break;
+    } catch {
+      // starting
+    }
+    if (tries > 200) throw new Error('the service did not become ready');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return {
+    child,
+    url,
+    stop: () =>
+      new Promise((resolve) => {
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM');
+      }),
+  };
+}
+
+async function main(): Promise<void> {
+  // A database of its own: DATABASE_URL's server, or an embedded one in a temp folder.
+  let adminUrl = process.env.DATABASE_URL;
+  let stopEmbedded: (() => Promise<void>) | undefined;
+  if (!adminUrl) {
+    const dir = mkdtempSync(join(tmpdir(), 'onejob-bench-'));
+    chmodSync(dir, 0o777);
+    const embedded = await startEmbeddedPostgres({ dataDir: dir, database: 'postgres' });
+    adminUrl = embedded.url;
+    stopEmbedded = embedded.stop;
+  }
+  const dbName = `onejob_bench_${Date.now()}`;
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${dbName}`);
+  const serverVersion = (await admin.query('SHOW server_version')).rows[0].server_version as string;
+  const dbUrl = new URL(adminUrl);
+  dbUrl.pathname = `/${dbName}`;
+  const databaseUrl = dbUrl.toString();
+
+  const rows: Row[] = [];
+  const pool = new pg.Pool({ connectionString: databaseUrl, max: connections });
+  pool.on('error', () => undefined); // idle clients dropped by DROP DATABASE ... WITH (FORCE) at the end
+  const jobs = new JobsRepository(pool as never);
+  const attempts = new AttemptsRepository(pool as never);
+  const events = new JobEventsRepository(pool as never);
+  const settlements = new SettlementRepository();
+  let soak: { seconds: number; rssMb: number[]; growthMb: number } | undefined;
+
+  try {
+    let service = await startService(databaseUrl, 'api');
+    const key = spawnSync(process.execPath, ['dist/src/auth/apikey.cli.js', 'create', '--owner', 'bench', '--scopes', 'jobs:write,jobs:read'], {
+      env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl },
+      encoding: 'utf8',
+    })
+      .stdout.trim()
+      .split('\n')
+      .pop()!;
+    const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+    const run = randomUUID().slice(0, 8);
+
+    // Jobs to replay and read: made once through the API.
+    const seeded: string[] = [];
+    const seedKeys = Array.from({ length: 1000 }, (_, i) => `seed-${run}-${i}`);
+    for (let i = 0; i < seedKeys.length; i += 50) {
+      await Promise.all(
+        seedKeys.slice(i, i + 50).map(async (k) => {
+          const res = await fetch(`${service.url}/v1/jobs`, { method: 'POST', headers: { ...headers, 'idempotency-key': k }, body: body('seed') });
+          seeded.push(((await res.json()) as { id: string }).id);
+        }),
+      );
+    }
+    const seededRows: Array<{ id: string; idempotency_key: string }> = (await pool.query('SELECT id, idempotency_key FROM jobs')).rows;
+    const fingerprintOfSeed = (await pool.query('SELECT fingerprint FROM jobs LIMIT 1')).rows[0].fingerprint as string;
+
+    for (const name of cases) {
+      if (name === 'pipeline') continue;
+      let serviceMeasure: Measure;
+      let ceiling: Measure;
+      if (name === 'create') {
+        serviceMeasure = measure(await load(service.url, duration, { method: 'POST', path: () => '/v1/jobs', key: (i) => `create-${run}-${i}`, body: body('bench') }, headers));
+        ceiling = await closedLoop(duration, (loop, i) =>
+          jobs.insertJob({ ownerId: 'bench-ceiling', idempotencyKey: `c-${run}-${loop}-${i}`, fingerprint: 'f'.repeat(64), ...NEW_JOB }, manager(pool)).then(() => undefined),
+        );
+      } else if (name === 'replay' || name === 'storm') {
+        const keys = name === 'replay' ? seedKeys : seedKeys.slice(0, 10);
+        const result = await load(service.url, duration, { method: 'POST', path: () => '/v1/jobs', key: (i) => keys[i % keys.length], body: body('seed') }, headers);
+        serviceMeasure = { ...measure(result), designed: '200 replays' };
+        const ceilingKeys = name === 'replay' ? seededRows.map((r) => r.idempotency_key) : seededRows.slice(0, 10).map((r) => r.idempotency_key);
+        const owner = (await pool.query('SELECT owner_id FROM jobs LIMIT 1')).rows[0].owner_id as string;
+        ceiling = await closedLoop(duration, async (loop, i) => {
+          const k = ceilingKeys[(loop * 7919 + i) % ceilingKeys.length];
+          try {
+            await jobs.insertJob({ ownerId: owner, idempotencyKey: k, fingerprint: fingerprintOfSeed, ...NEW_JOB }, manager(pool));
+          } catch (error) {
+            if (!(error instanceof DuplicateIdempotencyKeyError)) throw error;
+            await jobs.findOwnedByKey(owner, k, manager(pool));
+          }
+        });
+      } else {
+        serviceMeasure = measure(await load(service.url, duration, { method: 'GET', path: (i) => `/v1/jobs/${seeded[i % seeded.length]}` }, headers));
+        const owner = (await pool.query('SELECT owner_id FROM jobs LIMIT 1')).rows[0].owner_id as string;
+        ceiling = await closedLoop(duration, (loop, i) => jobs.findOwnedById(owner, seeded[(loop * 7919 + i) % seeded.length], manager(pool)).then(() => undefined));
+      }
+      rows.push({ case: name, service: serviceMeasure, ceiling, ratio: serviceMeasure.rps / ceiling.rps, peakRssMb: peakRssMb(service.child) });
+    }
+    const apiPeak = peakRssMb(service.child);
+    await service.stop();
+
+    if (cases.includes('pipeline')) {
+      // Workers on: jobs created and settled per second, end to end.
+      await pool.query('UPDATE jobs SET next_attempt_at = NULL');
+      service = await startService(databaseUrl, 'all');
+      const started = Date.now();
+      const result = await load(service.url, duration, { method: 'POST', path: () => '/v1/jobs', key: (i) => `pipe-${run}-${i}`, body: body('pipeline') }, headers);
+      const created = result['2xx'];
+      let settled = 0;
+      while (Date.now() - started < (duration + 60) * 1000) {
+        settled = (await pool.query(`SELECT count(*)::int AS n FROM jobs WHERE idempotency_key LIKE $1 AND status = 'succeeded'`, [`pipe-${run}-%`])).rows[0].n;
+        if (settled >= created) break;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      const lastSettled = (await pool.query(`SELECT max(completed_at) AS at FROM jobs WHERE idempotency_key LIKE $1`, [`pipe-${run}-%`])).rows[0].at as Date;
+      const seconds = (lastSettled.getTime() - started) / 1000;
+      const serviceMeasure: Measure = { rps: settled / seconds, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx };
+
+      // The same SQL as create, claim, run and settle, one job per cycle, through pg.
+      const ceiling = await closedLoop(duration, async (loop, i) => {
+        await jobs.insertJob({ ownerId: 'bench-ceiling', idempotencyKey: `p-${run}-${loop}-${i}`, fingerprint: 'f'.repeat(64), ...NEW_JOB }, manager(pool));
+        let claimed: { jobId: string; attemptId: string; version: number } | undefined;
+        await transaction(pool, async (m) => {
+          const job = await jobs.claimDue(m);
+          if (!job) return;
+          await attempts.listForJob(job.id, m);
+          const attempt = await attempts.insertAttempt({ jobId: job.id, provider: 'bench-zero', jobVersion: job.version, timeoutMs: 5000, hardTimeoutMs: 10000, workerId: 'bench' }, m);
+          await jobs.updateBookkeeping(job.id, 'running', null, m);
+          await events.append([{ jobId: job.id, attemptId: attempt.id, subject: 'attempt', from: null, to: 'starting', reason: 'claimed' }, { jobId: job.id, subject: 'job', from: 'pending', to: 'running', reason: 'attempt_started' }], m);
+          claimed = { jobId: job.id, attemptId: attempt.id, version: job.version };
+        });
+        if (!claimed) return;
+        const c = claimed;
+        await transaction(pool, async (m) => {
+          await jobs.lockById(c.jobId, m);
+          await attempts.lockById(c.attemptId, m);
+          await attempts.updateStatus(c.attemptId, 'running', {}, m);
+          await events.append([{ jobId: c.jobId, attemptId: c.attemptId, subject: 'attempt', from: 'starting', to: 'running', reason: 'provider_called' }], m);
+        });
+        await transaction(pool, async (m) => {
+          await jobs.lockById(c.jobId, m);
+          await attempts.lockById(c.attemptId, m);
+          await settlements.settleIfVersion(c.jobId, c.version, { status: 'succeeded', result: { summary: 'x' }, completedBy: c.attemptId }, m);
+          await attempts.updateStatus(c.attemptId, 'succeeded', { outcome: 'won', usage: { promptTokens: 1, completionTokens: 1 }, resultDigest: 'd'.repeat(64), finished: true }, m);
+          await events.append([{ jobId: c.jobId, attemptId: c.attemptId, subject: 'attempt', from: 'running', to: 'succeeded', reason: 'result_won' }, { jobId: c.jobId, subject: 'job', from: 'running', to: 'succeeded', reason: 'result_won' }], m);
+        });
+      });
+      rows.push({ case: 'pipeline', service: serviceMeasure, ceiling, ratio: serviceMeasure.rps / ceiling.rps, peakRssMb: peakRssMb(service.child) });
+
+      if (args.soak) {
+        // Steady creates and reads for --soak-seconds, resident memory sampled every 10 s.
+        const seconds = Number(args['soak-seconds']);
+        const rssMb: number[] = [currentRssMb(service.child)];
+        const sampler = setInterval(() => rssMb.push(currentRssMb(service.child)), 10_000);
+        await Promise.all([
+          load(service.url, seconds, { method: 'POST', path: () => '/v1/jobs', key: (i) => `soak-${run}-${i}`, body: body('soak') }, headers),
+          load(service.url, seconds, { method: 'GET', path: (i) => `/v1/jobs/${seeded[i % seeded.length]}` }, headers),
+        ]);
+        clearInterval(sampler);
+        rssMb.push(currentRssMb(service.child));
+        const third = Math.max(1, Math.floor(rssMb.length / 3));
+        const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+        soak = { seconds, rssMb: rssMb.map((x) => Math.round(x)), growthMb: Math.round(mean(rssMb.slice(-third)) - mean(rssMb.slice(1, 1 + third))) };
+      }
+      await service.stop();
+    }
+    void apiPeak;
+  } finally {
+    await pool.end();
+    await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
+    await admin.end();
+    await stopEmbedded?.();
+  }
+
+  const fmt = (n: number, digits = 0) => n.toFixed(digits);
+  const table = [
+    '| case | service req/s | p50 ms | p99 ms | ceiling req/s | ceiling p99 ms | ratio | non-2xx | peak RSS MB |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
+    ...rows.map(
+      (r) =>
+        `| ${r.case} | ${fmt(r.service.rps)} | ${fmt(r.service.p50, 1)} | ${fmt(r.service.p99, 1)} | ${fmt(r.ceiling.rps)} | ${fmt(r.ceiling.p99, 1)} | ${fmt(r.ratio * 100)}% | ${r.service.non2xx ?? 0}${r.service.designed ? ` (${r.service.designed})` : ''} | ${fmt(r.peakRssMb)} |`,
+    ),
+  ].join('\n');
+  const header = `onejob bench: ${connections} connections, ${duration} s per case, ${cpus().length} cores, Node ${process.version}, PostgreSQL ${serverVersion}`;
+  process.stdout.write(`\n${header}\n\n${table}\n`);
+  if (soak) process.stdout.write(`\nsoak: ${soak.seconds} s, RSS samples (MB) ${soak.rssMb.join(' ')}, growth last third vs first third: ${soak.growthMb} MB\n`);
+  mkdirSync('bench/results', { recursive: true });
+  const file = args.out ?? `bench/results/${new Date().toISOString().slice(0, 10)}.json`;
+  writeFileSync(file, `${JSON.stringify({ at: new Date().toISOString(), connections, duration, cores: cpus().length, node: process.version, postgres: serverVersion, rows, soak }, null, 2)}\n`);
+  process.stdout.write(`\nwritten to ${file}\n`);
+}
+
+main().catch((error: Error) => {
+  process.stderr.write(`bench failed: ${error.stack}\n`);
+  process.exit(1);
+});
