@@ -145,7 +145,9 @@ function currentRssMb(child: ChildProcess): number {
 
 async function startService(databaseUrl: string, role: 'api' | 'all'): Promise<{ child: ChildProcess; url: string; stop: () => Promise<void> }> {
   const port = await freePort();
-  const child = spawn(process.execPath, ['dist/src/main.js'], {
+  // BENCH_CPU_PROF=1: a V8 CPU profile of the service per phase, in bench/profiles/ (open it in Chrome DevTools).
+  const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir=bench/profiles'] : [];
+  const child = spawn(process.execPath, [...profile, 'dist/src/main.js'], {
     env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl, ROLE: role, PORT: String(port), HOST: '127.0.0.1', CATALOG_FILE: 'bench/catalog.bench.yaml', LOG_LEVEL: process.env.LOG_LEVEL ?? 'info' },
     stdio: ['ignore', 'ignore', 'inherit'],
   });

@@ -1,27 +1,30 @@
-import { Injectable } from '@nestjs/common';
 import { CatalogError } from '../config/catalog.loader.js';
 import type { ProviderSpec } from '../config/catalog.types.js';
 import { readSecret } from '../config/secrets.js';
-import { AnthropicAdapter } from './adapters/anthropic.adapter.js';
-import { OpenAiAdapter } from './adapters/openai.adapter.js';
 import { SimulatedAdapter } from './adapters/simulated.adapter.js';
 import { CatalogService } from './catalog.service.js';
 import type { ProviderAdapter } from './provider.port.js';
 
-export function createAdapter(spec: ProviderSpec, index: number): ProviderAdapter {
+/**
+ * Builds a provider's adapter. The SDK adapters (and js-tiktoken's encodings) are imported only when the catalog
+ * has such a provider: a process serving simulated providers does not carry them in memory.
+ */
+export async function createAdapter(spec: ProviderSpec, index: number): Promise<ProviderAdapter> {
   if (spec.kind === 'simulated') return new SimulatedAdapter(spec);
   const apiKey = readSecret(spec.apiKeyEnv!);
   if (!apiKey) throw new CatalogError(`providers[${index}].apiKeyEnv`, `names the environment variable ${spec.apiKeyEnv}, which is not set`);
-  return spec.kind === 'openai' ? new OpenAiAdapter(spec, apiKey) : new AnthropicAdapter(spec, apiKey);
+  if (spec.kind === 'openai') return new (await import('./adapters/openai.adapter.js')).OpenAiAdapter(spec, apiKey);
+  return new (await import('./adapters/anthropic.adapter.js')).AnthropicAdapter(spec, apiKey);
 }
 
 /** One adapter per catalog provider, built at boot (a missing API key stops the boot, naming its variable). */
-@Injectable()
 export class ProviderRegistry {
-  private readonly adapters = new Map<string, ProviderAdapter>();
+  private constructor(private readonly adapters: Map<string, ProviderAdapter>) {}
 
-  constructor(catalog: CatalogService) {
-    catalog.listProviders().forEach((spec, i) => this.adapters.set(spec.name, createAdapter(spec, i)));
+  static async load(catalog: CatalogService): Promise<ProviderRegistry> {
+    const adapters = new Map<string, ProviderAdapter>();
+    for (const [i, spec] of catalog.listProviders().entries()) adapters.set(spec.name, await createAdapter(spec, i));
+    return new ProviderRegistry(adapters);
   }
 
   adapter(provider: string): ProviderAdapter {
@@ -30,3 +33,9 @@ export class ProviderRegistry {
     return adapter;
   }
 }
+
+export const providerRegistryProvider = {
+  provide: ProviderRegistry,
+  inject: [CatalogService],
+  useFactory: (catalog: CatalogService) => ProviderRegistry.load(catalog),
+};

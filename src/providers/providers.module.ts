@@ -2,13 +2,13 @@ import { Module } from '@nestjs/common';
 import { catalogProvider, CatalogService } from './catalog.service.js';
 import { CertificationRepository } from './certification.repository.js';
 import { CertificationService } from './certification.service.js';
-import { ProviderRegistry } from './provider-registry.js';
+import { providerRegistryProvider, ProviderRegistry } from './provider-registry.js';
 import { ProvidersController } from './providers.controller.js';
 import { ProvidersService } from './providers.service.js';
 
 @Module({
   controllers: [ProvidersController],
-  providers: [catalogProvider, CatalogService, ProviderRegistry, CertificationRepository, CertificationService, ProvidersService],
+  providers: [catalogProvider, CatalogService, providerRegistryProvider, CertificationRepository, CertificationService, ProvidersService],
   exports: [CatalogService, ProviderRegistry, CertificationService],
 })
 export class ProvidersModule {}

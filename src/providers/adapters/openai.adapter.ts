@@ -7,7 +7,30 @@ import {
   type ProviderResponse,
   type RenderedPrompt,
 } from '../provider.port.js';
-import { countOpenAiTokens } from '../tokens.js';
+import { encodingForModel, getEncoding, type Tiktoken, type TiktokenModel } from 'js-tiktoken';
+import { PER_MESSAGE, PER_REPLY } from '../tokens.js';
+
+const encoders = new Map<string, Tiktoken>();
+
+function encoderFor(model: string): Tiktoken {
+  let encoder = encoders.get(model);
+  if (!encoder) {
+    try {
+      encoder = encodingForModel(model as TiktokenModel);
+    } catch {
+      // Unknown to js-tiktoken (a self-hosted OpenAI-compatible model): the current OpenAI encoding.
+      encoder = getEncoding('o200k_base');
+    }
+    encoders.set(model, encoder);
+  }
+  return encoder;
+}
+
+export function countOpenAiTokens(model: string, prompt: RenderedPrompt): number {
+  const encoder = encoderFor(model);
+  const messages = [prompt.system, prompt.user].filter((m): m is string => m !== undefined);
+  return messages.reduce((n, text) => n + PER_MESSAGE + encoder.encode(text).length, PER_REPLY);
+}
 
 /**
  * Any OpenAI-compatible chat-completions endpoint, through the official SDK with its retries off: a retry is
