@@ -1,11 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import type { IncomingMessage } from 'node:http';
 import { VersioningType } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
 import { DocumentBuilder, SwaggerModule, type OpenAPIObject } from '@nestjs/swagger';
 import type { FastifyRequest } from 'fastify';
-import { Logger as PinoLogger } from 'nestjs-pino';
+import { Logger as NestPinoLogger, PinoLogger } from 'nestjs-pino';
 import { AppModule } from './app.module.js';
 import { DomainError, ValidationFailedError } from './common/domain.errors.js';
 import { appConfig, type AppConfig } from './config/app.config.js';
@@ -34,12 +33,9 @@ export function createAdapter(env: Pick<Env, 'bodyLimitBytes'>): FastifyAdapter 
     bodyLimit: env.bodyLimitBytes,
     routerOptions: { maxParamLength: 200 },
     // Accept the caller's X-Request-Id when it is sane, otherwise make one.
-    genReqId: (request: IncomingMessage) => {
+    genReqId: (request: { headers: Record<string, string | string[] | undefined> }) => {
       const header = request.headers['x-request-id'];
-      const id = typeof header === 'string' && REQUEST_ID.test(header) ? header : randomUUID();
-      // Also on the raw request, where the request logger (pino-http, as Nest middleware) reads it.
-      (request as IncomingMessage & { id?: unknown }).id = id;
-      return id;
+      return typeof header === 'string' && REQUEST_ID.test(header) ? header : randomUUID();
     },
   });
 }
@@ -64,7 +60,6 @@ export async function configureApp(app: NestFastifyApplication): Promise<void> {
   const role = app.get<AppConfig | undefined>(appConfig.KEY, { strict: false })?.role;
   fastify.addHook('onRequest', async (request, reply) => {
     void reply.header('X-Request-Id', request.id);
-    (request.raw as { route?: string }).route = request.routeOptions?.url;
     // A worker process serves its probes and metrics, nothing of the API.
     if (role === 'worker' && !/^\/(health\/|metrics(\?|$))/.test(request.url)) {
       throw new DomainError('not_found', 404, 'This process runs ROLE=worker: it serves /health and /metrics only.');
@@ -80,9 +75,17 @@ export async function configureApp(app: NestFastifyApplication): Promise<void> {
     }
   });
   const metrics = app.get(MetricsService, { strict: false });
+  // One JSON line per request: request id, method, path, route, status, latency. Headers (API keys) are never
+  // logged; probes and scrapes are not logged at all.
+  const requests = PinoLogger.root?.child({ context: 'http' });
   fastify.addHook('onResponse', async (request, reply) => {
-    const route = request.routeOptions?.url ?? 'unmatched';
-    metrics.httpDuration.observe({ method: request.method, route, status: String(reply.statusCode) }, reply.elapsedTime / 1000);
+    const route = request.routeOptions?.url;
+    metrics.httpDuration.observe({ method: request.method, route: route ?? 'unmatched', status: String(reply.statusCode) }, reply.elapsedTime / 1000);
+    if (route === '/health/live' || route === '/health/ready' || route === '/metrics') return;
+    requests?.info(
+      { requestId: request.id, req: { method: request.method, url: request.url.split('?')[0] }, route: route ?? null, status: reply.statusCode, latencyMs: Math.round(reply.elapsedTime * 10) / 10 },
+      reply.statusCode >= 500 ? 'request failed' : 'request completed',
+    );
   });
   SwaggerModule.setup('docs', app, () => buildOpenApiDocument(app), { jsonDocumentUrl: 'docs-json', yamlDocumentUrl: 'docs-yaml' });
 }
@@ -93,7 +96,7 @@ export async function createApp(overrides: Partial<Env> = {}): Promise<NestFasti
     bufferLogs: true,
     abortOnError: false,
   });
-  app.useLogger(app.get(PinoLogger));
+  app.useLogger(app.get(NestPinoLogger));
   await configureApp(app);
   return app;
 }
