@@ -3,10 +3,11 @@ import { VersioningType } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
 import { DocumentBuilder, SwaggerModule, type OpenAPIObject } from '@nestjs/swagger';
-import type { FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Logger as NestPinoLogger, PinoLogger } from 'nestjs-pino';
 import { AppModule } from './app.module.js';
 import { DomainError, ValidationFailedError } from './common/domain.errors.js';
+import { sendProblem } from './common/problem-details.filter.js';
 import { appConfig, type AppConfig } from './config/app.config.js';
 import { parseEnv, type Env } from './config/env.js';
 import { MetricsService } from './metrics/metrics.service.js';
@@ -32,6 +33,9 @@ export function createAdapter(env: Pick<Env, 'bodyLimitBytes'>): FastifyAdapter 
   return new FastifyAdapter({
     bodyLimit: env.bodyLimitBytes,
     routerOptions: { maxParamLength: 200 },
+    // Fastify refuses a malformed or over-long path before any Nest handler runs: answer problem+json too.
+    frameworkErrors: (error: Error, request: FastifyRequest, reply: FastifyReply) =>
+      sendProblem(request, reply, { status: 400, code: 'validation_failed', detail: 'The request path is malformed or too long.', errors: [{ field: 'path', message: error.message.replace(/'.*'/, 'the path') }] }),
     // Accept the caller's X-Request-Id when it is sane, otherwise make one.
     genReqId: (request: { headers: Record<string, string | string[] | undefined> }) => {
       const header = request.headers['x-request-id'];

@@ -42,6 +42,8 @@ const cases: Case[] = [
   { name: 'a key without jobs:write', auth: 'read-only', status: 403, code: 'forbidden' },
   { name: 'a non-uuid job id', method: 'get', path: '/v1/jobs/123', status: 400, code: 'validation_failed', field: 'id' },
   { name: 'a non-uuid id to cancel', method: 'post', path: '/v1/jobs/not-a-uuid/cancel', headers: {}, status: 400, code: 'validation_failed', field: 'id' },
+  { name: 'a path parameter over the router limit', method: 'get', path: `/v1/jobs/${'x'.repeat(300)}`, status: 400, code: 'validation_failed', field: 'path' },
+  { name: 'a malformed percent-encoding in the path', method: 'get', path: '/v1/jobs/%E0%A4%A', status: 400, code: 'validation_failed' },
   { name: 'an unknown route', method: 'get', path: '/v1/nothing-here', status: 404, code: 'not_found' },
   { name: 'a job id that does not exist', method: 'get', path: '/v1/jobs/00000000-0000-4000-8000-000000000000', status: 404, code: 'not_found' },
 ];

@@ -19,6 +19,8 @@ function freePort() {
 }
 
 export default async function globalSetup() {
+  // URL mode of the race suite: the deployment under test has its own database.
+  if (process.env.E2E_BASE_URL) return;
   if (process.env.DATABASE_URL) {
     process.env.TEST_PG_ADMIN_URL = process.env.DATABASE_URL;
     return;

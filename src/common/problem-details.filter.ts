@@ -47,7 +47,7 @@ const codeByStatus: Record<number, ErrorCode> = {
 
 export const RETRY_AFTER_SECONDS = 2;
 
-interface Classified {
+export interface Classified {
   status: number;
   code: ErrorCode;
   detail: string;
@@ -91,20 +91,24 @@ export class ProblemDetailsFilter implements ExceptionFilter {
     } else if (classified.status === 503) {
       this.logger.warn({ msg: 'database unavailable', requestId: request.id, error: (exception as Error)?.message });
     }
-    const { status, code, detail, errors } = classified ?? { status: 500, code: 'internal_error' as const, detail: 'An unexpected error occurred.' };
-    const problem: Problem = {
-      type: `urn:onejob:problem:${code}`,
-      title: titles[code],
-      status,
-      detail,
-      instance: request.url?.split('?')[0] ?? '',
-      code,
-      requestId: String(request.id),
-      ...(errors ? { errors } : {}),
-    };
-    if (reply.sent) return;
-    if (status === 503) void reply.header('Retry-After', String(RETRY_AFTER_SECONDS));
-    if (status === 401) void reply.header('WWW-Authenticate', 'Bearer');
-    void reply.status(status).header('Content-Type', 'application/problem+json; charset=utf-8').send(JSON.stringify(problem));
+    sendProblem(request, reply, classified ?? { status: 500, code: 'internal_error', detail: 'An unexpected error occurred.' });
   }
+}
+
+/** Writes one RFC 9457 problem: the filter's answers and Fastify's own routing refusals (frameworkErrors). */
+export function sendProblem(request: FastifyRequest, reply: FastifyReply, { status, code, detail, errors }: Classified): void {
+  const problem: Problem = {
+    type: `urn:onejob:problem:${code}`,
+    title: titles[code],
+    status,
+    detail,
+    instance: request.url?.split('?')[0] ?? '',
+    code,
+    requestId: String(request.id),
+    ...(errors ? { errors } : {}),
+  };
+  if (reply.sent) return;
+  if (status === 503) void reply.header('Retry-After', String(RETRY_AFTER_SECONDS));
+  if (status === 401) void reply.header('WWW-Authenticate', 'Bearer');
+  void reply.status(status).header('Content-Type', 'application/problem+json; charset=utf-8').send(JSON.stringify(problem));
 }

@@ -1,0 +1,119 @@
+import { spawnSync } from 'node:child_process';
+import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
+import { spawnService, waitUntilReady, type ServiceProcess } from '../helpers/process.js';
+
+/**
+ * Where the race suite aims: a deployment named by E2E_BASE_URL (comma-separated for several replicas) with
+ * E2E_API_KEY, E2E_OPERATOR_KEY (same owner; attempts:resolve and providers:certify) and E2E_OTHER_API_KEY
+ * (another owner); or, with no URL, the service started here as separate OS processes on a real PostgreSQL.
+ */
+export interface RaceTarget {
+  mode: 'url' | 'in-process';
+  urls: string[];
+  keys: { owner: string; operator: string; other?: string };
+  /** In-process only: the processes and the database, for the fault cases. */
+  local?: { database: TestDatabase; apis: ServiceProcess[]; worker: ServiceProcess; env: Record<string, string> };
+  close(): Promise<void>;
+}
+
+/** The larger counts of `npm run test:race`; `npm test` runs the same cases smaller. */
+export const FULL = process.env.RACE_FULL === '1';
+export const urlMode = Boolean(process.env.E2E_BASE_URL);
+
+export const RACE_CATALOG = 'config/catalog.race.yaml';
+
+function createKey(databaseUrl: string, owner: string, scopes: string): string {
+  const result = spawnSync(process.execPath, ['dist/src/auth/apikey.cli.js', 'create', '--owner', owner, '--scopes', scopes], {
+    env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl },
+    encoding: 'utf8',
+  });
+  if (result.status !== 0) throw new Error(`apikey failed: ${result.stderr}`);
+  return result.stdout.trim().split('\n').pop()!;
+}
+
+export async function raceTarget(options: { replicas?: number } = {}): Promise<RaceTarget> {
+  if (urlMode) {
+    const owner = process.env.E2E_API_KEY;
+    const operator = process.env.E2E_OPERATOR_KEY;
+    if (!owner || !operator) throw new Error('URL mode needs E2E_API_KEY and E2E_OPERATOR_KEY (docs/testing.md)');
+    return {
+      mode: 'url',
+      urls: process.env.E2E_BASE_URL!.split(',').map((u) => u.trim().replace(/\/$/, '')),
+      keys: { owner, operator, other: process.env.E2E_OTHER_API_KEY },
+      close: async () => undefined,
+    };
+  }
+  const database = await createTestDatabase();
+  const env = { DATABASE_URL: database.url, CATALOG_FILE: RACE_CATALOG, WORKER_POLL_MS: '20', RECONCILE_INTERVAL_MS: '100' };
+  // The first process applies the migrations; the others start once it is ready.
+  const first = await spawnService({ ...env, ROLE: 'api' });
+  await waitUntilReady(first);
+  const others = await Promise.all(Array.from({ length: (options.replicas ?? 1) - 1 }, () => spawnService({ ...env, ROLE: 'api' })));
+  const worker = await spawnService({ ...env, ROLE: 'worker' });
+  await Promise.all([...others, worker].map((p) => waitUntilReady(p)));
+  const apis = [first, ...others];
+  return {
+    mode: 'in-process',
+    urls: apis.map((p) => p.baseUrl),
+    keys: {
+      owner: createKey(database.url, 'race-a', 'jobs:write,jobs:read'),
+      operator: createKey(database.url, 'race-a', 'jobs:write,jobs:read,attempts:resolve,providers:certify'),
+      other: createKey(database.url, 'race-b', 'jobs:write,jobs:read,attempts:resolve,providers:certify'),
+    },
+    local: { database, apis, worker, env },
+    close: async () => {
+      for (const p of [...apis, worker]) {
+        if (p.child.exitCode === null && p.child.signalCode === null) p.kill('SIGTERM');
+        await p.exited;
+      }
+      await database.drop();
+    },
+  };
+}
+
+export interface Answer {
+  status: number;
+  headers: Headers;
+  body: any; // eslint-disable-line @typescript-eslint/no-explicit-any
+}
+
+/** A tiny black-box client: only the public API. */
+export function client(target: RaceTarget, key: string, replica = 0) {
+  const base = () => target.urls[replica % target.urls.length];
+  const call = async (method: string, path: string, init: { body?: unknown; headers?: Record<string, string>; raw?: string } = {}, url = base()): Promise<Answer> => {
+    const headers: Record<string, string> = { authorization: `Bearer ${key}`, ...init.headers };
+    let body: string | undefined = init.raw;
+    if (init.body !== undefined) {
+      body = JSON.stringify(init.body);
+      headers['content-type'] ??= 'application/json';
+    }
+    const res = await fetch(`${url}${path}`, { method, headers, body });
+    const text = await res.text();
+    let parsed: unknown = text;
+    try {
+      parsed = text ? JSON.parse(text) : null;
+    } catch {
+      // not JSON: kept as text
+    }
+    return { status: res.status, headers: res.headers, body: parsed };
+  };
+  return {
+    call,
+    at: (replicaIndex: number) => client(target, key, replicaIndex),
+    create: (idempotencyKey: string, body: unknown, headers: Record<string, string> = {}) =>
+      call('POST', '/v1/jobs', { body, headers: { 'idempotency-key': idempotencyKey, ...headers } }),
+    job: (id: string) => call('GET', `/v1/jobs/${id}`),
+    until: async (id: string, done: (job: any) => boolean, timeoutMs = 15_000) => {
+      const until = Date.now() + timeoutMs;
+      for (;;) {
+        const { body } = await call('GET', `/v1/jobs/${id}`);
+        if (done(body)) return body;
+        if (Date.now() > until) throw new Error(`job ${id} did not reach the state in ${timeoutMs} ms: ${JSON.stringify(body)}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    },
+  };
+}
+
+/** A run-unique prefix, so URL mode can run the suite again against the same deployment. */
+export const RUN = `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
