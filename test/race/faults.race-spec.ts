@@ -1,11 +1,10 @@
-import { spawnSync } from 'node:child_process';
 import { chmodSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { freePort, startEmbeddedPostgres, type EmbeddedDatabase } from '../../src/database/embedded-postgres.js';
 import { spawnService, waitUntilReady } from '../helpers/process.js';
-import { RACE_CATALOG, urlMode } from './target.js';
+import { createKey, RACE_CATALOG, urlMode } from './target.js';
 
 interface Outcome {
   at: number;
@@ -28,11 +27,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
     const service = await spawnService({ DATABASE_URL: database.url, CATALOG_FILE: RACE_CATALOG, ROLE: 'api', DB_POOL_SIZE: '4' });
     try {
       await waitUntilReady(service);
-      const created = spawnSync(process.execPath, ['dist/src/auth/apikey.cli.js', 'create', '--owner', 'outage', '--scopes', 'jobs:write,jobs:read'], {
-        env: { PATH: process.env.PATH ?? '', DATABASE_URL: database.url },
-        encoding: 'utf8',
-      });
-      const key = created.stdout.trim().split('\n').pop()!;
+      const key = createKey(database.url, 'outage', 'jobs:write,jobs:read');
 
       const outcomes: Outcome[] = [];
       let running = true;

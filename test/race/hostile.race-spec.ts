@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { client, FULL, raceTarget, RUN, type RaceTarget } from './target.js';
+import { client, FULL, jobsWithKeyPrefix, raceTarget, RUN, type RaceTarget } from './target.js';
 
 interface Hostile {
   method: 'GET' | 'POST';
@@ -128,14 +128,7 @@ describe('race suite: hostile input', () => {
     expect(sent).toBeGreaterThan(count * 0.9);
 
     // Only requests that were answered 201 wrote jobs.
-    const owner = client(target, target.keys.owner);
-    const stored: string[] = [];
-    let cursor: string | null = null;
-    do {
-      const page = await owner.call('GET', `/v1/jobs?limit=100${cursor ? `&cursor=${cursor}` : ''}`);
-      stored.push(...page.body.items.map((j: { idempotencyKey: string }) => j.idempotencyKey).filter((k: string) => k.startsWith(PREFIX)));
-      cursor = page.body.nextCursor;
-    } while (cursor);
-    expect(stored.sort()).toEqual([...created].sort());
+    const stored = await jobsWithKeyPrefix(client(target, target.keys.owner), PREFIX);
+    expect(stored.map((j) => j.idempotencyKey).sort()).toEqual([...created].sort());
   }, 600_000);
 });

@@ -1,4 +1,4 @@
-import { client, FULL, raceTarget, RUN, type RaceTarget } from './target.js';
+import { client, FULL, jobsWithKeyPrefix, raceTarget, RUN, type RaceTarget } from './target.js';
 
 describe('race suite: many replicas, many duplicates', () => {
   let target: RaceTarget;
@@ -28,13 +28,6 @@ describe('race suite: many replicas, many duplicates', () => {
     expect(answers.filter((a) => a.status === 201)).toHaveLength(keys);
 
     // What the deployment holds for these keys, read back through the API (keyset pages).
-    const seen: string[] = [];
-    let cursor: string | null = null;
-    do {
-      const page = await owner.call('GET', `/v1/jobs?limit=100${cursor ? `&cursor=${cursor}` : ''}`);
-      seen.push(...page.body.items.filter((j: { idempotencyKey: string }) => j.idempotencyKey.startsWith(prefix)).map((j: { id: string }) => j.id));
-      cursor = page.body.nextCursor;
-    } while (cursor);
-    expect(seen.length).toBe(keys);
+    expect(await jobsWithKeyPrefix(owner, prefix)).toHaveLength(keys);
   }, 120_000);
 });

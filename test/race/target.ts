@@ -22,7 +22,7 @@ export const urlMode = Boolean(process.env.E2E_BASE_URL);
 
 export const RACE_CATALOG = 'config/catalog.race.yaml';
 
-function createKey(databaseUrl: string, owner: string, scopes: string): string {
+export function createKey(databaseUrl: string, owner: string, scopes: string): string {
   const result = spawnSync(process.execPath, ['dist/src/auth/apikey.cli.js', 'create', '--owner', owner, '--scopes', scopes], {
     env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl },
     encoding: 'utf8',
@@ -117,3 +117,15 @@ export function client(target: RaceTarget, key: string, replica = 0) {
 
 /** A run-unique prefix, so URL mode can run the suite again against the same deployment. */
 export const RUN = `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
+
+/** The owner's jobs whose idempotency key starts with `prefix`, read through the API's keyset pages. */
+export async function jobsWithKeyPrefix(owner: ReturnType<typeof client>, prefix: string): Promise<Array<{ id: string; idempotencyKey: string }>> {
+  const found: Array<{ id: string; idempotencyKey: string }> = [];
+  let cursor: string | null = null;
+  do {
+    const page = await owner.call('GET', `/v1/jobs?limit=100${cursor ? `&cursor=${cursor}` : ''}`);
+    found.push(...page.body.items.filter((j: { idempotencyKey: string }) => j.idempotencyKey.startsWith(prefix)));
+    cursor = page.body.nextCursor;
+  } while (cursor);
+  return found;
+}
