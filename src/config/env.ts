@@ -6,6 +6,8 @@ export interface Env {
   port: number;
   host: string;
   databaseUrl: string | undefined;
+  /** A session (non-pooled) connection for LISTEN and advisory locks; falls back to databaseUrl. */
+  databaseDirectUrl: string | undefined;
   dataDir: string;
   catalogFile: string;
   role: Role;
@@ -58,17 +60,17 @@ function bool(source: Source, name: string, fallback: boolean): boolean {
   return oneOf(source, name, fallback ? 'true' : 'false', ['true', 'false', '1', '0'] as const).match(/^(true|1)$/) !== null;
 }
 
-function databaseUrl(source: Source): string | undefined {
-  const raw = source.DATABASE_URL;
+function databaseUrl(source: Source, name: 'DATABASE_URL' | 'DATABASE_DIRECT_URL'): string | undefined {
+  const raw = source[name];
   if (raw === undefined || raw.trim() === '') return undefined;
   let url: URL;
   try {
     url = new URL(raw);
   } catch {
-    throw new EnvError('DATABASE_URL', 'must be a postgres:// or postgresql:// URL');
+    throw new EnvError(name, 'must be a postgres:// or postgresql:// URL');
   }
   if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') {
-    throw new EnvError('DATABASE_URL', 'must be a postgres:// or postgresql:// URL');
+    throw new EnvError(name, 'must be a postgres:// or postgresql:// URL');
   }
   return raw;
 }
@@ -77,7 +79,8 @@ export function parseEnv(source: Source): Env {
   return {
     port: integer(source, 'PORT', 3000, 0, 65535),
     host: text(source, 'HOST', '0.0.0.0'),
-    databaseUrl: databaseUrl(source),
+    databaseUrl: databaseUrl(source, 'DATABASE_URL'),
+    databaseDirectUrl: databaseUrl(source, 'DATABASE_DIRECT_URL'),
     dataDir: text(source, 'DATA_DIR', '.data'),
     catalogFile: text(source, 'CATALOG_FILE', 'config/catalog.yaml'),
     role: oneOf(source, 'ROLE', 'all', ['api', 'worker', 'all'] as const),
