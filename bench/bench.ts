@@ -11,13 +11,12 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
 import pg from 'pg';
-import { AttemptsRepository } from '../src/attempts/attempts.repository.js';
 import { freePort, startEmbeddedPostgres } from '../src/database/embedded-postgres.js';
 import type { Queryable } from '../src/database/transactions.js';
-import { JobEventsRepository } from '../src/jobs/job-events.repository.js';
-import { JobsRepository } from '../src/jobs/jobs.repository.js';
-import { DuplicateIdempotencyKeyError } from '../src/jobs/jobs.errors.js';
-import { SettlementRepository } from '../src/settlement/settlement.repository.js';
+import { AttemptsRepository } from '../src/ledger/attempts.repository.js';
+import { JobsRepository } from '../src/ledger/jobs.repository.js';
+import { DuplicateIdempotencyKeyError } from '../src/ledger/ledger.errors.js';
+import { SettlementRepository } from '../src/ledger/settlement.repository.js';
 
 const CASES = ['create', 'replay', 'get', 'storm', 'pipeline'] as const;
 type Case = (typeof CASES)[number];
@@ -197,7 +196,6 @@ async function main(): Promise<void> {
   pool.on('error', () => undefined); // idle clients dropped by DROP DATABASE ... WITH (FORCE) at the end
   const jobs = new JobsRepository(pool as never);
   const attempts = new AttemptsRepository(pool as never);
-  const events = new JobEventsRepository(pool as never);
   const settlements = new SettlementRepository();
   let soak: { seconds: number; rssMb: number[]; growthMb: number } | undefined;
 
@@ -278,33 +276,40 @@ async function main(): Promise<void> {
       const seconds = (lastSettled.getTime() - started) / 1000;
       const serviceMeasure: Measure = { rps: settled / seconds, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx };
 
-      // The same SQL as create, claim, run and settle, one job per cycle, through pg.
+      // The same SQL as create, claim, mark running and settle, one job per cycle, through pg.
       const ceiling = await closedLoop(duration, async (loop, i) => {
         await jobs.insertJob({ ownerId: 'bench-ceiling', idempotencyKey: `p-${run}-${loop}-${i}`, fingerprint: 'f'.repeat(64), ...NEW_JOB }, manager(pool));
-        let claimed: { jobId: string; attemptId: string; version: number } | undefined;
+        let claimed: { jobId: string; attemptId: string } | undefined;
         await transaction(pool, async (m) => {
-          const job = await jobs.claimDue(m);
+          const [job] = await jobs.claimDue(1, m);
           if (!job) return;
-          await attempts.listForJob(job.id, m);
-          const attempt = await attempts.insertAttempt({ jobId: job.id, provider: 'bench-zero', jobVersion: job.version, timeoutMs: 5000, hardTimeoutMs: 10000, workerId: 'bench' }, m);
-          await jobs.updateBookkeeping(job.id, 'running', null, m);
-          await events.append([{ jobId: job.id, attemptId: attempt.id, subject: 'attempt', from: null, to: 'starting', reason: 'claimed' }, { jobId: job.id, subject: 'job', from: 'pending', to: 'running', reason: 'attempt_started' }], m);
-          claimed = { jobId: job.id, attemptId: attempt.id, version: job.version };
+          const [attempt] = await attempts.insertClaimed(
+            [{ jobId: job.id, provider: 'bench-zero', jobVersion: job.version, timeoutMs: 5000, hardTimeoutMs: 10000, workerId: 'bench', jobFrom: job.status }],
+            m,
+          );
+          claimed = { jobId: job.id, attemptId: attempt.id };
         });
         if (!claimed) return;
         const c = claimed;
+        await attempts.markRunning([{ id: c.attemptId, timeoutMs: 5000, hardTimeoutMs: 10000 }], manager(pool));
         await transaction(pool, async (m) => {
-          await jobs.lockById(c.jobId, m);
-          await attempts.lockById(c.attemptId, m);
-          await attempts.updateStatus(c.attemptId, 'running', {}, m);
-          await events.append([{ jobId: c.jobId, attemptId: c.attemptId, subject: 'attempt', from: 'starting', to: 'running', reason: 'provider_called' }], m);
-        });
-        await transaction(pool, async (m) => {
-          await jobs.lockById(c.jobId, m);
-          await attempts.lockById(c.attemptId, m);
-          await settlements.settleIfVersion(c.jobId, c.version, { status: 'succeeded', result: { summary: 'x' }, completedBy: c.attemptId }, m);
-          await attempts.updateStatus(c.attemptId, 'succeeded', { outcome: 'won', usage: { promptTokens: 1, completionTokens: 1 }, resultDigest: 'd'.repeat(64), finished: true }, m);
-          await events.append([{ jobId: c.jobId, attemptId: c.attemptId, subject: 'attempt', from: 'running', to: 'succeeded', reason: 'result_won' }, { jobId: c.jobId, subject: 'job', from: 'running', to: 'succeeded', reason: 'result_won' }], m);
+          const { job, attempt } = (await attempts.lockPair(c.jobId, c.attemptId, m))!;
+          await settlements.settleResult(
+            {
+              jobId: job.id,
+              attemptId: attempt.id,
+              readVersion: attempt.jobVersion,
+              eligible: true,
+              value: { summary: 'x' },
+              usage: { promptTokens: 1, completionTokens: 1 },
+              providerRequestId: null,
+              resultDigest: 'd'.repeat(64),
+              attemptFrom: attempt.status,
+              jobFrom: job.status,
+              discardDetail: null,
+            },
+            m,
+          );
         });
       });
       rows.push({ case: 'pipeline', service: serviceMeasure, ceiling, ratio: serviceMeasure.rps / ceiling.rps, peakRssMb: peakRssMb(service.child) });

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { AttemptOutcomes } from '../src/attempts/attempt-outcomes.js';
 import { AttemptWorker } from '../src/attempts/attempt-worker.js';
+import { LedgerFactory } from '../src/ledger/ledger.js';
 import { AttemptsService } from '../src/attempts/attempts.service.js';
 import { canonicalJson, sha256Hex } from '../src/common/canonical-json.js';
 import { DomainError } from '../src/common/domain.errors.js';
@@ -49,6 +50,7 @@ describe('settlement under random interleavings (property, real PostgreSQL)', ()
     const attemptsApi = t.app.get(AttemptsService);
     const outcomes = t.app.get(AttemptOutcomes);
     const worker = t.app.get(AttemptWorker);
+    const ledgers = t.app.get(LedgerFactory);
     const valueOf = (attemptId: string) => ({ summary: `result of ${attemptId}` });
 
     await fc.assert(
@@ -63,10 +65,10 @@ describe('settlement under random interleavings (property, real PostgreSQL)', ()
           try {
             if (s.kind === 'claim') {
               await t.dataSource.query('UPDATE jobs SET next_attempt_at = LEAST(next_attempt_at, now()) WHERE id = $1', [job.id]);
-              await worker.claimNext();
+              await worker.claimBatch(1);
             } else if (s.kind === 'cancel') await jobs.cancel(owner, job.id);
             else if (!id) continue;
-            else if (s.kind === 'running') await outcomes.markRunning(id, job.id);
+            else if (s.kind === 'running') await ledgers.markRunning([{ id, timeoutMs: 60_000, hardTimeoutMs: 120_000 }]);
             else if (s.kind === 'result') {
               const [{ status }] = await t.dataSource.query('SELECT status FROM attempts WHERE id = $1', [id]);
               if (status === 'starting') continue; // nothing was sent yet: no result can come back
@@ -119,5 +121,5 @@ describe('settlement under random interleavings (property, real PostgreSQL)', ()
     );
     expect(seen[0]).toEqual({ succeeded: expect.any(Number), cancelled: expect.any(Number), failed: expect.any(Number), discarded: expect.any(Number), unknown: expect.any(Number) });
     for (const value of Object.values(seen[0])) expect(value).toBeGreaterThan(0);
-  });
+  }, 120_000);
 });

@@ -1,17 +1,16 @@
 import { Injectable, Logger } from '@nestjs/common';
-import { canTransitionAttempt } from './attempt-state.js';
-import type { Attempt, AttemptError, Usage } from './attempt.types.js';
-import { isTerminal } from '../jobs/job.types.js';
+import { NOT_SENT, type Attempt, type AttemptError, type Usage } from '../ledger/attempt.types.js';
+import { isTerminal } from '../ledger/job.types.js';
+import { LedgerFactory, type ArrivedResult, type SettlementOutcome } from '../ledger/ledger.js';
+import { canTransitionAttempt } from '../ledger/state-machine.js';
 import { CatalogService } from '../providers/catalog.service.js';
 import { ProviderRegistry } from '../providers/provider-registry.js';
-import { LedgerFactory } from '../settlement/ledger.js';
-import { SettlementService, type ArrivedResult, type SettlementOutcome } from '../settlement/settlement.service.js';
 import { AttemptScheduler } from './attempt-scheduler.js';
 
 /**
  * What happens when an attempt's fate becomes known, whoever learns it first: the worker that made the call,
- * a provider status lookup, the reconciler, or the deadline timer. Every method locks job then attempt and
- * re-reads the attempt, so concurrent reports of the same fate do no harm.
+ * a provider status lookup, the reconciler, or the deadline timer. Every method locks job then attempt
+ * (Ledger.lockPair) and re-reads the attempt, so concurrent reports of the same fate do no harm.
  */
 @Injectable()
 export class AttemptOutcomes {
@@ -19,36 +18,23 @@ export class AttemptOutcomes {
 
   constructor(
     private readonly ledgers: LedgerFactory,
-    private readonly settlement: SettlementService,
     private readonly scheduler: AttemptScheduler,
     private readonly catalog: CatalogService,
     private readonly registry: ProviderRegistry,
   ) {}
 
-  async markRunning(attemptId: string, jobId: string): Promise<boolean> {
-    return this.ledgers.run(async (ledger) => {
-      await ledger.lockJob(jobId);
-      const attempt = await ledger.lockAttempt(attemptId);
-      if (attempt?.status !== 'starting') return false;
-      await ledger.moveAttempt(attempt, 'running', 'provider_called');
-      return true;
-    });
-  }
-
   /** A valid result (its contract already checked): compare-and-swap settlement. */
   async succeeded(attemptId: string, jobId: string, arrived: ArrivedResult): Promise<SettlementOutcome> {
     return this.ledgers.run(async (ledger) => {
-      const job = (await ledger.lockJob(jobId))!;
-      const attempt = (await ledger.lockAttempt(attemptId))!;
-      return this.settlement.settleResult(ledger, job, attempt, arrived);
+      const { job, attempt } = (await ledger.lockPair(jobId, attemptId))!;
+      return ledger.settleResult(job, attempt, arrived);
     });
   }
 
   /** A definitive failure: the attempt is failed, and the job moves on (retry, next provider) or settles failed. */
   async failed(attemptId: string, jobId: string, error: AttemptError, usage?: Usage): Promise<void> {
     await this.ledgers.run(async (ledger) => {
-      const job = (await ledger.lockJob(jobId))!;
-      const attempt = (await ledger.lockAttempt(attemptId))!;
+      const { job, attempt } = (await ledger.lockPair(jobId, attemptId))!;
       if (!canTransitionAttempt(attempt.status, 'failed')) {
         // Already given up (cancelled by failover or an operator): the slot is free and the job has moved on.
         ledger.record({ jobId, attemptId, subject: 'attempt', from: attempt.status, to: attempt.status, reason: 'late_failure_ignored', detail: error });
@@ -59,12 +45,26 @@ export class AttemptOutcomes {
     });
   }
 
+  /**
+   * A claimed attempt that was never sent (its worker vanished between claim and call, or its hard deadline
+   * passed before the call): `failed` with reason not_sent (I4), not counted against maxAttempts, and the job
+   * goes on by itself. Only a `starting` attempt qualifies: `running` means the call may have been made.
+   */
+  async notSent(attemptId: string, jobId: string, why: string): Promise<boolean> {
+    return this.ledgers.run(async (ledger) => {
+      const { job, attempt } = (await ledger.lockPair(jobId, attemptId))!;
+      if (attempt.status !== 'starting') return false;
+      await ledger.moveAttempt(attempt, 'failed', NOT_SENT, { error: { reason: NOT_SENT, message: why, retryable: true }, finished: true });
+      await this.scheduler.scheduleAfter(ledger, job, attempt.jobVersion, 'attempt_not_sent');
+      return true;
+    });
+  }
+
   /** Ambiguous: the request may have been processed. The attempt and the job are `unknown` (I4), never `failed`. */
   async unknown(attemptId: string, jobId: string, reason: string, detail?: unknown): Promise<boolean> {
     const moved = await this.ledgers.run(async (ledger) => {
-      const job = (await ledger.lockJob(jobId))!;
-      const attempt = (await ledger.lockAttempt(attemptId))!;
-      if (attempt.status !== 'starting' && attempt.status !== 'running') return undefined;
+      const { job, attempt } = (await ledger.lockPair(jobId, attemptId))!;
+      if (attempt.status !== 'running') return undefined;
       await ledger.moveAttempt(attempt, 'unknown', reason, {}, detail);
       if (job.status === 'running' || job.status === 'pending') await ledger.moveJob(job, 'unknown', reason, null);
       return attempt;
@@ -84,8 +84,7 @@ export class AttemptOutcomes {
     if (provider?.onTimeout !== 'failover' || !provider.sideEffectFree) return 'hold';
     const { id: attemptId, jobId } = attempt;
     const cancelled = await this.ledgers.run(async (ledger) => {
-      const job = (await ledger.lockJob(jobId))!;
-      const attempt = (await ledger.lockAttempt(attemptId))!;
+      const { job, attempt } = (await ledger.lockPair(jobId, attemptId))!;
       if (attempt.status !== 'unknown' || isTerminal(job.status)) return undefined;
       const rest = (await ledger.listAttempts(jobId)).map((a) => (a.id === attempt.id ? { ...a, status: 'cancelled' as const } : a));
       const plan = await this.scheduler.plan(job, rest);
@@ -95,8 +94,8 @@ export class AttemptOutcomes {
       return attempt;
     });
     if (!cancelled) return 'hold';
-    const adapter = this.registry.adapter(cancelled.provider);
-    if (adapter.cancel) {
+    const adapter = this.registry.find(cancelled.provider);
+    if (adapter?.cancel) {
       await adapter.cancel(cancelled.providerRequestId ?? cancelled.id).catch((error: Error) =>
         this.logger.warn({ msg: 'provider cancel failed', attemptId, jobId, error: error.message }),
       );
@@ -107,8 +106,7 @@ export class AttemptOutcomes {
   /** Nobody listens any more for an unknown attempt of a finished job: free it. */
   async abandon(attemptId: string, jobId: string): Promise<void> {
     await this.ledgers.run(async (ledger) => {
-      const job = (await ledger.lockJob(jobId))!;
-      const attempt = (await ledger.lockAttempt(attemptId))!;
+      const { job, attempt } = (await ledger.lockPair(jobId, attemptId))!;
       if (attempt.status === 'unknown' && isTerminal(job.status)) await ledger.moveAttempt(attempt, 'cancelled', 'abandoned_job_finished', { finished: true });
     });
   }

@@ -1,17 +1,38 @@
 import { Injectable, Logger } from '@nestjs/common';
-import type { Job } from '../jobs/job.types.js';
+import { isDatabaseUnavailable, isRetryableTransactionError } from '../database/pg-errors.js';
+import type { Attempt } from '../ledger/attempt.types.js';
+import type { Job } from '../ledger/job.types.js';
+import { LedgerFactory } from '../ledger/ledger.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { CatalogService } from '../providers/catalog.service.js';
 import { checkOutput } from '../providers/output-contract.js';
 import { renderPrompt } from '../providers/prompt.js';
-import { ProviderError, type ProviderResponse } from '../providers/provider.port.js';
+import { ProviderError, type ProviderResponse, type RenderedPrompt } from '../providers/provider.port.js';
 import { ProviderRegistry } from '../providers/provider-registry.js';
-import type { Attempt } from './attempt.types.js';
 import { AttemptOutcomes } from './attempt-outcomes.js';
+import { backoffMs } from './planner.js';
+
+export interface Claimed {
+  job: Job;
+  attempt: Attempt;
+}
+
+/** An attempt marked running, with its prompt: ready to be sent. */
+export interface Ready {
+  job: Job;
+  attempt: Attempt;
+  prompt: RenderedPrompt;
+}
+
+const sleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal.addEventListener('abort', () => (clearTimeout(timer), resolve()), { once: true });
+  });
 
 /**
- * Runs one claimed attempt, outside any transaction. The soft deadline (timeoutMs) does not abort the call:
- * it makes the attempt `unknown`, and the call goes on until hardTimeoutMs so a late result still competes.
+ * Runs claimed attempts, outside any transaction. The soft deadline (timeoutMs) does not abort the call: it
+ * makes the attempt `unknown`, and the call goes on until hardTimeoutMs so a late result still competes.
  */
 @Injectable()
 export class AttemptRunner {
@@ -20,23 +41,43 @@ export class AttemptRunner {
   constructor(
     private readonly catalog: CatalogService,
     private readonly registry: ProviderRegistry,
+    private readonly ledgers: LedgerFactory,
     private readonly outcomes: AttemptOutcomes,
     private readonly metrics: MetricsService,
   ) {}
 
-  async run(job: Job, attempt: Attempt, shutdown: AbortSignal): Promise<void> {
+  /**
+   * Renders each claimed attempt's prompt and marks the batch `running` in one statement, deadlines counted
+   * from this moment (a claim that waited keeps its full timeout). Returns the attempts that may be sent.
+   */
+  async begin(claimed: Claimed[]): Promise<Map<string, Ready>> {
+    const rendered: Array<Claimed & { prompt: RenderedPrompt }> = [];
+    for (const { job, attempt } of claimed) {
+      try {
+        rendered.push({ job, attempt, prompt: renderPrompt(this.catalog.operation(job.operation)!, job.input) });
+      } catch (error) {
+        // Nothing was sent: a definitive failure of this attempt, not of the provider.
+        await this.outcomes.failed(attempt.id, job.id, { reason: 'render_failed', message: (error as Error).message, retryable: false });
+      }
+    }
+    const calls = rendered.map(({ attempt }) => {
+      const spec = this.catalog.provider(attempt.provider)!;
+      return { id: attempt.id, timeoutMs: spec.timeoutMs, hardTimeoutMs: spec.hardTimeoutMs };
+    });
+    const running = new Map((await this.ledgers.markRunning(calls)).map((a) => [a.id, a]));
+    const ready = new Map<string, Ready>();
+    for (const r of rendered) {
+      const attempt = running.get(r.attempt.id);
+      if (attempt) ready.set(attempt.id, { job: r.job, attempt, prompt: r.prompt });
+    }
+    return ready;
+  }
+
+  async call({ job, attempt, prompt }: Ready, shutdown: AbortSignal): Promise<void> {
     const operation = this.catalog.operation(job.operation)!;
     const provider = this.catalog.provider(attempt.provider)!;
     const log = { jobId: job.id, attemptId: attempt.id, provider: provider.name };
-    let prompt;
-    try {
-      prompt = renderPrompt(operation, job.input);
-    } catch (error) {
-      // Nothing was sent: a definitive failure of this attempt, not of the provider.
-      await this.outcomes.failed(attempt.id, job.id, { reason: 'render_failed', message: (error as Error).message, retryable: false });
-      return;
-    }
-    if (!(await this.outcomes.markRunning(attempt.id, job.id))) return;
+    const report = <T>(work: () => Promise<T>) => this.persist(work, attempt.hardDeadlineAt, shutdown, log);
 
     const hardStop = AbortSignal.any([shutdown, AbortSignal.timeout(Math.max(1, attempt.hardDeadlineAt.getTime() - Date.now()))]);
     const soft = setTimeout(
@@ -67,17 +108,37 @@ export class AttemptRunner {
     if (response) {
       const check = checkOutput(this.catalog, operation.name, response.text);
       if (!check.ok) {
-        await this.outcomes.failed(attempt.id, job.id, { reason: 'contract_violation', message: 'the output breaks the operation contract', retryable: false, details: check.errors }, response.usage);
+        await report(() =>
+          this.outcomes.failed(attempt.id, job.id, { reason: 'contract_violation', message: 'the output breaks the operation contract', retryable: false, details: check.errors }, response.usage),
+        );
         return;
       }
-      const outcome = await this.outcomes.succeeded(attempt.id, job.id, { value: check.value, usage: response.usage, providerRequestId: response.requestId });
+      const outcome = await report(() => this.outcomes.succeeded(attempt.id, job.id, { value: check.value, usage: response.usage, providerRequestId: response.requestId }));
       this.logger.debug({ msg: 'attempt result', ...log, outcome });
       return;
     }
     if (failure!.kind === 'definitive') {
-      await this.outcomes.failed(attempt.id, job.id, { reason: failure!.reason, message: failure!.message, retryable: failure!.retryable, status: failure!.status });
+      await report(() => this.outcomes.failed(attempt.id, job.id, { reason: failure!.reason, message: failure!.message, retryable: failure!.retryable, status: failure!.status }));
     } else {
-      await this.outcomes.unknown(attempt.id, job.id, failure!.reason, { message: failure!.message, shutdown: shutdown.aborted });
+      await report(() => this.outcomes.unknown(attempt.id, job.id, failure!.reason, { message: failure!.message, shutdown: shutdown.aborted }));
+    }
+  }
+
+  /**
+   * A worker that holds a provider's answer keeps trying to record it through a database outage (backoff,
+   * until the attempt's hard deadline or shutdown): the answer was paid for, and an `unknown` left behind would
+   * need an operator. Past that, the reconciler's lookup is the remaining path.
+   */
+  private async persist<T>(work: () => Promise<T>, until: Date, shutdown: AbortSignal, log: object): Promise<T> {
+    for (let failures = 1; ; failures++) {
+      try {
+        return await work();
+      } catch (error) {
+        const transient = isDatabaseUnavailable(error) || isRetryableTransactionError(error);
+        if (!transient || shutdown.aborted || Date.now() >= until.getTime()) throw error;
+        this.logger.warn({ msg: 'recording the outcome failed; retrying', ...log, failures, error: (error as Error).message });
+        await sleep(Math.min(backoffMs(failures), Math.max(0, until.getTime() - Date.now())), shutdown);
+      }
     }
   }
 }

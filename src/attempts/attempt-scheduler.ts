@@ -1,11 +1,15 @@
 import { Injectable } from '@nestjs/common';
+import type { Attempt } from '../ledger/attempt.types.js';
+import { isTerminal, type Job } from '../ledger/job.types.js';
+import type { Ledger } from '../ledger/ledger.js';
 import { CatalogService } from '../providers/catalog.service.js';
 import { CertificationService } from '../providers/certification.service.js';
-import type { Ledger } from '../settlement/ledger.js';
-import { SettlementService } from '../settlement/settlement.service.js';
-import { isTerminal, type Job } from '../jobs/job.types.js';
-import type { Attempt } from './attempt.types.js';
 import { planNext, type Plan } from './planner.js';
+
+const EXHAUSTED_MESSAGES = {
+  providers_exhausted: 'Every provider of the chain failed or was given up, and no certified fallback is left.',
+  provider_unavailable: 'No provider of the chain is in the catalog any more (or none left is certified).',
+} as const;
 
 /** Decides, under the job's row lock, what a job needs after an attempt ended: another attempt, or a final failure. */
 @Injectable()
@@ -13,7 +17,6 @@ export class AttemptScheduler {
   constructor(
     private readonly catalog: CatalogService,
     private readonly certification: CertificationService,
-    private readonly settlement: SettlementService,
   ) {}
 
   plan(job: Job, attempts: Attempt[]): Promise<Plan> {
@@ -30,15 +33,11 @@ export class AttemptScheduler {
     if (isTerminal(job.status)) return { kind: 'wait' };
     const plan = await this.plan(job, await ledger.listAttempts(job.id));
     if (plan.kind === 'attempt') await ledger.moveJob(job, 'running', reason, plan.delayMs);
-    if (plan.kind === 'exhausted') await this.settleExhausted(ledger, job, readVersion, plan.lastError);
+    if (plan.kind === 'exhausted') await this.settleExhausted(ledger, job, readVersion, plan);
     return plan;
   }
 
-  settleExhausted(ledger: Ledger, job: Job, readVersion: number, lastError: unknown): Promise<boolean> {
-    return this.settlement.settleFailure(ledger, job, readVersion, {
-      reason: 'providers_exhausted',
-      message: 'Every provider of the chain failed or was given up, and no certified fallback is left.',
-      lastError,
-    });
+  settleExhausted(ledger: Ledger, job: Job, readVersion: number, plan: Extract<Plan, { kind: 'exhausted' }>): Promise<boolean> {
+    return ledger.settleFailure(job, readVersion, { reason: plan.reason, message: EXHAUSTED_MESSAGES[plan.reason], lastError: plan.lastError });
   }
 }

@@ -3,19 +3,26 @@ import { hostname } from 'node:os';
 import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
 import { appConfig, type AppConfig } from '../config/app.config.js';
 import { isDatabaseUnavailable } from '../database/pg-errors.js';
-import type { Job } from '../jobs/job.types.js';
+import type { ClaimedStart } from '../ledger/attempts.repository.js';
+import { NOT_SENT, type Attempt } from '../ledger/attempt.types.js';
+import { JobSignals } from '../ledger/job-signals.js';
+import type { JobWithAttempts } from '../ledger/job.types.js';
+import { LedgerFactory, type Ledger } from '../ledger/ledger.js';
 import { CatalogService } from '../providers/catalog.service.js';
-import { LedgerFactory } from '../settlement/ledger.js';
-import type { Attempt } from './attempt.types.js';
-import { AttemptRunner } from './attempt-runner.js';
+import { AttemptRunner, type Claimed } from './attempt-runner.js';
 import { AttemptScheduler } from './attempt-scheduler.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** Jobs one claim transaction takes at most: enough to fill a large window in a few round trips. */
+const CLAIM_BATCH = 64;
+
 /**
- * Claims jobs that need an attempt and runs them, up to WORKER_CONCURRENCY at once. Any number of workers,
- * in any number of processes, share one database: claims use FOR UPDATE SKIP LOCKED, and the attempt is
- * inserted (`starting`, with its deadline) in the claim's transaction, which commits before the provider call.
+ * Claims jobs that need an attempt and runs them, up to WORKER_CONCURRENCY at once. Any number of workers, in
+ * any number of processes, share one database: one claim transaction takes up to CLAIM_BATCH due jobs with
+ * FOR UPDATE SKIP LOCKED and inserts their attempts (`starting`) in one statement, and it commits before any
+ * provider call. The loop claims again as soon as the window has room; it sleeps only when nothing is due, and
+ * wakes on NOTIFY (a job created or rescheduled anywhere), on a finished attempt, or after WORKER_POLL_MS.
  */
 @Injectable()
 export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationShutdown {
@@ -26,6 +33,8 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
   private stopping = false;
   private loop?: Promise<void>;
   private wake?: () => void;
+  private woken = false;
+  private unsubscribe?: () => void;
 
   constructor(
     @Inject(appConfig.KEY) private readonly config: AppConfig,
@@ -33,17 +42,20 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
     private readonly scheduler: AttemptScheduler,
     private readonly catalog: CatalogService,
     private readonly runner: AttemptRunner,
+    private readonly signals: JobSignals,
   ) {}
 
   onApplicationBootstrap(): void {
     if (this.config.role === 'api') return;
+    this.unsubscribe = this.signals.onDue(() => this.poke());
     this.loop = this.claimLoop();
   }
 
   /** SIGTERM: stop claiming, give in-flight attempts SHUTDOWN_GRACE_MS, then abort them (they become `unknown`). */
   async beforeApplicationShutdown(): Promise<void> {
     this.stopping = true;
-    this.wake?.();
+    this.unsubscribe?.();
+    this.poke();
     await this.loop;
     if (this.inFlight.size) {
       const grace = sleep(this.config.shutdownGraceMs).then(() => 'timeout' as const);
@@ -55,75 +67,129 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
     }
   }
 
+  /** Attempts running in this process now. */
+  get inFlightCount(): number {
+    return this.inFlight.size;
+  }
+
   private async claimLoop(): Promise<void> {
     while (!this.stopping) {
-      if (this.inFlight.size >= this.config.workerConcurrency) {
+      const room = this.config.workerConcurrency - this.inFlight.size;
+      if (room <= 0) {
         await this.idle(this.config.workerPollMs);
         continue;
       }
-      let claimed: { job: Job; attempt: Attempt } | undefined;
+      let claimed: Claimed[];
       try {
-        claimed = await this.claimNext();
+        claimed = await this.claimBatch(Math.min(room, CLAIM_BATCH));
       } catch (error) {
         if (!isDatabaseUnavailable(error)) this.logger.error({ msg: 'claim failed', error: (error as Error).message });
         await this.idle(this.config.workerPollMs * 5);
         continue;
       }
-      if (!claimed) {
-        await this.idle(this.config.workerPollMs);
-        continue;
-      }
-      const { job, attempt } = claimed;
-      const run = this.runner
-        .run(job, attempt, this.shutdown.signal)
+      if (claimed.length) this.launch(claimed);
+      // A short batch means nothing more is due now: sleep until woken. A full one: claim again at once.
+      if (claimed.length < Math.min(room, CLAIM_BATCH)) await this.idle(this.config.workerPollMs);
+    }
+  }
+
+  private launch(claimed: Claimed[]): void {
+    const ready = this.runner.begin(claimed);
+    for (const { job, attempt } of claimed) {
+      const run = ready
+        .then((batch) => {
+          const one = batch.get(attempt.id);
+          return one && this.runner.call(one, this.shutdown.signal);
+        })
         .catch((error: Error) => this.logger.error({ msg: 'attempt run failed; the reconciler will find it', jobId: job.id, attemptId: attempt.id, error: error.message }))
         .finally(() => {
           this.inFlight.delete(run);
-          this.wake?.();
+          this.poke();
         });
       this.inFlight.add(run);
     }
   }
 
+  private poke(): void {
+    this.woken = true;
+    this.wake?.();
+  }
+
   private idle(ms: number): Promise<void> {
+    if (this.woken) {
+      // Something happened while we were claiming: look again before sleeping.
+      this.woken = false;
+      return Promise.resolve();
+    }
     return new Promise((resolve) => {
       const timer = setTimeout(done, ms);
+      const self = this;
       function done() {
         clearTimeout(timer);
+        self.wake = undefined;
+        self.woken = false;
         resolve();
       }
       this.wake = done;
     });
   }
 
-  /** One claim transaction: lock a due job, take its queued attempt or plan and insert one, mark the job running. */
-  async claimNext(): Promise<{ job: Job; attempt: Attempt } | undefined> {
+  /**
+   * One claim transaction: lock up to `limit` due jobs, plan each, insert every new attempt (and mark the jobs
+   * running, with events) in one statement. A job whose plan fails is skipped and logged, never retried first
+   * forever: a poison job must not block the others.
+   */
+  async claimBatch(limit: number): Promise<Claimed[]> {
     return this.ledgers.run(async (ledger) => {
-      const job = await ledger.claimDueJob();
-      if (!job) return undefined;
-      const attempts = await ledger.listAttempts(job.id);
-      const queued = attempts.find((a) => a.status === 'starting' && a.claimedAt === null);
-      let attempt: Attempt | undefined;
-      if (queued) {
-        const spec = this.catalog.provider(queued.provider)!;
-        attempt = await ledger.claimQueued(queued, this.workerId, spec.timeoutMs, spec.hardTimeoutMs);
-      } else {
-        const plan = await this.scheduler.plan(job, attempts);
-        if (plan.kind === 'exhausted') {
-          await this.scheduler.settleExhausted(ledger, job, job.version, plan.lastError);
-          return undefined;
-        }
-        if (plan.kind === 'attempt') {
-          const spec = this.catalog.provider(plan.provider)!;
-          attempt = await ledger.insertAttempt(
-            { jobId: job.id, provider: plan.provider, jobVersion: job.version, timeoutMs: spec.timeoutMs, hardTimeoutMs: spec.hardTimeoutMs, workerId: this.workerId },
-            'claimed',
-          );
+      const jobs = await ledger.claimDue(limit);
+      const starts: ClaimedStart[] = [];
+      const claimed: Claimed[] = [];
+      for (const job of jobs) {
+        try {
+          const taken = await this.claimOne(ledger, job, starts);
+          if (taken) claimed.push({ job, attempt: taken });
+        } catch (error) {
+          this.logger.error({ msg: 'claim of one job failed; skipped', jobId: job.id, error: (error as Error).message });
         }
       }
-      // A live attempt (or nothing to do): clear the schedule; whoever ends that attempt schedules the next.
-      await ledger.moveJob(job, attempt ? 'running' : job.status, attempt ? 'attempt_started' : 'nothing_to_start', null);
-      return attempt && { job, attempt };
+      const inserted = await ledger.startClaimed(starts);
+      const byJob = new Map(jobs.map((j) => [j.id, j]));
+      for (const attempt of inserted) claimed.push({ job: byJob.get(attempt.jobId)!, attempt });
+      for (const { job } of claimed) job.status = 'running';
+      return claimed;
     });
+  }
+
+  /** Plans one locked job: returns a queued attempt taken over, or pushes a new one onto `starts`. */
+  private async claimOne(ledger: Ledger, job: JobWithAttempts, starts: ClaimedStart[]): Promise<Attempt | undefined> {
+    const queued = job.attempts.find((a) => a.status === 'starting' && a.claimedAt === null);
+    if (queued) {
+      const spec = this.catalog.provider(queued.provider);
+      if (!spec) {
+        // The provider left the catalog while the attempt waited: it was never sent.
+        await ledger.moveAttempt(queued, 'failed', NOT_SENT, {
+          error: { reason: 'provider_unavailable', message: `Provider ${queued.provider} is not in the catalog.`, retryable: false },
+          finished: true,
+        });
+        await this.scheduler.scheduleAfter(ledger, job, job.version, 'provider_unavailable');
+        return undefined;
+      }
+      const attempt = await ledger.claimQueued(queued, this.workerId, spec.timeoutMs, spec.hardTimeoutMs);
+      if (attempt) await ledger.moveJob(job, 'running', 'attempt_started', null);
+      return attempt;
+    }
+    const plan = await this.scheduler.plan(job, job.attempts);
+    if (plan.kind === 'exhausted') {
+      await this.scheduler.settleExhausted(ledger, job, job.version, plan);
+      return undefined;
+    }
+    if (plan.kind === 'wait') {
+      // A live attempt exists (its end schedules the next), or the job succeeded: clear the schedule.
+      await ledger.moveJob(job, job.status, 'nothing_to_start', null);
+      return undefined;
+    }
+    const spec = this.catalog.provider(plan.provider)!;
+    starts.push({ jobId: job.id, provider: plan.provider, jobVersion: job.version, timeoutMs: spec.timeoutMs, hardTimeoutMs: spec.hardTimeoutMs, workerId: this.workerId, jobFrom: job.status });
+    return undefined;
   }
 }

@@ -1,7 +1,6 @@
 import { Module } from '@nestjs/common';
-import { JobsDataModule } from '../jobs/jobs-data.module.js';
+import { LedgerModule } from '../ledger/ledger.module.js';
 import { ProvidersModule } from '../providers/providers.module.js';
-import { SettlementModule } from '../settlement/settlement.module.js';
 import { AttemptOutcomes } from './attempt-outcomes.js';
 import { AttemptRunner } from './attempt-runner.js';
 import { AttemptScheduler } from './attempt-scheduler.js';
@@ -11,7 +10,7 @@ import { AttemptsService } from './attempts.service.js';
 import { Reconciler } from './reconciler.js';
 
 @Module({
-  imports: [JobsDataModule, ProvidersModule, SettlementModule],
+  imports: [LedgerModule, ProvidersModule],
   controllers: [AttemptsController],
   providers: [AttemptScheduler, AttemptOutcomes, AttemptRunner, AttemptWorker, Reconciler, AttemptsService],
   exports: [AttemptWorker, Reconciler, AttemptOutcomes],

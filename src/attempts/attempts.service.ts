@@ -1,13 +1,13 @@
 import { Injectable } from '@nestjs/common';
-import { NotFoundError, UnknownProviderError } from '../common/domain.errors.js';
-import { isTerminal, type JobWithAttempts } from '../jobs/job.types.js';
-import { JobTerminalError } from '../jobs/jobs.errors.js';
-import { JobsRepository } from '../jobs/jobs.repository.js';
+import { NotFoundError, ProviderNotCertifiedError, UnknownProviderError } from '../common/domain.errors.js';
+import { AttemptsRepository } from '../ledger/attempts.repository.js';
+import { isTerminal, type JobWithAttempts } from '../ledger/job.types.js';
+import { JobsRepository } from '../ledger/jobs.repository.js';
+import { LedgerFactory } from '../ledger/ledger.js';
+import { AttemptNotUnknownError, JobTerminalError } from '../ledger/ledger.errors.js';
 import { CatalogService } from '../providers/catalog.service.js';
-import { LedgerFactory } from '../settlement/ledger.js';
-import { AttemptsRepository } from './attempts.repository.js';
+import { CertificationService } from '../providers/certification.service.js';
 import { AttemptScheduler } from './attempt-scheduler.js';
-import { AttemptNotUnknownError } from './attempts.errors.js';
 
 /** The API's side of attempts: asking for one now, and resolving an unknown one out of band. */
 @Injectable()
@@ -17,13 +17,17 @@ export class AttemptsService {
     private readonly jobs: JobsRepository,
     private readonly attempts: AttemptsRepository,
     private readonly catalog: CatalogService,
+    private readonly certification: CertificationService,
     private readonly scheduler: AttemptScheduler,
   ) {}
 
-  /** Queues an attempt for a worker (no provider is called here). I3's index answers 409 while one is live. */
+  /**
+   * Queues an attempt for a worker (no provider is called here). I3's index answers 409 while one is live. A named
+   * provider must be the job's primary or certified now (I6): asking cannot bypass certification.
+   */
   async request(ownerId: string, jobId: string, provider?: string): Promise<JobWithAttempts> {
     await this.ledgers.run(async (ledger) => {
-      const job = await this.jobs.lockOwned(ownerId, jobId, ledger.manager);
+      const job = await ledger.lockOwnedJob(ownerId, jobId);
       if (!job) throw new NotFoundError('Job');
       if (isTerminal(job.status)) throw new JobTerminalError(job.status);
       if (provider !== undefined && !job.providers.includes(provider)) {
@@ -31,7 +35,11 @@ export class AttemptsService {
       }
       const plan = await this.scheduler.plan(job, await ledger.listAttempts(job.id));
       const chosen = provider ?? (plan.kind === 'attempt' ? plan.provider : job.providers[0]);
-      const spec = this.catalog.provider(chosen)!;
+      const spec = this.catalog.provider(chosen);
+      if (!spec) throw new UnknownProviderError('provider', chosen, 'is not in the catalog');
+      if (chosen !== job.providers[0] && !(await this.certification.isCertified(chosen, job.operation))) {
+        throw new ProviderNotCertifiedError(chosen, job.operation);
+      }
       await ledger.insertAttempt(
         { jobId: job.id, provider: chosen, jobVersion: job.version, timeoutMs: spec.timeoutMs, hardTimeoutMs: spec.hardTimeoutMs, workerId: null },
         'requested_by_owner',
@@ -43,11 +51,10 @@ export class AttemptsService {
 
   /** An operator settles what the service could not know: the unknown attempt failed, or we stop waiting for it. */
   async resolve(ownerId: string, attemptId: string, status: 'failed' | 'cancelled', reason: string): Promise<JobWithAttempts> {
-    const jobId = await this.attempts.findJobIdOwned(ownerId, attemptId);
+    const jobId = await this.attempts.findJobId(ownerId, attemptId);
     if (!jobId) throw new NotFoundError('Attempt');
     await this.ledgers.run(async (ledger) => {
-      const job = (await ledger.lockJob(jobId))!;
-      const attempt = (await ledger.lockAttempt(attemptId))!;
+      const { job, attempt } = (await ledger.lockPair(jobId, attemptId))!;
       if (attempt.status !== 'unknown') throw new AttemptNotUnknownError(attempt.status);
       await ledger.moveAttempt(attempt, status, 'resolved_by_operator', { error: { reason: 'resolved_by_operator', message: reason }, finished: true });
       await this.scheduler.scheduleAfter(ledger, job, attempt.jobVersion, 'attempt_resolved');

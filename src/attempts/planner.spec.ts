@@ -1,5 +1,5 @@
 import type { ProviderSpec } from '../config/catalog.types.js';
-import type { Attempt } from './attempt.types.js';
+import type { Attempt } from '../ledger/attempt.types.js';
 import { backoffMs, planNext, type PlanContext } from './planner.js';
 
 const spec = (name: string, maxAttempts = 2) => ({ name, maxAttempts }) as ProviderSpec;

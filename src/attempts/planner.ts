@@ -1,11 +1,15 @@
 import type { ProviderSpec } from '../config/catalog.types.js';
-import { LIVE_ATTEMPT_STATUSES, type Attempt } from './attempt.types.js';
+import { LIVE_ATTEMPT_STATUSES, NOT_SENT, type Attempt } from '../ledger/attempt.types.js';
 
-export type Plan = { kind: 'attempt'; provider: string; delayMs: number } | { kind: 'wait' } | { kind: 'exhausted'; lastError: unknown };
+export type Plan =
+  | { kind: 'attempt'; provider: string; delayMs: number }
+  | { kind: 'wait' }
+  | { kind: 'exhausted'; reason: 'providers_exhausted' | 'provider_unavailable'; lastError: unknown };
 
 export interface PlanContext {
   chain: string[];
   attempts: Attempt[];
+  /** Undefined for a provider that left the catalog: it is skipped like an uncertified one. */
   provider: (name: string) => ProviderSpec | undefined;
   /** I6: asked before moving the job to any provider but the primary. */
   isCertified: (provider: string) => Promise<boolean>;
@@ -21,31 +25,51 @@ export function backoffMs(failures: number, random: () => number = Math.random):
   return Math.round(ceiling / 2 + (random() * ceiling) / 2);
 }
 
-/** The next certified provider of the chain after `after` (the primary when `after` is undefined). */
+/** True for an attempt that provably never reached its provider (I4): it costs the job nothing. */
+export function wasNotSent(attempt: Attempt): boolean {
+  return attempt.status === 'failed' && attempt.error?.reason === NOT_SENT;
+}
+
+/**
+ * The next usable provider of the chain after `after` (from the start when undefined): in the catalog, and
+ * certified unless it is the primary.
+ */
 export async function nextProvider(context: PlanContext, after: string | undefined): Promise<string | undefined> {
-  if (after === undefined) return context.chain[0];
-  for (const candidate of context.chain.slice(context.chain.indexOf(after) + 1)) {
-    if (await context.isCertified(candidate)) return candidate;
+  const start = after === undefined ? 0 : context.chain.indexOf(after) + 1;
+  for (const [i, candidate] of context.chain.entries()) {
+    if (i < start || !context.provider(candidate)) continue;
+    if (i === 0 || (await context.isCertified(candidate))) return candidate;
   }
   return undefined;
 }
 
 /**
- * What a job needs next, from its attempts so far (DESIGN §7): nothing while one is live; a retry with backoff
- * on the same provider for a retryable failure within its maxAttempts; otherwise the next certified provider;
- * `exhausted` when the chain is spent.
+ * What a job needs next, from its attempts so far (docs/design.md#7-execution): nothing while one is live; an
+ * attempt that was never sent is simply made again; a retry with backoff on the same provider for a retryable
+ * failure within its maxAttempts; otherwise the next certified provider; `exhausted` when the chain is spent.
  */
 export async function planNext(context: PlanContext): Promise<Plan> {
   const { attempts } = context;
   if (attempts.some((a) => LIVE_ATTEMPT_STATUSES.includes(a.status))) return { kind: 'wait' };
   const last = attempts.reduce<Attempt | undefined>((latest, a) => (!latest || a.number > latest.number ? a : latest), undefined);
-  if (!last) return { kind: 'attempt', provider: context.chain[0], delayMs: 0 };
+  const unavailable = (lastError: unknown): Plan => ({
+    kind: 'exhausted',
+    reason: 'provider_unavailable',
+    lastError: lastError ?? { reason: 'provider_unavailable', message: 'No provider of the chain is in the catalog any more.' },
+  });
+  if (!last) {
+    const first = await nextProvider(context, undefined);
+    return first ? { kind: 'attempt', provider: first, delayMs: 0 } : unavailable(undefined);
+  }
   if (last.status === 'succeeded') return { kind: 'wait' };
-  if (last.status === 'failed' && last.error?.retryable) {
-    const failures = attempts.filter((a) => a.provider === last.provider && a.status === 'failed').length;
-    const max = context.provider(last.provider)?.maxAttempts ?? 1;
-    if (failures < max) return { kind: 'attempt', provider: last.provider, delayMs: backoffMs(failures, context.random) };
+  const spec = context.provider(last.provider);
+  if (wasNotSent(last) && spec) return { kind: 'attempt', provider: last.provider, delayMs: 0 };
+  if (last.status === 'failed' && last.error?.retryable && spec) {
+    const failures = attempts.filter((a) => a.provider === last.provider && a.status === 'failed' && !wasNotSent(a)).length;
+    if (failures < spec.maxAttempts) return { kind: 'attempt', provider: last.provider, delayMs: backoffMs(failures, context.random) };
   }
   const next = await nextProvider(context, last.provider);
-  return next ? { kind: 'attempt', provider: next, delayMs: 0 } : { kind: 'exhausted', lastError: last.error };
+  if (next) return { kind: 'attempt', provider: next, delayMs: 0 };
+  const anyInCatalog = context.chain.some((name) => context.provider(name));
+  return anyInCatalog ? { kind: 'exhausted', reason: 'providers_exhausted', lastError: last.error } : unavailable(last.error);
 }

@@ -9,6 +9,7 @@ export type ErrorCode =
   | 'validation_failed'
   | 'unknown_operation'
   | 'unknown_provider'
+  | 'provider_not_certified'
   | 'not_found'
   | 'unauthorized'
   | 'forbidden'
@@ -58,5 +59,16 @@ export class UnknownOperationError extends DomainError {
 export class UnknownProviderError extends DomainError {
   constructor(field: string, provider: string, why = 'is not a provider of the catalog') {
     super('unknown_provider', 422, `${field}: ${JSON.stringify(provider)} ${why}.`, [{ field, message: why }]);
+  }
+}
+
+export class ProviderNotCertifiedError extends DomainError {
+  constructor(provider: string, operation: string) {
+    super(
+      'provider_not_certified',
+      409,
+      `${JSON.stringify(provider)} is neither the job's primary nor certified for ${JSON.stringify(operation)} under its current contract (I6).`,
+      [{ field: 'provider', message: 'is not certified for the operation' }],
+    );
   }
 }

@@ -24,6 +24,7 @@ const titles: Record<ErrorCode, string> = {
   validation_failed: 'Validation failed',
   unknown_operation: 'Unknown operation',
   unknown_provider: 'Unknown provider',
+  provider_not_certified: 'Provider not certified',
   not_found: 'Not found',
   unauthorized: 'Unauthorized',
   forbidden: 'Forbidden',

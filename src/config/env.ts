@@ -13,6 +13,7 @@ export interface Env {
   role: Role;
   migrationsRun: boolean;
   workerConcurrency: number;
+  maxConcurrentWaits: number;
   workerPollMs: number;
   reconcileIntervalMs: number;
   shutdownGraceMs: number;
@@ -85,8 +86,11 @@ export function parseEnv(source: Source): Env {
     catalogFile: text(source, 'CATALOG_FILE', 'config/catalog.yaml'),
     role: oneOf(source, 'ROLE', 'all', ['api', 'worker', 'all'] as const),
     migrationsRun: bool(source, 'MIGRATIONS_RUN', true),
-    workerConcurrency: integer(source, 'WORKER_CONCURRENCY', 8, 1, 1000),
-    workerPollMs: integer(source, 'WORKER_POLL_MS', 100, 5, 60_000),
+    // Calls waiting on providers cost almost nothing in Node: the window is sized for I/O, not for cores.
+    workerConcurrency: integer(source, 'WORKER_CONCURRENCY', 256, 1, 10_000),
+    maxConcurrentWaits: integer(source, 'MAX_CONCURRENT_WAITS', 1000, 1, 100_000),
+    // The fallback: NOTIFY wakes workers at once; polling covers a missed one.
+    workerPollMs: integer(source, 'WORKER_POLL_MS', 500, 5, 60_000),
     reconcileIntervalMs: integer(source, 'RECONCILE_INTERVAL_MS', 1000, 50, 3_600_000),
     shutdownGraceMs: integer(source, 'SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
     dbPoolSize: integer(source, 'DB_POOL_SIZE', 20, 1, 1000),

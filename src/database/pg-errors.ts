@@ -41,3 +41,9 @@ export function isDatabaseUnavailable(error: unknown, depth = 0): boolean {
   if (Array.isArray(aggregate) && aggregate.some((inner) => isDatabaseUnavailable(inner, depth + 1))) return true;
   return isDatabaseUnavailable((error as PgLikeError).cause, depth + 1);
 }
+
+/** A serialization failure or deadlock: the transaction did nothing and may simply run again. */
+export function isRetryableTransactionError(error: unknown): boolean {
+  const code = driverErrorOf(error)?.code;
+  return code === '40001' || code === '40P01';
+}

@@ -11,3 +11,8 @@ export function on(dataSource: DataSource, manager?: Queryable): Queryable {
 export function updatedRows<T>(result: unknown): T[] {
   return Array.isArray(result) && Array.isArray(result[0]) ? (result[0] as T[]) : (result as T[]);
 }
+
+/** The one typed seam over hand-written SQL: the rows of a SELECT, or of an INSERT/UPDATE/DELETE ... RETURNING. */
+export async function rowsOf<T>(queryable: Queryable, sql: string, params: unknown[] = []): Promise<T[]> {
+  return updatedRows<T>(await queryable.query(sql, params));
+}

@@ -2,8 +2,9 @@ import { jest } from '@jest/globals';
 import type { CallHandler, ExecutionContext } from '@nestjs/common';
 import { lastValueFrom, throwError, of } from 'rxjs';
 import { IdempotencyInterceptor } from './idempotency.interceptor.js';
-import type { JobWithAttempts } from './job.types.js';
-import { DuplicateIdempotencyKeyError, IdempotencyKeyReusedError } from './jobs.errors.js';
+import type { JobWithAttempts } from '../ledger/job.types.js';
+import { DuplicateIdempotencyKeyError } from '../ledger/ledger.errors.js';
+import { IdempotencyKeyReusedError } from './jobs.errors.js';
 import type { JobsService } from './jobs.service.js';
 
 const job: JobWithAttempts = {
@@ -40,7 +41,7 @@ describe('IdempotencyInterceptor', () => {
     const { reply, context, interceptor } = harness(replay);
     const next: CallHandler = { handle: () => throwError(() => new DuplicateIdempotencyKeyError('o', 'k', job.fingerprint)) };
     await lastValueFrom(interceptor.intercept(context, next));
-    expect(replay).toHaveBeenCalledWith('o', 'k', job.fingerprint, 0);
+    expect(replay).toHaveBeenCalledWith('o', 'k', job.fingerprint, 0, undefined);
     expect(reply.status).toHaveBeenCalledWith(200);
     expect(reply.header).toHaveBeenCalledWith('Idempotent-Replayed', 'true');
     expect(reply.header).toHaveBeenCalledWith('Location', `/v1/jobs/${job.id}`);

@@ -2,9 +2,9 @@ import { CallHandler, ExecutionContext, Injectable, NestInterceptor } from '@nes
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { catchError, from, Observable, throwError } from 'rxjs';
 import { sendJob } from './job-reply.js';
-import { DuplicateIdempotencyKeyError } from './jobs.errors.js';
+import { DuplicateIdempotencyKeyError } from '../ledger/ledger.errors.js';
 import { JobsService } from './jobs.service.js';
-import { parsePreferWait } from './request-headers.js';
+import { clientGoneSignal, parsePreferWait } from './request-headers.js';
 
 /**
  * Owns the idempotency mapping (DESIGN §4). The service does a plain INSERT; when it collides on
@@ -22,7 +22,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
         if (!(error instanceof DuplicateIdempotencyKeyError)) return throwError(() => error);
         const wait = parsePreferWait(http.getRequest<FastifyRequest>().headers.prefer);
         return from(
-          this.jobs.replay(error.ownerId, error.idempotencyKey, error.fingerprint, wait).then((job) =>
+          this.jobs.replay(error.ownerId, error.idempotencyKey, error.fingerprint, wait, wait ? clientGoneSignal(http.getResponse<FastifyReply>()) : undefined).then((job) =>
             sendJob(http.getResponse<FastifyReply>(), 200, job, { replayed: true, waited: wait }),
           ),
         );

@@ -1,5 +1,5 @@
 import type { FastifyReply } from 'fastify';
-import type { JobWithAttempts } from './job.types.js';
+import type { JobWithAttempts } from '../ledger/job.types.js';
 import { toJobView } from './job.view.js';
 
 /** Writes a job answer: the status and headers the idempotency contract promises. */

@@ -1,6 +1,6 @@
 import { ApiProperty } from '@nestjs/swagger';
-import { ATTEMPT_STATUSES, type Attempt } from '../attempts/attempt.types.js';
-import { JOB_STATUSES, type Job, type JobWithAttempts } from './job.types.js';
+import { ATTEMPT_STATUSES, type Attempt } from '../ledger/attempt.types.js';
+import { JOB_STATUSES, type Job, type JobWithAttempts } from '../ledger/job.types.js';
 
 export class UsageView {
   @ApiProperty() promptTokens!: number;

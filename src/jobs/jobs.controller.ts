@@ -9,7 +9,7 @@ import { sendJob } from './job-reply.js';
 import { JobPageView, JobView, toJobSummaryView, toJobView } from './job.view.js';
 import { CreateJobDto, ListJobsQueryDto } from './jobs.dto.js';
 import { JobsService } from './jobs.service.js';
-import { IdempotencyKey, PreferWait } from './request-headers.js';
+import { ClientGone, IdempotencyKey, PreferWait } from './request-headers.js';
 
 const preferHeader = ApiHeader({
   name: 'Prefer',
@@ -52,8 +52,9 @@ export class JobsController {
     @PreferWait() wait: number,
     @Body() body: CreateJobDto,
     @Res() reply: FastifyReply,
+    @ClientGone() gone: AbortSignal,
   ): Promise<void> {
-    const job = await this.jobs.create(ownerId, idempotencyKey, body, wait);
+    const job = await this.jobs.create(ownerId, idempotencyKey, body, wait, gone);
     sendJob(reply, 201, job, { waited: wait });
   }
 
@@ -69,8 +70,16 @@ export class JobsController {
     ],
   })
   @ApiOkResponse({ type: JobView })
-  async getJob(@OwnerId() ownerId: string, @Param('id', UuidPipe) id: string, @PreferWait() wait: number): Promise<JobView> {
-    return toJobView(await this.jobs.findOwned(ownerId, id, wait));
+  async getJob(
+    @OwnerId() ownerId: string,
+    @Param('id', UuidPipe) id: string,
+    @PreferWait() wait: number,
+    @ClientGone() gone: AbortSignal,
+    @Res({ passthrough: true }) reply: FastifyReply,
+  ): Promise<JobView> {
+    const job = await this.jobs.findOwned(ownerId, id, wait, gone);
+    if (wait) void reply.header('Preference-Applied', `wait=${wait}`);
+    return toJobView(job);
   }
 
   @Get()

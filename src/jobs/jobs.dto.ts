@@ -15,7 +15,7 @@ import {
   Max,
   Min,
 } from 'class-validator';
-import { JOB_STATUSES, type JobStatus } from './job.types.js';
+import { JOB_STATUSES, type JobStatus } from '../ledger/job.types.js';
 
 export class CreateJobDto {
   @ApiProperty({ description: 'Name of an operation of the catalog (GET /v1/operations).', example: 'summarize' })

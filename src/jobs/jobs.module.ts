@@ -1,14 +1,14 @@
 import { Module } from '@nestjs/common';
+import { LedgerModule } from '../ledger/ledger.module.js';
 import { ProvidersModule } from '../providers/providers.module.js';
-import { SettlementModule } from '../settlement/settlement.module.js';
 import { IdempotencyInterceptor } from './idempotency.interceptor.js';
-import { JobsDataModule } from './jobs-data.module.js';
 import { JobsController } from './jobs.controller.js';
 import { JobsService } from './jobs.service.js';
+import { WaitLimiter } from './wait-limiter.js';
 
 @Module({
-  imports: [JobsDataModule, ProvidersModule, SettlementModule],
+  imports: [LedgerModule, ProvidersModule],
   controllers: [JobsController],
-  providers: [JobsService, IdempotencyInterceptor],
+  providers: [JobsService, IdempotencyInterceptor, WaitLimiter],
 })
 export class JobsModule {}

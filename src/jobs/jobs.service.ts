@@ -1,14 +1,15 @@
 import { Injectable } from '@nestjs/common';
 import { NotFoundError, UnknownOperationError, UnknownProviderError, ValidationFailedError } from '../common/domain.errors.js';
 import { fingerprintOf } from '../common/fingerprint.js';
+import { JobSignals } from '../ledger/job-signals.js';
+import { isTerminal, type Job, type JobStatus, type JobWithAttempts } from '../ledger/job.types.js';
+import { JobsRepository } from '../ledger/jobs.repository.js';
+import { LedgerFactory } from '../ledger/ledger.js';
+import { JobTerminalError } from '../ledger/ledger.errors.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { CatalogService } from '../providers/catalog.service.js';
-import { LedgerFactory } from '../settlement/ledger.js';
-import { SettlementService } from '../settlement/settlement.service.js';
-import { JobWatch } from './job-watch.js';
-import { isTerminal, type JobStatus, type JobWithAttempts, type Job } from './job.types.js';
-import { IdempotencyKeyReusedError, JobTerminalError } from './jobs.errors.js';
-import { JobsRepository } from './jobs.repository.js';
+import { IdempotencyKeyReusedError } from './jobs.errors.js';
+import { WaitLimiter } from './wait-limiter.js';
 
 export interface CreateJobCommand {
   operation: string;
@@ -21,7 +22,8 @@ export interface JobPage {
   nextCursor: string | null;
 }
 
-const POLL_MS = 250;
+/** How often a waiter looks at the database while no LISTEN session is up (behind a pooler without a direct URL). */
+const FALLBACK_POLL_MS = 1000;
 
 export function encodeCursor(id: string): string {
   return Buffer.from(id, 'utf8').toString('base64url');
@@ -40,14 +42,14 @@ export class JobsService {
   constructor(
     private readonly jobs: JobsRepository,
     private readonly ledgers: LedgerFactory,
-    private readonly settlement: SettlementService,
     private readonly catalog: CatalogService,
-    private readonly watch: JobWatch,
+    private readonly signals: JobSignals,
+    private readonly waits: WaitLimiter,
     private readonly metrics: MetricsService,
   ) {}
 
-  /** Writes the job and nothing else; no provider is called in the request path (DESIGN §7). */
-  async create(ownerId: string, idempotencyKey: string, command: CreateJobCommand, waitSeconds = 0): Promise<JobWithAttempts> {
+  /** Writes the job and nothing else; no provider is called in the request path (docs/design.md#7-execution). */
+  async create(ownerId: string, idempotencyKey: string, command: CreateJobCommand, waitSeconds = 0, gone?: AbortSignal): Promise<JobWithAttempts> {
     const operation = this.catalog.operation(command.operation);
     if (!operation) throw new UnknownOperationError(command.operation);
     command.providers?.forEach((name, i) => {
@@ -64,13 +66,14 @@ export class JobsService {
       input: command.input,
       providers: command.providers ?? operation.providers,
     });
+    this.signals.jobsDue();
     this.metrics.jobsCreated.inc({ operation: operation.name });
-    if (waitSeconds > 0) return this.waitForTerminal(ownerId, job.id, waitSeconds);
+    if (waitSeconds > 0) return this.waitForTerminal(ownerId, job.id, waitSeconds, gone);
     return { ...job, attempts: [] };
   }
 
   /** The answer to a request whose INSERT hit the owner-and-key constraint: the same intent replays, another is refused. */
-  async replay(ownerId: string, idempotencyKey: string, fingerprint: string, waitSeconds = 0): Promise<JobWithAttempts> {
+  async replay(ownerId: string, idempotencyKey: string, fingerprint: string, waitSeconds = 0, gone?: AbortSignal): Promise<JobWithAttempts> {
     const job = await this.jobs.findOwnedByKey(ownerId, idempotencyKey);
     // The row exists (its INSERT committed before ours collided) and jobs are never deleted.
     if (!job) throw new Error('a job that collided on its idempotency key could not be read back');
@@ -79,12 +82,12 @@ export class JobsService {
       throw new IdempotencyKeyReusedError();
     }
     this.metrics.jobsReplayed.inc();
-    if (waitSeconds > 0 && !isTerminal(job.status)) return this.waitForTerminal(ownerId, job.id, waitSeconds);
+    if (waitSeconds > 0 && !isTerminal(job.status)) return this.waitForTerminal(ownerId, job.id, waitSeconds, gone);
     return job;
   }
 
-  async findOwned(ownerId: string, id: string, waitSeconds = 0): Promise<JobWithAttempts> {
-    if (waitSeconds > 0) return this.waitForTerminal(ownerId, id, waitSeconds);
+  async findOwned(ownerId: string, id: string, waitSeconds = 0, gone?: AbortSignal): Promise<JobWithAttempts> {
+    if (waitSeconds > 0) return this.waitForTerminal(ownerId, id, waitSeconds, gone);
     const job = await this.jobs.findOwnedById(ownerId, id);
     if (!job) throw new NotFoundError('Job');
     return job;
@@ -101,22 +104,39 @@ export class JobsService {
   /** The owner gives up the intent: the job is cancelled and its version bumped, so every in-flight result is discarded. */
   async cancel(ownerId: string, id: string): Promise<JobWithAttempts> {
     await this.ledgers.run(async (ledger) => {
-      const job = await this.jobs.lockOwned(ownerId, id, ledger.manager);
+      const job = await ledger.lockOwnedJob(ownerId, id);
       if (!job) throw new NotFoundError('Job');
       if (isTerminal(job.status)) throw new JobTerminalError(job.status);
-      await this.settlement.cancel(ledger, job);
+      await ledger.cancel(job);
     });
     return this.findOwned(ownerId, id);
   }
 
-  private async waitForTerminal(ownerId: string, id: string, waitSeconds: number): Promise<JobWithAttempts> {
-    const until = Date.now() + waitSeconds * 1000;
-    for (;;) {
-      const job = await this.jobs.findOwnedById(ownerId, id);
-      if (!job) throw new NotFoundError('Job');
-      const left = until - Date.now();
-      if (isTerminal(job.status) || left <= 0) return job;
-      await this.watch.next(id, Math.min(POLL_MS, left));
+  /**
+   * `Prefer: wait`: woken by the job's own settlement (in this process, or by NOTIFY from another), so a waiter
+   * reads the database when it starts and when it wakes, never on a timer while LISTEN is up. It ends early
+   * when the client goes away, and a process holds at most MAX_CONCURRENT_WAITS of them.
+   */
+  private async waitForTerminal(ownerId: string, id: string, waitSeconds: number, gone?: AbortSignal): Promise<JobWithAttempts> {
+    const release = this.waits.acquire();
+    try {
+      const until = Date.now() + waitSeconds * 1000;
+      for (;;) {
+        const left = until - Date.now();
+        const waiter = this.signals.waitFor(id, this.signals.listening ? Math.max(0, left) : Math.min(FALLBACK_POLL_MS, Math.max(0, left)), gone);
+        const job = await this.jobs.findOwnedById(ownerId, id);
+        if (!job) {
+          waiter.cancel();
+          throw new NotFoundError('Job');
+        }
+        if (isTerminal(job.status) || left <= 0 || gone?.aborted) {
+          waiter.cancel();
+          return job;
+        }
+        await waiter.done;
+      }
+    } finally {
+      release();
     }
   }
 }

@@ -1,4 +1,5 @@
 import { createParamDecorator, ExecutionContext } from '@nestjs/common';
+import type { FastifyReply } from 'fastify';
 import { IdempotencyKeyInvalidError, IdempotencyKeyMissingError } from './jobs.errors.js';
 
 type Headers = Record<string, string | string[] | undefined>;
@@ -30,3 +31,16 @@ export const IdempotencyKey = createParamDecorator((_: unknown, context: Executi
 );
 
 export const PreferWait = createParamDecorator((_: unknown, context: ExecutionContext) => parsePreferWait(headersOf(context).prefer));
+
+/** Aborts when the client closes the connection before its answer was written: a long-poll then stops at once. */
+export function clientGoneSignal(reply: FastifyReply): AbortSignal {
+  const controller = new AbortController();
+  const raw = reply.raw;
+  const onClose = () => {
+    if (!raw.writableFinished) controller.abort();
+  };
+  raw.once('close', onClose);
+  return controller.signal;
+}
+
+export const ClientGone = createParamDecorator((_: unknown, context: ExecutionContext) => clientGoneSignal(context.switchToHttp().getResponse<FastifyReply>()));

@@ -27,6 +27,11 @@ export class ProviderRegistry {
     return new ProviderRegistry(adapters);
   }
 
+  /** Undefined for a provider that is not (or no longer) in the catalog. */
+  find(provider: string): ProviderAdapter | undefined {
+    return this.adapters.get(provider);
+  }
+
   adapter(provider: string): ProviderAdapter {
     const adapter = this.adapters.get(provider);
     if (!adapter) throw new Error(`no adapter for provider ${provider}`);

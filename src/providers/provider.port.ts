@@ -68,7 +68,8 @@ export interface ProviderAdapter {
   /** Prompt tokens with the provider's tokenizer where a package has it, an estimate otherwise. */
   countPromptTokens(prompt: RenderedPrompt): number;
   cancel?(requestId: string): Promise<void>;
-  lookup?(requestId: string): Promise<LookupResult>;
+  /** What became of the request sent with this idempotency key (the attempt id). */
+  lookup?(idempotencyKey: string): Promise<LookupResult>;
 }
 
 /** Walks an error's cause chain for a network error code. */

@@ -85,7 +85,7 @@ export class SimulatedAdapter implements ProviderAdapter {
     }
     if (outcome === 'error') {
       const error = definitiveHttpError(errorStatus, `${this.spec.name} answered ${errorStatus}`);
-      this.remember(requestId, { state: 'failed', error });
+      this.remember(request.idempotencyKey, { state: 'failed', error });
       throw error;
     }
     if (outcome === 'reset') throw new ProviderError('ambiguous', 'connection_lost', `${this.spec.name} reset the connection after the request was sent`);
@@ -96,16 +96,17 @@ export class SimulatedAdapter implements ProviderAdapter {
           ? JSON.stringify({ unexpected: 'a top-level key the contract does not have' })
           : JSON.stringify(sampleFromSchema(request.outputSchema, `${this.spec.model}: ${request.prompt.user}`));
     const response = { text, usage: { promptTokens, completionTokens: Math.ceil(text.length / 4) }, requestId };
-    this.remember(requestId, { state: 'succeeded', response });
+    this.remember(request.idempotencyKey, { state: 'succeeded', response });
     return response;
   }
 
-  async lookup(requestId: string): Promise<LookupResult> {
-    return this.finished.get(requestId) ?? { state: 'unknown' };
+  /** By the idempotency key the attempt was sent with (its id), which is all the reconciler holds for an unknown attempt. */
+  async lookup(idempotencyKey: string): Promise<LookupResult> {
+    return this.finished.get(idempotencyKey) ?? { state: 'unknown' };
   }
 
-  private remember(requestId: string, result: LookupResult): void {
+  private remember(idempotencyKey: string, result: LookupResult): void {
     if (this.finished.size >= REMEMBERED) this.finished.delete(this.finished.keys().next().value!);
-    this.finished.set(requestId, result);
+    this.finished.set(idempotencyKey, result);
   }
 }

@@ -1,6 +1,6 @@
 import { ATTEMPT_STATUSES, type AttemptStatus } from './attempt.types.js';
-import { JOB_STATUSES, type JobStatus } from '../jobs/job.types.js';
-import { assertAttemptTransition, assertJobTransition, attemptSourcesOf, canTransitionAttempt, canTransitionJob, IllegalTransitionError } from './attempt-state.js';
+import { JOB_STATUSES, type JobStatus } from './job.types.js';
+import { assertAttemptTransition, assertJobTransition, attemptSourcesOf, canTransitionAttempt, canTransitionJob, IllegalTransitionError } from './state-machine.js';
 
 const legalAttempt = new Set([
   'starting>running',

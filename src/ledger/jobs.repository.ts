@@ -1,9 +1,9 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { uniqueViolationOf } from '../database/pg-errors.js';
-import { on, type Queryable } from '../database/transactions.js';
-import { DuplicateIdempotencyKeyError } from './jobs.errors.js';
-import { jobFromRow, jobWithAttemptsFromRow, type Job, type JobStatus, type JobWithAttempts } from './job.types.js';
+import { on, rowsOf, type Queryable } from '../database/transactions.js';
+import { DuplicateIdempotencyKeyError } from './ledger.errors.js';
+import { jobFromRow, jobWithAttemptsFromRow, type Job, type JobRow, type JobStatus, type JobWithAttempts, type JobWithAttemptsRow } from './job.types.js';
 
 export interface NewJob {
   ownerId: string;
@@ -24,10 +24,11 @@ export interface JobPageQuery {
 const JOB_COLUMNS = `j.id, j.owner_id, j.idempotency_key, j.fingerprint, j.operation, j.input, j.providers, j.status, j.version,
   j.result, j.error, j.completed_by, j.created_at, j.updated_at, j.completed_at`;
 
-const WITH_ATTEMPTS = `SELECT ${JOB_COLUMNS},
-    COALESCE((SELECT json_agg(a ORDER BY a.number) FROM attempts a WHERE a.job_id = j.id), '[]'::json) AS attempts
-  FROM jobs j`;
+const ATTEMPTS_OF_J = `COALESCE((SELECT json_agg(a ORDER BY a.number) FROM attempts a WHERE a.job_id = j.id), '[]'::json) AS attempts`;
 
+const WITH_ATTEMPTS = `SELECT ${JOB_COLUMNS}, ${ATTEMPTS_OF_J} FROM jobs j`;
+
+/** The jobs table. Reads take the owner (I7); writes are reached only through the Ledger. */
 @Injectable()
 export class JobsRepository {
   constructor(private readonly dataSource: DataSource) {}
@@ -38,7 +39,8 @@ export class JobsRepository {
    */
   async insertJob(job: NewJob, manager?: Queryable): Promise<Job> {
     try {
-      const rows: Array<Record<string, unknown>> = await on(this.dataSource, manager).query(
+      const rows = await rowsOf<JobRow>(
+        on(this.dataSource, manager),
         `WITH j AS (
            INSERT INTO jobs (owner_id, idempotency_key, fingerprint, operation, input, providers)
            VALUES ($1, $2, $3, $4, $5::jsonb, $6)
@@ -60,16 +62,22 @@ export class JobsRepository {
   }
 
   async findOwnedById(ownerId: string, id: string, manager?: Queryable): Promise<JobWithAttempts | undefined> {
-    const rows = await on(this.dataSource, manager).query(`${WITH_ATTEMPTS} WHERE j.id = $1 AND j.owner_id = $2`, [id, ownerId]);
+    const rows = await rowsOf<JobWithAttemptsRow>(on(this.dataSource, manager), `${WITH_ATTEMPTS} WHERE j.id = $1 AND j.owner_id = $2`, [id, ownerId]);
     return rows[0] && jobWithAttemptsFromRow(rows[0]);
   }
 
   async findOwnedByKey(ownerId: string, idempotencyKey: string, manager?: Queryable): Promise<JobWithAttempts | undefined> {
-    const rows = await on(this.dataSource, manager).query(`${WITH_ATTEMPTS} WHERE j.owner_id = $1 AND j.idempotency_key = $2`, [
+    const rows = await rowsOf<JobWithAttemptsRow>(on(this.dataSource, manager), `${WITH_ATTEMPTS} WHERE j.owner_id = $1 AND j.idempotency_key = $2`, [
       ownerId,
       idempotencyKey,
     ]);
     return rows[0] && jobWithAttemptsFromRow(rows[0]);
+  }
+
+  /** Terminal statuses of the given jobs, for `Prefer: wait` waiters (one query for every waiter woken at once). */
+  async statusesOf(ids: string[]): Promise<Map<string, JobStatus>> {
+    const rows = await rowsOf<{ id: string; status: JobStatus }>(this.dataSource.manager, 'SELECT id, status FROM jobs WHERE id = ANY($1::uuid[])', [ids]);
+    return new Map(rows.map((r) => [r.id, r.status]));
   }
 
   /** Newest first, keyset on (created_at, id). Returns undefined when the cursor names no job of the owner. */
@@ -86,35 +94,46 @@ export class JobsRepository {
       if (!cursor.length) return undefined;
       where += ` AND (j.created_at, j.id) < (SELECT c.created_at, c.id FROM jobs c WHERE c.id = $${params.length})`;
     }
-    const rows = await this.dataSource.query(`SELECT ${JOB_COLUMNS} FROM jobs j WHERE ${where} ORDER BY j.created_at DESC, j.id DESC LIMIT $2`, params);
+    const rows = await rowsOf<JobRow>(this.dataSource.manager, `SELECT ${JOB_COLUMNS} FROM jobs j WHERE ${where} ORDER BY j.created_at DESC, j.id DESC LIMIT $2`, params);
     return rows.map(jobFromRow);
   }
 
-  /** Locks the owner's job row for the rest of the caller's transaction. */
+  /** Job ids of live jobs whose chain names a provider outside `known`: they need an operator's eye at start-up. */
+  async liveJobsNamingOtherProviders(known: string[]): Promise<Array<{ provider: string; jobs: number }>> {
+    return rowsOf<{ provider: string; jobs: number }>(
+      this.dataSource.manager,
+      `SELECT p AS provider, count(*)::int AS jobs FROM jobs j, unnest(j.providers) AS p
+        WHERE j.status IN ('pending', 'running', 'unknown') AND NOT (p = ANY($1::text[])) GROUP BY p ORDER BY p`,
+      [known],
+    );
+  }
+
   async lockOwned(ownerId: string, id: string, manager: Queryable): Promise<Job | undefined> {
-    const rows = await manager.query(`SELECT ${JOB_COLUMNS} FROM jobs j WHERE j.id = $1 AND j.owner_id = $2 FOR UPDATE`, [id, ownerId]);
+    const rows = await rowsOf<JobRow>(manager, `SELECT ${JOB_COLUMNS} FROM jobs j WHERE j.id = $1 AND j.owner_id = $2 FOR UPDATE`, [id, ownerId]);
     return rows[0] && jobFromRow(rows[0]);
   }
 
   async lockById(id: string, manager: Queryable): Promise<Job | undefined> {
-    const rows = await manager.query(`SELECT ${JOB_COLUMNS} FROM jobs j WHERE j.id = $1 FOR UPDATE`, [id]);
+    const rows = await rowsOf<JobRow>(manager, `SELECT ${JOB_COLUMNS} FROM jobs j WHERE j.id = $1 FOR UPDATE`, [id]);
     return rows[0] && jobFromRow(rows[0]);
   }
 
   /**
-   * The next job that needs an attempt, locked for the caller's transaction; SKIP LOCKED lets any number of
-   * workers claim side by side without waiting on each other.
+   * Up to `limit` jobs that need an attempt, with their attempts, locked for the caller's transaction. SKIP
+   * LOCKED lets any number of workers claim side by side; a job is never handed to two of them.
    */
-  async claimDue(manager: Queryable): Promise<Job | undefined> {
-    const rows = await manager.query(
-      `SELECT ${JOB_COLUMNS} FROM jobs j
+  async claimDue(limit: number, manager: Queryable): Promise<JobWithAttempts[]> {
+    const rows = await rowsOf<JobWithAttemptsRow>(
+      manager,
+      `SELECT ${JOB_COLUMNS}, ${ATTEMPTS_OF_J} FROM jobs j
         WHERE j.next_attempt_at <= now() AND j.status IN ('pending', 'running', 'unknown')
-        ORDER BY j.next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED`,
+        ORDER BY j.next_attempt_at LIMIT $1 FOR UPDATE OF j SKIP LOCKED`,
+      [limit],
     );
-    return rows[0] && jobFromRow(rows[0]);
+    return rows.map(jobWithAttemptsFromRow);
   }
 
-  /** Bookkeeping under the caller's row lock: never touches version (DESIGN §5). `nextAttemptInMs` null clears the schedule. */
+  /** Bookkeeping under the caller's row lock: never touches version. `nextAttemptInMs` null clears the schedule. */
   async updateBookkeeping(id: string, status: JobStatus, nextAttemptInMs: number | null | undefined, manager: Queryable): Promise<void> {
     await manager.query(
       `UPDATE jobs SET status = $2, updated_at = now(),

@@ -1,8 +1,8 @@
-import type { JobStatus } from '../jobs/job.types.js';
+import type { JobStatus } from './job.types.js';
 import type { AttemptStatus } from './attempt.types.js';
 
 /**
- * The state machine of DESIGN §5, in one place. Beyond the diagram: `starting` may become `unknown` (the
+ * The state machine of docs/design.md#states, in one place. Beyond the diagram: `starting` may become `unknown` (the
  * reconciler finds a claimed attempt past its deadline whose worker vanished, §7) or `failed` (the request
  * could not be built, so nothing was sent).
  */

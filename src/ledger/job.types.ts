@@ -1,0 +1,80 @@
+import { attemptFromRow, type Attempt, type AttemptRow } from './attempt.types.js';
+
+export const JOB_STATUSES = ['pending', 'running', 'unknown', 'succeeded', 'failed', 'cancelled'] as const;
+export type JobStatus = (typeof JOB_STATUSES)[number];
+export const TERMINAL_JOB_STATUSES: readonly JobStatus[] = ['succeeded', 'failed', 'cancelled'];
+export const LIVE_JOB_STATUSES: readonly JobStatus[] = ['pending', 'running', 'unknown'];
+
+export function isTerminal(status: JobStatus): boolean {
+  return TERMINAL_JOB_STATUSES.includes(status);
+}
+
+export interface Job {
+  id: string;
+  ownerId: string;
+  idempotencyKey: string;
+  fingerprint: string;
+  operation: string;
+  input: Record<string, unknown>;
+  providers: string[];
+  status: JobStatus;
+  version: number;
+  result: unknown;
+  error: unknown;
+  completedBy: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+  completedAt: Date | null;
+}
+
+export interface JobWithAttempts extends Job {
+  attempts: Attempt[];
+}
+
+/** A `jobs` row as node-postgres returns it (the columns of JOB_COLUMNS). */
+export interface JobRow {
+  id: string;
+  owner_id: string;
+  idempotency_key: string;
+  fingerprint: string;
+  operation: string;
+  input: Record<string, unknown>;
+  providers: string[];
+  status: JobStatus;
+  version: number;
+  result: unknown;
+  error: unknown;
+  completed_by: string | null;
+  created_at: Date;
+  updated_at: Date;
+  completed_at: Date | null;
+}
+
+export interface JobWithAttemptsRow extends JobRow {
+  /** json_agg of the job's attempts: timestamps arrive as text. */
+  attempts: AttemptRow[] | null;
+}
+
+export function jobFromRow(row: JobRow): Job {
+  return {
+    id: row.id,
+    ownerId: row.owner_id,
+    idempotencyKey: row.idempotency_key,
+    fingerprint: row.fingerprint,
+    operation: row.operation,
+    input: row.input,
+    providers: row.providers,
+    status: row.status,
+    version: row.version,
+    result: row.result ?? null,
+    error: row.error ?? null,
+    completedBy: row.completed_by ?? null,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+    completedAt: row.completed_at ?? null,
+  };
+}
+
+export function jobWithAttemptsFromRow(row: JobWithAttemptsRow): JobWithAttempts {
+  return { ...jobFromRow(row), attempts: (row.attempts ?? []).map(attemptFromRow) };
+}

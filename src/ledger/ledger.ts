@@ -1,0 +1,253 @@
+import { Injectable, Logger } from '@nestjs/common';
+import { DataSource, type EntityManager } from 'typeorm';
+import { canonicalJson, sha256Hex } from '../common/canonical-json.js';
+import { MetricsService } from '../metrics/metrics.service.js';
+import { NOT_SENT, type Attempt, type AttemptStatus, type Usage } from './attempt.types.js';
+import { AttemptsRepository, type AttemptUpdate, type CallStart, type ClaimedStart, type NewAttempt } from './attempts.repository.js';
+import { JobEventsRepository, type JobEvent } from './job-events.repository.js';
+import { JobSignals } from './job-signals.js';
+import type { Job, JobStatus, JobWithAttempts } from './job.types.js';
+import { JobsRepository } from './jobs.repository.js';
+import { SettlementRepository } from './settlement.repository.js';
+import { assertAttemptTransition, assertJobTransition, canTransitionAttempt } from './state-machine.js';
+
+export type SettlementOutcome = 'won' | 'discarded' | 'duplicate';
+
+export interface ArrivedResult {
+  value: unknown;
+  usage: Usage;
+  providerRequestId: string | null;
+}
+
+export interface FinalError {
+  reason: string;
+  message: string;
+  lastError?: unknown;
+}
+
+interface Repositories {
+  jobs: JobsRepository;
+  attempts: AttemptsRepository;
+  settlements: SettlementRepository;
+}
+
+/**
+ * One transaction over jobs and attempts, and the only writer of both. Every transition is checked against the
+ * state machine (docs/design.md#5-states), written, and appended to job_events in the same transaction; metrics,
+ * logs and wake-ups run only after commit. Lock order is always job row, then attempt row.
+ */
+export class Ledger {
+  private readonly events: JobEvent[] = [];
+  private readonly effects: Array<() => void> = [];
+
+  constructor(
+    private readonly manager: EntityManager,
+    private readonly repos: Repositories,
+    private readonly metrics: MetricsService,
+    private readonly signals: JobSignals,
+    private readonly logger: Logger,
+  ) {}
+
+  lockJob(jobId: string): Promise<Job | undefined> {
+    return this.repos.jobs.lockById(jobId, this.manager);
+  }
+
+  /** The owner's job (I7), locked; undefined for another owner's. */
+  lockOwnedJob(ownerId: string, jobId: string): Promise<Job | undefined> {
+    return this.repos.jobs.lockOwned(ownerId, jobId, this.manager);
+  }
+
+  /** The job and one of its attempts, locked job first, in one round trip. */
+  lockPair(jobId: string, attemptId: string): Promise<{ job: Job; attempt: Attempt } | undefined> {
+    return this.repos.attempts.lockPair(jobId, attemptId, this.manager);
+  }
+
+  listAttempts(jobId: string): Promise<Attempt[]> {
+    return this.repos.attempts.listForJob(jobId, this.manager);
+  }
+
+  /** Up to `limit` due jobs with their attempts, locked (SKIP LOCKED) until this transaction ends. */
+  claimDue(limit: number): Promise<JobWithAttempts[]> {
+    return this.repos.jobs.claimDue(limit, this.manager);
+  }
+
+  /** A claim's new attempts, their jobs marked running and the events, in one statement. */
+  async startClaimed(starts: ClaimedStart[]): Promise<Attempt[]> {
+    const inserted = await this.repos.attempts.insertClaimed(starts, this.manager);
+    this.afterCommit(() => {
+      for (const attempt of inserted) this.metrics.attempts.inc({ provider: attempt.provider, status: 'starting' });
+    });
+    return inserted;
+  }
+
+  async insertAttempt(attempt: NewAttempt, reason: string): Promise<Attempt> {
+    const inserted = await this.repos.attempts.insertAttempt(attempt, this.manager);
+    this.events.push({ jobId: inserted.jobId, attemptId: inserted.id, subject: 'attempt', from: null, to: 'starting', reason, detail: { provider: inserted.provider, number: inserted.number } });
+    this.afterCommit(() => this.metrics.attempts.inc({ provider: inserted.provider, status: 'starting' }));
+    return inserted;
+  }
+
+  claimQueued(attempt: Attempt, workerId: string, timeoutMs: number, hardTimeoutMs: number): Promise<Attempt | undefined> {
+    return this.repos.attempts.claimQueued(attempt.id, workerId, timeoutMs, hardTimeoutMs, this.manager);
+  }
+
+  /** Moves an attempt (checked against the state machine) and records why. Same-status writes record fields only. */
+  async moveAttempt(attempt: Attempt, to: AttemptStatus, reason: string, update: AttemptUpdate = {}, detail?: unknown): Promise<Attempt> {
+    if (attempt.status !== to) assertAttemptTransition(attempt.status, to);
+    const updated = await this.repos.attempts.updateStatus(attempt.id, to, update, this.manager);
+    this.events.push({ jobId: attempt.jobId, attemptId: attempt.id, subject: 'attempt', from: attempt.status, to, reason, detail });
+    if (attempt.status !== to) this.afterCommit(() => this.metrics.attempts.inc({ provider: attempt.provider, status: to }));
+    return updated;
+  }
+
+  /** Bookkeeping on the job (never its version). `nextAttemptInMs`: undefined keeps the schedule, null clears it. */
+  async moveJob(job: Job, to: JobStatus, reason: string, nextAttemptInMs?: number | null): Promise<void> {
+    if (job.status !== to) assertJobTransition(job.status, to);
+    if (job.status === to && nextAttemptInMs === undefined) return;
+    await this.repos.jobs.updateBookkeeping(job.id, to, nextAttemptInMs, this.manager);
+    if (job.status !== to) {
+      this.events.push({ jobId: job.id, subject: 'job', from: job.status, to, reason });
+      job.status = to;
+    }
+    if (typeof nextAttemptInMs === 'number') this.afterCommit(() => this.signals.jobsDue());
+  }
+
+  /**
+   * Exactly one winner (I5): the first valid result to arrive takes the job by compare-and-swap; a later one
+   * keeps only its digest. `job` and `attempt` come from this ledger's lockPair.
+   */
+  async settleResult(job: Job, attempt: Attempt, arrived: ArrivedResult): Promise<SettlementOutcome> {
+    if (attempt.outcome !== null) return 'duplicate'; // the same result delivered twice (worker and lookup)
+    const digest = sha256Hex(canonicalJson(arrived.value));
+    // An attempt an operator resolved as failed cannot win any more: its late result is discarded like a loser's.
+    const eligible = canTransitionAttempt(attempt.status, 'succeeded');
+    const detail = { resultDigest: digest, readVersion: attempt.jobVersion, jobVersion: job.version, winner: job.completedBy, jobStatus: job.status };
+    const version = await this.repos.settlements.settleResult(
+      {
+        jobId: job.id,
+        attemptId: attempt.id,
+        readVersion: attempt.jobVersion,
+        eligible,
+        value: arrived.value,
+        usage: arrived.usage,
+        providerRequestId: arrived.providerRequestId,
+        resultDigest: digest,
+        attemptFrom: attempt.status,
+        jobFrom: job.status,
+        discardDetail: detail,
+      },
+      this.manager,
+    );
+    const to: AttemptStatus = eligible ? 'succeeded' : attempt.status;
+    if (attempt.status !== to) this.afterCommit(() => this.metrics.attempts.inc({ provider: attempt.provider, status: to }));
+    if (version !== undefined) {
+      this.settled(job, 'succeeded');
+      return 'won';
+    }
+    this.afterCommit(() => {
+      this.metrics.settlementRaces.inc({ provider: attempt.provider });
+      this.logger.warn({ msg: 'settlement race: late result discarded', jobId: job.id, attemptId: attempt.id, winnerAttemptId: job.completedBy, ...detail });
+    });
+    return 'discarded';
+  }
+
+  /** A final failure through the same compare-and-swap; false when the job was already settled or cancelled. */
+  async settleFailure(job: Job, readVersion: number, error: FinalError): Promise<boolean> {
+    const version = await this.repos.settlements.failIfVersion(job.id, readVersion, error, this.manager);
+    if (version === undefined) return false;
+    this.events.push({ jobId: job.id, subject: 'job', from: job.status, to: 'failed', reason: error.reason, detail: { version } });
+    this.settled(job, 'failed');
+    return true;
+  }
+
+  /**
+   * The owner gives up the intent: the job is cancelled and its version bumped (the fence). An attempt the API
+   * queued and no worker took was never sent: it ends `not_sent` instead of waiting forever.
+   */
+  async cancel(job: Job): Promise<boolean> {
+    const version = await this.repos.settlements.cancelIfLive(job.id, this.manager);
+    if (version === undefined) return false;
+    this.events.push({ jobId: job.id, subject: 'job', from: job.status, to: 'cancelled', reason: 'cancelled_by_owner', detail: { version } });
+    this.settled(job, 'cancelled');
+    for (const queued of (await this.listAttempts(job.id)).filter((a) => a.status === 'starting' && a.claimedAt === null)) {
+      await this.moveAttempt(queued, 'failed', NOT_SENT, { error: { reason: NOT_SENT, message: 'The job was cancelled before a worker took the attempt.', retryable: false }, finished: true });
+    }
+    return true;
+  }
+
+  record(event: JobEvent): void {
+    this.events.push(event);
+  }
+
+  afterCommit(effect: () => void): void {
+    this.effects.push(effect);
+  }
+
+  private settled(job: Job, to: JobStatus): void {
+    assertJobTransition(job.status, to);
+    const jobId = job.id;
+    job.status = to;
+    this.afterCommit(() => {
+      this.metrics.jobsSettled.inc({ status: to });
+      this.signals.jobSettled(jobId);
+    });
+  }
+
+  /** @internal the factory's commit step. */
+  pendingEvents(): JobEvent[] {
+    return this.events;
+  }
+
+  /** @internal runs after commit. */
+  runEffects(): void {
+    for (const effect of this.effects) {
+      try {
+        effect();
+      } catch (error) {
+        this.logger.error({ msg: 'post-commit effect failed', error: (error as Error).message });
+      }
+    }
+  }
+}
+
+/** Opens ledgers: one transaction each, its events appended before commit and its effects run after. */
+@Injectable()
+export class LedgerFactory {
+  private readonly logger = new Logger('Ledger');
+  private readonly repos: Repositories;
+
+  constructor(
+    private readonly dataSource: DataSource,
+    jobs: JobsRepository,
+    attempts: AttemptsRepository,
+    settlements: SettlementRepository,
+    private readonly events: JobEventsRepository,
+    private readonly metrics: MetricsService,
+    private readonly signals: JobSignals,
+  ) {
+    this.repos = { jobs, attempts, settlements };
+  }
+
+  async run<T>(work: (ledger: Ledger) => Promise<T>): Promise<T> {
+    let ledger!: Ledger;
+    const result = await this.dataSource.transaction(async (manager) => {
+      ledger = new Ledger(manager, this.repos, this.metrics, this.signals, this.logger);
+      const value = await work(ledger);
+      await this.events.append(ledger.pendingEvents(), manager);
+      return value;
+    });
+    ledger.runEffects();
+    return result;
+  }
+
+  /**
+   * `starting` -> `running` for a batch about to be called, deadlines counted from now, in one autocommit
+   * statement (each attempt changes alone, guarded by its status: no job lock needed). Returns the attempts that
+   * may be sent; the rest were given up meanwhile or their hard deadline passed.
+   */
+  async markRunning(calls: CallStart[]): Promise<Attempt[]> {
+    const running = await this.repos.attempts.markRunning(calls, this.dataSource.manager);
+    for (const attempt of running) this.metrics.attempts.inc({ provider: attempt.provider, status: 'running' });
+    return running;
+  }
+}
