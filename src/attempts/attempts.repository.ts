@@ -69,11 +69,9 @@ export class AttemptsRepository {
   }
 
   /** The attempt with its job's owner, so the API can wall owners off (I7). */
-  async findJobIdOwned(ownerId: string, attemptId: string): Promise<string | undefined> {
-    const rows: Array<{ job_id: string }> = await this.dataSource.query(
-      'SELECT a.job_id FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE a.id = $1 AND j.owner_id = $2',
-      [attemptId, ownerId],
-    );
+  /** Any owner's attempt: only operators (`attempts:resolve`) look attempts up by id alone. */
+  async findJobId(attemptId: string): Promise<string | undefined> {
+    const rows: Array<{ job_id: string }> = await this.dataSource.query('SELECT job_id FROM attempts WHERE id = $1', [attemptId]);
     return rows[0]?.job_id;
   }
 
