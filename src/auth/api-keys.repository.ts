@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
+import { updatedRows } from '../database/transactions.js';
 import type { Principal, Scope } from './scopes.js';
 
 /** A key as `apikey list` shows it: never the key, never its hash. */
@@ -73,11 +74,12 @@ export class ApiKeysRepository {
 
   /** Revokes once: the first revocation's time stays. Undefined when no key has this id. */
   async revokeKey(id: string): Promise<ApiKeyRecord | undefined> {
-    const rows: ApiKeyRow[] = await this.dataSource.query(
+    const result: unknown = await this.dataSource.query(
       `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1
        RETURNING id, owner_id, scopes, created_at, expires_at, last_used_at, revoked_at`,
       [id],
     );
+    const rows = updatedRows<ApiKeyRow>(result);
     return rows[0] && recordOf(rows[0]);
   }
 

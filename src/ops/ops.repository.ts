@@ -131,7 +131,7 @@ export class OpsRepository {
   listEvents(jobId: string, limit: number, afterId: string): Promise<JobEventRow[]> {
     return this.dataSource.query(
       `SELECT id::text AS id, job_id, attempt_id, subject, from_status, to_status, reason, detail, at, actor_key_id, actor_owner
-         FROM job_events WHERE job_id = $1 AND id > $2::bigint ORDER BY id LIMIT $3`,
+         FROM job_events e WHERE e.job_id = $1 AND e.id > $2::bigint ORDER BY e.id LIMIT $3`,
       [jobId, afterId, limit],
     );
   }
