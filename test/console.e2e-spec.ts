@@ -112,6 +112,7 @@ describe('the console in a real browser', () => {
     const resolution = page.locator('#job-events tbody tr', { hasText: 'resolved_by_operator' });
     await expect(resolution.textContent()).resolves.toContain('ops-team');
     await page.screenshot({ path: `${SHOTS}/2-job.png` });
+    await page.screenshot({ path: `${SHOTS}/2-job-full.png`, fullPage: true });
 
     await page.getByRole('link', { name: 'Providers' }).click();
     const fallback = page.locator('#providers-table tbody tr', { hasText: 'sim-fallback' });
