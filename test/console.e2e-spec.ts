@@ -72,7 +72,12 @@ describe('the console in a real browser', () => {
     const certified = await t.http().post('/v1/providers/sim-fallback/certifications').set(bearer(admin)).send({ operation: 'summarize' });
     expect(certified.body.passed).toBe(true);
     const alice = await t.key('alice', ['jobs:write', 'jobs:read']);
-    const created = await t.http().post('/v1/jobs').set(bearer(alice)).set('Idempotency-Key', 'console-hang').send({ operation: 'summarize', input: { text: 'hang, then fall back' }, providers: ['sim-hang', 'sim-fallback'] });
+    const created = await t
+      .http()
+      .post('/v1/jobs')
+      .set(bearer(alice))
+      .set('Idempotency-Key', 'console-hang')
+      .send({ operation: 'summarize', input: { text: 'hang, then fall back' }, providers: ['sim-hang', 'sim-fallback'] });
     expect(created.status).toBe(201);
     const jobId: string = created.body.id;
     await waitFor(async () => (await t.http().get(`/v1/jobs/${jobId}`).set(bearer(alice))).body.status, (s) => s === 'unknown');

@@ -77,7 +77,8 @@ async function run(command: Command, keys: ApiKeysService): Promise<number> {
         return 1;
       }
       // One JSON line on stderr, the shape of the service's own logs, for whoever collects them.
-      pino({ base: { context: 'apikey' } }, pino.destination(2)).warn({ keyId: revoked.id, ownerId: revoked.ownerId, revokedAt: revoked.revokedAt }, 'API key revoked');
+      const log = pino({ base: { context: 'apikey' } }, pino.destination(2));
+      log.warn({ keyId: revoked.id, ownerId: revoked.ownerId, revokedAt: revoked.revokedAt }, 'API key revoked');
       return 0;
     }
   }

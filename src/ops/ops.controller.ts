@@ -25,7 +25,11 @@ export class OpsController {
     problems: [badQuery, { status: 404, codes: ['not_found'] }],
   })
   @ApiOkResponse({ type: JobEventPageView })
-  listJobEvents(@CurrentPrincipal() principal: Principal, @Param('id', UuidPipe) id: string, @Query() query: ListEventsQueryDto): Promise<JobEventPageView> {
+  listJobEvents(
+    @CurrentPrincipal() principal: Principal,
+    @Param('id', UuidPipe) id: string,
+    @Query() query: ListEventsQueryDto,
+  ): Promise<JobEventPageView> {
     return this.ops.listEvents(principal, id, query);
   }
 
@@ -44,7 +48,11 @@ export class OpsController {
 
   @Get('ops/jobs/:id')
   @RequireScopes('ops:read')
-  @ApiEndpoint({ operationId: 'getAnyJob', summary: "Any owner's job with its attempts", problems: [badQuery, { status: 404, codes: ['not_found'] }] })
+  @ApiEndpoint({
+    operationId: 'getAnyJob',
+    summary: "Any owner's job with its attempts",
+    problems: [badQuery, { status: 404, codes: ['not_found'] }],
+  })
   @ApiOkResponse({ type: OpsJobView })
   getAnyJob(@Param('id', UuidPipe) id: string): Promise<OpsJobView> {
     return this.ops.findJob(id);

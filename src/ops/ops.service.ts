@@ -9,6 +9,8 @@ import type { JobEventPageView, JobEventView, OpsJobPageView, OpsJobView, OpsSta
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const EVENT_ID = /^[1-9]\d{0,18}$/;
 
+type WaitingAttemptsQuery = Pick<AttemptQueueQuery, 'status' | 'provider' | 'limit'> & { olderThan?: number; cursor?: string };
+
 const encodeCursor = (id: string) => Buffer.from(id, 'utf8').toString('base64url');
 
 function decodeCursor(cursor: string | undefined, shape: RegExp): string | undefined {
@@ -44,14 +46,15 @@ export class OpsService {
   /** The owner with `jobs:read` sees its own job's events; `ops:read` sees any job's. Another owner's job: 404 (I7). */
   async listEvents(principal: Principal, jobId: string, query: { limit: number; cursor?: string }): Promise<JobEventPageView> {
     const owner = await this.ops.findJobOwner(jobId);
-    const visible = owner !== undefined && (principal.scopes.includes('ops:read') || (owner === principal.ownerId && principal.scopes.includes('jobs:read')));
+    const own = owner === principal.ownerId && principal.scopes.includes('jobs:read');
+    const visible = owner !== undefined && (own || principal.scopes.includes('ops:read'));
     if (!visible) throw new NotFoundError('Job');
     const rows = await this.ops.listEvents(jobId, query.limit + 1, decodeCursor(query.cursor, EVENT_ID) ?? '0');
     const page = rows.slice(0, query.limit);
     return { items: page.map(toEventView), nextCursor: rows.length > query.limit ? encodeCursor(page[page.length - 1].id) : null };
   }
 
-  async listWaitingAttempts(query: Omit<AttemptQueueQuery, 'afterId' | 'olderThanSeconds'> & { olderThan?: number; cursor?: string }): Promise<WaitingAttemptPageView> {
+  async listWaitingAttempts(query: WaitingAttemptsQuery): Promise<WaitingAttemptPageView> {
     const rows = await this.ops.listWaitingAttempts({
       status: query.status,
       provider: query.provider,

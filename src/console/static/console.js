@@ -63,7 +63,9 @@ const ms = (value) => (value < 1000 ? `${Math.round(value)} ms` : `${(value / 10
 // ---- key ----
 
 function showKeyStatus() {
-  $('#key-status').textContent = key() ? 'A key is set for this tab (kept in sessionStorage until the tab closes).' : 'No key: paste an operator key (scopes ops:read, attempts:resolve).';
+  $('#key-status').textContent = key()
+    ? 'A key is set for this tab (kept in sessionStorage until the tab closes).'
+    : 'No key: paste an operator key (scopes ops:read, attempts:resolve).';
 }
 
 $('#key-form').addEventListener('submit', async (event) => {
@@ -140,7 +142,12 @@ function queueRow(attempt) {
     'form',
     { class: 'resolve', 'data-attempt': id, 'aria-label': `Resolve attempt ${attempt.number} of job ${attempt.jobId}` },
     el('label', { for: `status-${id}`, class: 'visually-hidden', text: 'Resolution' }),
-    el('select', { id: `status-${id}`, name: 'status' }, el('option', { value: 'cancelled', text: 'cancelled: stop waiting' }), el('option', { value: 'failed', text: 'failed: did not happen' })),
+    el(
+      'select',
+      { id: `status-${id}`, name: 'status' },
+      el('option', { value: 'cancelled', text: 'cancelled: stop waiting' }),
+      el('option', { value: 'failed', text: 'failed: did not happen' }),
+    ),
     el('label', { for: `reason-${id}`, class: 'visually-hidden', text: 'Reason' }),
     el('input', { id: `reason-${id}`, name: 'reason', placeholder: 'reason (recorded)', required: true, maxlength: 500, size: 28 }),
     el('button', { type: 'submit', text: 'Resolve' }),
@@ -161,7 +168,7 @@ function queueRow(attempt) {
   return el(
     'tr',
     {},
-    el('td', {}, el('a', { href: `#job/${attempt.jobId}`, class: 'mono', text: attempt.jobId.slice(0, 8), title: attempt.jobId, 'aria-label': `Job ${attempt.jobId}` })),
+    el('td', {}, el('a', { href: `#job/${attempt.jobId}`, class: 'mono', title: attempt.jobId, 'aria-label': `Job ${attempt.jobId}`, text: attempt.jobId.slice(0, 8) })),
     el('td', { text: attempt.owner }),
     el('td', { text: attempt.provider }),
     el('td', { text: String(attempt.number) }),
@@ -270,7 +277,8 @@ function renderTimeline(job) {
       `deadline ${time(a.deadlineAt)}`,
       a.error?.reason ? `reason ${a.error.reason}` : null,
     ].filter(Boolean);
-    return el('li', { class: 'attempt', 'data-attempt': a.id }, el('span', { class: 'label', text: words.join(' · ') }), el('span', { class: 'track', 'aria-hidden': 'true' }, bar, deadline));
+    const track = el('span', { class: 'track', 'aria-hidden': 'true' }, bar, deadline);
+    return el('li', { class: 'attempt', 'data-attempt': a.id }, el('span', { class: 'label', text: words.join(' · ') }), track);
   });
   $('#job-timeline').replaceChildren(...(items.length ? items : [el('li', { text: 'No attempt yet.' })]));
 }
@@ -356,7 +364,9 @@ async function loadActivity() {
     ),
   );
   const sum = (name) => col(name).reduce((a, b) => a + b, 0);
-  $('#activity-totals').textContent = `Last hour: ${sum('created')} created, ${sum('succeeded')} succeeded, ${sum('failed')} failed, ${sum('cancelled')} cancelled; ${sum('attempts')} attempts answered.`;
+  $('#activity-totals').textContent =
+    `Last hour: ${sum('created')} created, ${sum('succeeded')} succeeded, ${sum('failed')} failed, ` +
+    `${sum('cancelled')} cancelled; ${sum('attempts')} attempts answered.`;
 }
 
 showKeyStatus();
