@@ -7,6 +7,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Logger as NestPinoLogger, PinoLogger } from 'nestjs-pino';
 import { AppModule } from './app.module.js';
 import { DomainError, ValidationFailedError } from './common/domain.errors.js';
+import { serveConsole } from './console/console.static.js';
 import { sendProblem } from './common/problem-details.filter.js';
 import { appConfig, type AppConfig } from './config/app.config.js';
 import { parseEnv, type Env } from './config/env.js';
@@ -91,6 +92,7 @@ export async function configureApp(app: NestFastifyApplication): Promise<void> {
       reply.statusCode >= 500 ? 'request failed' : 'request completed',
     );
   });
+  serveConsole(app);
   SwaggerModule.setup('docs', app, () => buildOpenApiDocument(app), { jsonDocumentUrl: 'docs-json', yamlDocumentUrl: 'docs-yaml' });
 }
 

@@ -5,7 +5,7 @@ import { spawnService, waitUntilReady, type ServiceProcess } from '../helpers/pr
 /**
  * Where the race suite aims: a deployment named by E2E_BASE_URL (comma-separated for several replicas) with
  * E2E_API_KEY, E2E_OPERATOR_KEY (same owner; attempts:resolve and providers:certify) and E2E_OTHER_API_KEY
- * (another owner); or, with no URL, the service started here as separate OS processes on a real PostgreSQL.
+ * (another owner, without operator scopes); or, with no URL, the service started here as separate OS processes on a real PostgreSQL.
  */
 export interface RaceTarget {
   mode: 'url' | 'in-process';
@@ -58,7 +58,7 @@ export async function raceTarget(options: { replicas?: number } = {}): Promise<R
     keys: {
       owner: createKey(database.url, 'race-a', 'jobs:write,jobs:read'),
       operator: createKey(database.url, 'race-a', 'jobs:write,jobs:read,attempts:resolve,providers:certify'),
-      other: createKey(database.url, 'race-b', 'jobs:write,jobs:read,attempts:resolve,providers:certify'),
+      other: createKey(database.url, 'race-b', 'jobs:write,jobs:read'),
     },
     local: { database, apis, worker, env },
     close: async () => {
