@@ -29,7 +29,7 @@ const childPath = (parent: string, key: string | number) =>
  * its width, and the values that would fail later, deep inside the database driver or the fingerprint.
  * Field paths are written as the validation errors write them: `input.tags[1]`.
  */
-export function inspectJson(value: unknown, root = ''): JsonShape {
+export function inspectJson(value: unknown, root = '', { stopAtLimits = true } = {}): JsonShape {
   const shape: JsonShape = { depth: 0, members: 0, unstorable: [] };
   const stack: Array<[unknown, number, string]> = [[value, 1, root]];
   while (stack.length) {
@@ -44,14 +44,14 @@ export function inspectJson(value: unknown, root = ''): JsonShape {
     }
     if (node === null || typeof node !== 'object') continue;
     shape.depth = Math.max(shape.depth, depth);
-    if (shape.depth > MAX_JSON_DEPTH) return shape;
+    if (stopAtLimits && shape.depth > MAX_JSON_DEPTH) return shape;
     if (Array.isArray(node)) {
       for (let i = node.length - 1; i >= 0; i--) stack.push([node[i], depth + 1, childPath(path, i)]);
       continue;
     }
     const keys = Object.keys(node);
     shape.members += keys.length;
-    if (shape.members > MAX_JSON_MEMBERS) return shape;
+    if (stopAtLimits && shape.members > MAX_JSON_MEMBERS) return shape;
     for (let i = keys.length - 1; i >= 0; i--) {
       const key = keys[i];
       if (!isStorableText(key)) {
