@@ -83,7 +83,8 @@ export async function configureApp(app: NestFastifyApplication): Promise<void> {
   });
   // The default JSON parser decodes with replacement characters: invalid UTF-8 would be stored as U+FFFD.
   const parseJsonText = fastify.getDefaultJsonParser('error', 'error');
-  app.useBodyParser<RawServerDefault>('application/json', { bodyLimit: fastify.initialConfig.bodyLimit }, (request, body, done) => {
+  const bodyLimit = fastify.initialConfig.bodyLimit;
+  app.useBodyParser<RawServerDefault>('application/json', { bodyLimit }, (request, body, done) => {
     const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(request.headers['content-type'] ?? '')?.[1];
     if (charset && !/^utf-?8$/i.test(charset)) {
       return done(new ValidationFailedError([{ field: 'Content-Type', message: 'charset must be utf-8' }]), undefined);

@@ -12,6 +12,9 @@ export function isStorableText(text: string): boolean {
   return !text.includes('\0') && (text as string & { isWellFormed(): boolean }).isWellFormed();
 }
 
+const UNSTORABLE_TEXT = 'contains NUL or an unpaired surrogate, which cannot be stored';
+const UNSTORABLE_NAME = 'has a member name with NUL or an unpaired surrogate, which cannot be stored';
+
 export interface JsonShape {
   /** Deepest nesting seen; the walk stops past MAX_JSON_DEPTH. */
   depth: number;
@@ -35,7 +38,7 @@ export function inspectJson(value: unknown, root = '', { stopAtLimits = true } =
   while (stack.length) {
     const [node, depth, path] = stack.pop()!;
     if (typeof node === 'string') {
-      if (!isStorableText(node)) shape.unstorable.push({ field: path || 'body', message: 'contains NUL or an unpaired surrogate, which cannot be stored' });
+      if (!isStorableText(node)) shape.unstorable.push({ field: path || 'body', message: UNSTORABLE_TEXT });
       continue;
     }
     if (typeof node === 'number') {
@@ -55,7 +58,7 @@ export function inspectJson(value: unknown, root = '', { stopAtLimits = true } =
     for (let i = keys.length - 1; i >= 0; i--) {
       const key = keys[i];
       if (!isStorableText(key)) {
-        shape.unstorable.push({ field: path || 'body', message: 'has a member name with NUL or an unpaired surrogate, which cannot be stored' });
+        shape.unstorable.push({ field: path || 'body', message: UNSTORABLE_NAME });
         continue;
       }
       stack.push([(node as Record<string, unknown>)[key], depth + 1, childPath(path, key)]);

@@ -6,7 +6,10 @@
 const SECRET_PATTERNS: Array<[RegExp, string]> = [
   // Authorization schemes and key=value forms: keep the name, drop the value.
   [/\b(bearer|basic|token)\s+[^\s"',;]+/gi, '$1 [redacted]'],
-  [/\b((?:api[_-]?key|x-api-key|access[_-]?token|secret|password|authorization)["']?\s*[:=]\s*["']?)[^\s"',;}]+/gi, '$1[redacted]'],
+  [
+    /\b((?:api[_-]?key|x-api-key|access[_-]?token|secret|password|authorization)["']?\s*[:=]\s*["']?)[^\s"',;}]+/gi,
+    '$1[redacted]',
+  ],
   // Provider key shapes (sk-..., sk-ant-..., oj_...), then any long run of hex or base64-like characters.
   [/\b(?:sk|pk|rk|oj)[-_][A-Za-z0-9_-]{8,}/g, '[redacted]'],
   [/\b[A-Fa-f0-9]{32,}\b/g, '[redacted]'],
@@ -19,7 +22,8 @@ export function redactSecrets(text: string): string {
 }
 
 /** Identifiers PostgreSQL quotes in its messages; any other quoted text in a message is a value, and goes. */
-const IDENTIFIER_BEFORE_QUOTE = /\b(?:relation|constraint|column|table|index|function|type|schema|database|role|sequence|trigger|operator)\s*$/i;
+const IDENTIFIER_BEFORE_QUOTE =
+  /\b(?:relation|constraint|column|table|index|function|type|schema|database|role|sequence|trigger|operator)\s*$/i;
 
 export function sanitizeMessage(message: string, max = 300): string {
   let out = '';
@@ -45,9 +49,14 @@ export function safeErrorFields(error: unknown, options: { stack?: boolean } = {
   if (!(error instanceof Error)) return { errorClass: typeof error, error: 'a non-Error value was thrown' };
   const driver = (error as { driverError?: { code?: unknown } }).driverError;
   const code = (error as { code?: unknown }).code ?? driver?.code;
-  const fields: SafeErrorFields = { errorClass: error.constructor?.name ?? error.name, error: sanitizeMessage(error.message) };
+  const fields: SafeErrorFields = {
+    errorClass: error.constructor?.name ?? error.name,
+    error: sanitizeMessage(error.message),
+  };
   if (typeof code === 'string' || typeof code === 'number') fields.code = String(code);
   // The first line of a stack repeats the message: only the frames are kept.
-  if (options.stack && error.stack) fields.stack = error.stack.split('\n').filter((line) => /^\s+at /.test(line)).slice(0, 15).join('\n');
+  if (options.stack && error.stack) {
+    fields.stack = error.stack.split('\n').filter((line) => /^\s+at /.test(line)).slice(0, 15).join('\n');
+  }
   return fields;
 }

@@ -62,8 +62,9 @@ export interface Classified {
 
 function classify(exception: unknown): Classified | undefined {
   if (exception instanceof DomainError) {
-    const omitted = exception instanceof ValidationFailedError && exception.errorsOmitted ? exception.errorsOmitted : undefined;
-    return { status: exception.status, code: exception.code, detail: exception.message, errors: exception.errors.length ? exception.errors : undefined, errorsOmitted: omitted };
+    const errors = exception.errors.length ? exception.errors : undefined;
+    const errorsOmitted = exception instanceof ValidationFailedError && exception.errorsOmitted ? exception.errorsOmitted : undefined;
+    return { status: exception.status, code: exception.code, detail: exception.message, errors, errorsOmitted };
   }
   if (exception instanceof HttpException) {
     const status = exception.getStatus();
@@ -107,7 +108,8 @@ export class ProblemDetailsFilter implements ExceptionFilter {
 }
 
 /** Writes one RFC 9457 problem: the filter's answers and Fastify's own routing refusals (frameworkErrors). */
-export function sendProblem(request: FastifyRequest, reply: FastifyReply, { status, code, detail, errors, errorsOmitted }: Classified): void {
+export function sendProblem(request: FastifyRequest, reply: FastifyReply, classified: Classified): void {
+  const { status, code, detail, errors, errorsOmitted } = classified;
   const problem: Problem = {
     type: `urn:onejob:problem:${code}`,
     title: titles[code],
@@ -136,7 +138,11 @@ const parserRefusals: Record<string, { status: number; reason: string; detail: s
  */
 export function writeParserProblem(error: Error & { code?: string }, socket: Socket): void {
   if (error.code === 'ECONNRESET' || !socket.writable) return void socket.destroy();
-  const refusal = parserRefusals[error.code ?? ''] ?? { status: 400, reason: 'Bad Request', detail: 'The request is not well-formed HTTP.' };
+  const refusal = parserRefusals[error.code ?? ''] ?? {
+    status: 400,
+    reason: 'Bad Request',
+    detail: 'The request is not well-formed HTTP.',
+  };
   const problem: Problem = {
     type: 'urn:onejob:problem:validation_failed',
     title: titles.validation_failed,
