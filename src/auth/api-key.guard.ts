@@ -5,7 +5,7 @@ import { ApiKeysService } from './api-keys.service.js';
 import { ANY_SCOPE_KEY, PUBLIC_KEY, SCOPES_KEY, type AuthenticatedRequest } from './auth.decorators.js';
 import type { Scope } from './scopes.js';
 
-const BEARER = /^Bearer ([\x21-\x7e]{1,512})$/;
+const BEARER = /^Bearer +([\x21-\x7e]{1,512})$/i; // RFC 9110: the scheme is case-insensitive
 
 export class UnauthorizedError extends DomainError {
   constructor() {

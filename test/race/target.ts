@@ -20,6 +20,19 @@ export interface RaceTarget {
 export const FULL = process.env.RACE_FULL === '1';
 export const urlMode = Boolean(process.env.E2E_BASE_URL);
 
+const LOCAL_ONLY = 'skipped in URL mode (E2E_BASE_URL): needs a database and processes of its own';
+
+/**
+ * A describe block that kills, freezes or reads the service's processes and database: against a deployment
+ * (URL mode) there are none to reach, so it is skipped, and its name says why in the report.
+ */
+export function describeLocal(name: string, body: () => void): void {
+  if (!urlMode) return describe(name, body);
+  // Jest lists no names for a file whose every case is skipped: the reason is printed as well.
+  console.warn(`${name}: ${LOCAL_ONLY}`);
+  describe.skip(`${name} [${LOCAL_ONLY}]`, body);
+}
+
 export const RACE_CATALOG = 'config/catalog.race.yaml';
 
 export function createKey(databaseUrl: string, owner: string, scopes: string): string {
