@@ -14,13 +14,7 @@ const swc = {
 export default {
   testEnvironment: 'node',
   extensionsToTreatAsEsm: ['.ts'],
-  transform: {
-    '^.+\\.ts$': ['@swc/jest', swc],
-    // @fastify/static (CommonJS) requires this ESM-only package; Node 20 allows require(esm), Jest's module
-    // system does not, so Jest compiles it to CommonJS.
-    'content-disposition/.+\\.js$': ['@swc/jest', { ...swc, module: { type: 'commonjs' } }],
-  },
-  transformIgnorePatterns: ['/node_modules/(?!(@fastify/static/node_modules/)?content-disposition/)'],
+  transform: { '^.+\\.ts$': ['@swc/jest', swc] },
   moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
   testMatch: ['<rootDir>/src/**/*.spec.ts', '<rootDir>/test/**/*.e2e-spec.ts', '<rootDir>/test/race/**/*.race-spec.ts'],
   globalSetup: '<rootDir>/test/global-setup.mjs',

@@ -4,9 +4,9 @@ import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
 import { DocumentBuilder, SwaggerModule, type OpenAPIObject } from '@nestjs/swagger';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { Logger as NestPinoLogger, PinoLogger } from 'nestjs-pino';
 import { AppModule } from './app.module.js';
 import { DomainError, ValidationFailedError } from './common/domain.errors.js';
+import { AppLogger } from './common/logging.module.js';
 import { sendProblem } from './common/problem-details.filter.js';
 import { appConfig, type AppConfig } from './config/app.config.js';
 import { parseEnv, type Env } from './config/env.js';
@@ -81,7 +81,7 @@ export async function configureApp(app: NestFastifyApplication): Promise<void> {
   const metrics = app.get(MetricsService, { strict: false });
   // One JSON line per request: request id, method, path, route, status, latency. Headers (API keys) are never
   // logged; probes and scrapes are not logged at all.
-  const requests = PinoLogger.root?.child({ context: 'http' });
+  const requests = app.get(AppLogger, { strict: false })?.pino.child({ context: 'http' });
   fastify.addHook('onResponse', async (request, reply) => {
     const route = request.routeOptions?.url;
     metrics.httpDuration.observe({ method: request.method, route: route ?? 'unmatched', status: String(reply.statusCode) }, reply.elapsedTime / 1000);
@@ -100,7 +100,7 @@ export async function createApp(overrides: Partial<Env> = {}): Promise<NestFasti
     bufferLogs: true,
     abortOnError: false,
   });
-  app.useLogger(app.get(NestPinoLogger));
+  app.useLogger(app.get(AppLogger));
   await configureApp(app);
   return app;
 }
