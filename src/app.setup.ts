@@ -5,6 +5,7 @@ import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fa
 import { DocumentBuilder, SwaggerModule, type OpenAPIObject } from '@nestjs/swagger';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { AppModule } from './app.module.js';
+import { completeDocument } from './common/api-docs.js';
 import { DomainError, ValidationFailedError } from './common/domain.errors.js';
 import { AppLogger } from './common/logging.module.js';
 import { sendProblem } from './common/problem-details.filter.js';
@@ -52,9 +53,11 @@ export function buildOpenApiDocument(app: NestFastifyApplication): OpenAPIObject
         'Every error is RFC 9457 application/problem+json with a stable `code`.',
     )
     .setVersion('1')
+    // Relative: the paths are served by the origin this document came from (GET /docs-json), any deployment.
+    .addServer('/', 'The service that serves this document')
     .addBearerAuth({ type: 'http', scheme: 'bearer', description: 'API key: `Authorization: Bearer <key>`' })
     .build();
-  return SwaggerModule.createDocument(app, config, { operationIdFactory: (_controller, method) => method });
+  return completeDocument(SwaggerModule.createDocument(app, config, { operationIdFactory: (_controller, method) => method }));
 }
 
 /** Everything a running app needs beyond its modules; main.ts and every test call this, so tests run the app users run. */
@@ -81,7 +84,8 @@ export async function configureApp(app: NestFastifyApplication): Promise<void> {
   const metrics = app.get(MetricsService, { strict: false });
   // One JSON line per request: request id, method, path, route, status, latency. Headers (API keys) are never
   // logged; probes and scrapes are not logged at all.
-  const requests = app.get(AppLogger, { strict: false })?.pino.child({ context: 'http' });
+  // In preview mode (openapi.cli) providers are not constructed: no logger, no request lines.
+  const requests = app.get(AppLogger, { strict: false })?.pino?.child({ context: 'http' });
   fastify.addHook('onResponse', async (request, reply) => {
     const route = request.routeOptions?.url;
     metrics.httpDuration.observe({ method: request.method, route: route ?? 'unmatched', status: String(reply.statusCode) }, reply.elapsedTime / 1000);

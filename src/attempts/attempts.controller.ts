@@ -1,5 +1,5 @@
 import { Body, Controller, HttpCode, Param, Post } from '@nestjs/common';
-import { ApiCreatedResponse, ApiOkResponse, ApiProperty, ApiPropertyOptional, ApiTags } from '@nestjs/swagger';
+import { ApiCreatedResponse, ApiOkResponse, ApiParam, ApiProperty, ApiPropertyOptional, ApiTags } from '@nestjs/swagger';
 import { IsIn, IsOptional, IsString, Length } from 'class-validator';
 import { OwnerId, RequireScopes } from '../auth/auth.decorators.js';
 import { ApiEndpoint } from '../common/api-docs.js';
@@ -8,7 +8,7 @@ import { JobView, toJobView } from '../jobs/job.view.js';
 import { AttemptsService } from './attempts.service.js';
 
 export class RequestAttemptDto {
-  @ApiPropertyOptional({ description: "A provider of the job's chain; default: the one the job would use next." })
+  @ApiPropertyOptional({ description: "A provider of the job's chain; default: the one the job would use next.", minLength: 1, maxLength: 100 })
   @IsOptional()
   @IsString()
   @Length(1, 100)
@@ -20,7 +20,12 @@ export class ResolveAttemptDto {
   @IsIn(['failed', 'cancelled'])
   status!: 'failed' | 'cancelled';
 
-  @ApiProperty({ description: 'Why: recorded on the attempt and in the audit trail.', example: 'provider support confirmed the request was dropped' })
+  @ApiProperty({
+    description: 'Why: recorded on the attempt and in the audit trail.',
+    example: 'provider support confirmed the request was dropped',
+    minLength: 1,
+    maxLength: 500,
+  })
   @IsString()
   @Length(1, 500)
   reason!: string;
@@ -33,6 +38,7 @@ export class AttemptsController {
 
   @Post('jobs/:id/attempts')
   @RequireScopes('jobs:write')
+  @ApiParam({ name: 'id', description: 'A job id.', schema: { type: 'string', format: 'uuid' } })
   @ApiEndpoint({
     operationId: 'requestAttempt',
     summary: 'Ask for another attempt now',
@@ -52,6 +58,7 @@ export class AttemptsController {
   @Post('attempts/:id/resolve')
   @HttpCode(200)
   @RequireScopes('attempts:resolve')
+  @ApiParam({ name: 'id', description: 'An attempt id.', schema: { type: 'string', format: 'uuid' } })
   @ApiEndpoint({
     operationId: 'resolveAttempt',
     summary: 'Resolve an unknown attempt out of band (operators)',
