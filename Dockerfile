@@ -7,6 +7,7 @@ RUN npm ci --no-audit --no-fund
 COPY .swcrc tsconfig.json ./
 COPY src ./src
 COPY migrations ./migrations
+COPY clients/typescript ./clients/typescript
 RUN npm run build && npm prune --omit=dev
 
 # Runtime: no dev tooling, non-root, health-checked.
