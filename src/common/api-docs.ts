@@ -42,11 +42,17 @@ const VISIBLE_ASCII = '^[\\x21-\\x7e]+$';
 /** Every response header the service sends, declared once and referenced where it is sent. */
 const headers: Record<string, HeaderObject> = {
   XRequestId: {
-    description: "The request's id: the caller's `X-Request-Id` when it is 1-128 visible ASCII characters, else a new uuid. Sent on every response.",
+    description:
+      "The request's id: the caller's `X-Request-Id` when it is 1-128 visible ASCII characters, else a new uuid. " +
+      'Sent on every response.',
     required: true,
     schema: { type: 'string', minLength: 1, maxLength: 128, pattern: VISIBLE_ASCII },
   },
-  Location: { description: 'The path of the job: `/v1/jobs/{id}`.', required: true, schema: { type: 'string', pattern: '^/v1/jobs/[0-9a-f-]{36}$' } },
+  Location: {
+    description: 'The path of the job: `/v1/jobs/{id}`.',
+    required: true,
+    schema: { type: 'string', pattern: '^/v1/jobs/[0-9a-f-]{36}$' },
+  },
   IdempotentReplayed: {
     description: 'The key was already bound to this intent: this is the existing job, nothing was created.',
     required: true,
@@ -62,7 +68,11 @@ const headers: Record<string, HeaderObject> = {
     required: true,
     schema: { type: 'string', pattern: '^\\d+$', example: String(RETRY_AFTER_SECONDS) },
   },
-  WWWAuthenticate: { description: 'The authentication scheme: an API key as a bearer token.', required: true, schema: { type: 'string', enum: ['Bearer'] } },
+  WWWAuthenticate: {
+    description: 'The authentication scheme: an API key as a bearer token.',
+    required: true,
+    schema: { type: 'string', enum: ['Bearer'] },
+  },
 };
 
 export const headerRef = (name: keyof typeof headers): ReferenceObject => ({ $ref: `#/components/headers/${name}` });
@@ -79,13 +89,13 @@ export interface ProblemAnswer {
  */
 export function ApiEndpoint(options: { operationId: string; summary: string; description?: string; problems: ProblemAnswer[] }) {
   const problems = [...options.problems];
-  if (!problems.some((p) => p.status === 401)) problems.push({ status: 401, codes: ['unauthorized'] }, { status: 403, codes: ['forbidden'] });
+  if (!problems.some((p) => p.status === 401)) {
+    problems.push({ status: 401, codes: ['unauthorized'] }, { status: 403, codes: ['forbidden'] });
+  }
   return applyDecorators(
     ApiOperation({ operationId: options.operationId, summary: options.summary, description: options.description }),
     ApiBearerAuth(),
-    ...problems.map((problem) =>
-      ApiResponse({ status: problem.status, description: `problem+json with code ${problem.codes.join(' | ')}`, content: problemContent }),
-    ),
+    ...problems.map((problem) => ApiResponse({ status: problem.status, ...problemResponse(problem.codes) })),
   );
 }
 
@@ -94,7 +104,10 @@ export function ApiPublicEndpoint(options: { operationId: string; summary: strin
   return ApiOperation({ operationId: options.operationId, summary: options.summary, security: [] });
 }
 
-export const problemResponse = (codes: string[]) => ({ description: `problem+json with code ${codes.join(' | ')}`, content: problemContent });
+export const problemResponse = (codes: string[]) => ({
+  description: `problem+json with code ${codes.join(' | ')}`,
+  content: problemContent,
+});
 
 const isReference = (value: unknown): value is ReferenceObject => typeof value === 'object' && value !== null && '$ref' in value;
 

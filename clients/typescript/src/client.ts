@@ -105,7 +105,10 @@ export class OnejobClient {
    * `idempotencyKey`, one UUIDv7 is made for this call (never per try). Give your own key when the intent
    * outlives the process (a queue message id, an order id): a retry after a restart then finds the same job.
    */
-  async createJob(intent: CreateJobRequest, options: { idempotencyKey?: string; waitSeconds?: number } = {}): Promise<CreatedJob> {
+  async createJob(
+    intent: CreateJobRequest,
+    options: { idempotencyKey?: string; waitSeconds?: number } = {},
+  ): Promise<CreatedJob> {
     const idempotencyKey = options.idempotencyKey ?? uuidv7();
     const headers: Record<string, string> = { 'Idempotency-Key': idempotencyKey };
     if (options.waitSeconds) headers.Prefer = `wait=${options.waitSeconds}`;
@@ -168,8 +171,14 @@ export class OnejobClient {
 
   private async call<T>(call: Call): Promise<Answer<T>> {
     const url = new URL(this.baseUrl + call.path);
-    for (const [name, value] of Object.entries(call.query ?? {})) if (value !== undefined) url.searchParams.set(name, String(value));
-    const headers: Record<string, string> = { Authorization: `Bearer ${this.options.apiKey}`, Accept: 'application/json', ...call.headers };
+    for (const [name, value] of Object.entries(call.query ?? {})) {
+      if (value !== undefined) url.searchParams.set(name, String(value));
+    }
+    const headers: Record<string, string> = {
+      Authorization: `Bearer ${this.options.apiKey}`,
+      Accept: 'application/json',
+      ...call.headers,
+    };
     if (call.body !== undefined) headers['Content-Type'] = 'application/json';
     const body = call.body === undefined ? undefined : JSON.stringify(call.body);
 
@@ -185,8 +194,11 @@ export class OnejobClient {
           signal: AbortSignal.timeout(this.timeoutMs + (call.extraTimeoutMs ?? 0)),
         });
         const text = await response.text();
-        if (response.ok) return { status: response.status, body: (text ? JSON.parse(text) : undefined) as T, headers: response.headers, tries };
-        failure = errorFor(response.status, parseProblem(text, response.headers.get('content-type')), response.headers.get('x-request-id') ?? undefined);
+        if (response.ok) {
+          return { status: response.status, body: (text ? JSON.parse(text) : undefined) as T, headers: response.headers, tries };
+        }
+        const problem = parseProblem(text, response.headers.get('content-type'));
+        failure = errorFor(response.status, problem, response.headers.get('x-request-id') ?? undefined);
         retryable = ALWAYS_RETRIED.has(response.status) || (call.repeatable && RETRIED_WHEN_REPEATABLE.has(response.status));
         after = retryAfterMs(response.headers.get('retry-after'));
       } catch (error) {
