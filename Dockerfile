@@ -1,15 +1,17 @@
 # Build: compile TypeScript with swc, then keep production dependencies only.
-FROM node:20.20-bookworm-slim AS build
+# Node 24 is the active LTS; every dependency's engines include it (and Node 20.19+, which CI tests).
+FROM node:24-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY .swcrc tsconfig.json ./
 COPY src ./src
 COPY migrations ./migrations
+COPY clients/typescript ./clients/typescript
 RUN npm run build && npm prune --omit=dev
 
 # Runtime: no dev tooling, non-root, health-checked.
-FROM node:20.20-bookworm-slim
+FROM node:24-bookworm-slim
 ENV NODE_ENV=production PORT=3000 HOST=0.0.0.0
 WORKDIR /app
 COPY --from=build /app/node_modules ./node_modules

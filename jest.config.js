@@ -14,15 +14,15 @@ const swc = {
 export default {
   testEnvironment: 'node',
   extensionsToTreatAsEsm: ['.ts'],
-  transform: {
-    '^.+\\.ts$': ['@swc/jest', swc],
-    // @fastify/static (CommonJS) requires this ESM-only package; Node 20 allows require(esm), Jest's module
-    // system does not, so Jest compiles it to CommonJS.
-    'content-disposition/.+\\.js$': ['@swc/jest', { ...swc, module: { type: 'commonjs' } }],
-  },
-  transformIgnorePatterns: ['/node_modules/(?!(@fastify/static/node_modules/)?content-disposition/)'],
+  transform: { '^.+\\.ts$': ['@swc/jest', swc] },
   moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
-  testMatch: ['<rootDir>/src/**/*.spec.ts', '<rootDir>/test/**/*.e2e-spec.ts', '<rootDir>/test/race/**/*.race-spec.ts'],
+  testMatch: [
+    '<rootDir>/src/**/*.spec.ts',
+    '<rootDir>/test/**/*.e2e-spec.ts',
+    '<rootDir>/test/race/**/*.race-spec.ts',
+    '<rootDir>/clients/typescript/test/**/*.e2e-spec.ts',
+  ],
+  modulePathIgnorePatterns: ['<rootDir>/clients/typescript/dist/'],
   globalSetup: '<rootDir>/test/global-setup.mjs',
   globalTeardown: '<rootDir>/test/global-teardown.mjs',
   testTimeout: 30_000,

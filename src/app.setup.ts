@@ -4,10 +4,11 @@ import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
 import { DocumentBuilder, SwaggerModule, type OpenAPIObject } from '@nestjs/swagger';
 import type { FastifyReply, FastifyRequest, RawServerDefault } from 'fastify';
-import { Logger as NestPinoLogger, PinoLogger } from 'nestjs-pino';
 import { AppModule } from './app.module.js';
+import { completeDocument } from './common/api-docs.js';
 import { DomainError, ValidationFailedError, type FieldError } from './common/domain.errors.js';
 import { exceedsJsonLimits, inspectJson, MAX_JSON_DEPTH, MAX_JSON_MEMBERS } from './common/json-text.js';
+import { AppLogger } from './common/logging.module.js';
 import { serveConsole } from './console/console.static.js';
 import { sendProblem, writeParserProblem } from './common/problem-details.filter.js';
 import { appConfig, type AppConfig } from './config/app.config.js';
@@ -65,9 +66,11 @@ export function buildOpenApiDocument(app: NestFastifyApplication): OpenAPIObject
         'Every error is RFC 9457 application/problem+json with a stable `code`.',
     )
     .setVersion('1')
+    // Relative: the paths are served by the origin this document came from (GET /docs-json), any deployment.
+    .addServer('/', 'The service that serves this document')
     .addBearerAuth({ type: 'http', scheme: 'bearer', description: 'API key: `Authorization: Bearer <key>`' })
     .build();
-  return SwaggerModule.createDocument(app, config, { operationIdFactory: (_controller, method) => method });
+  return completeDocument(SwaggerModule.createDocument(app, config, { operationIdFactory: (_controller, method) => method }));
 }
 
 /** Everything a running app needs beyond its modules; main.ts and every test call this, so tests run the app users run. */
@@ -118,7 +121,8 @@ export async function configureApp(app: NestFastifyApplication): Promise<void> {
   const metrics = app.get(MetricsService, { strict: false });
   // One JSON line per request: request id, method, path, route, status, latency. Headers (API keys) are never
   // logged; probes and scrapes are not logged at all.
-  const requests = PinoLogger.root?.child({ context: 'http' });
+  // In preview mode (openapi.cli) providers are not constructed: no logger, no request lines.
+  const requests = app.get(AppLogger, { strict: false })?.pino?.child({ context: 'http' });
   fastify.addHook('onResponse', async (request, reply) => {
     const route = request.routeOptions?.url;
     metrics.httpDuration.observe({ method: request.method, route: route ?? 'unmatched', status: String(reply.statusCode) }, reply.elapsedTime / 1000);
@@ -138,7 +142,7 @@ export async function createApp(overrides: Partial<Env> = {}): Promise<NestFasti
     bufferLogs: true,
     abortOnError: false,
   });
-  app.useLogger(app.get(NestPinoLogger));
+  app.useLogger(app.get(AppLogger));
   await configureApp(app);
   return app;
 }

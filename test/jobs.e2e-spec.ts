@@ -104,6 +104,14 @@ describe('POST /v1/jobs: one job per intent at the door', () => {
     const res = await t.http().get(`/v1/jobs/${created.body.id}`).set(bearer(key));
     expect(res.status).toBe(200);
     expect(res.body).toEqual(created.body);
+    expect(res.headers['preference-applied']).toBeUndefined();
+  });
+
+  it('answers GET with Prefer: wait with Preference-Applied, the wait it honoured', async () => {
+    const created = await post('wait-read');
+    const res = await t.http().get(`/v1/jobs/${created.body.id}`).set(bearer(key)).set('Prefer', 'wait=1');
+    expect(res.status).toBe(200);
+    expect(res.headers['preference-applied']).toBe('wait=1');
   });
 });
 

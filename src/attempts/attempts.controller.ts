@@ -1,5 +1,5 @@
 import { Body, Controller, HttpCode, Param, Post } from '@nestjs/common';
-import { ApiCreatedResponse, ApiOkResponse, ApiProperty, ApiPropertyOptional, ApiTags } from '@nestjs/swagger';
+import { ApiCreatedResponse, ApiOkResponse, ApiParam, ApiProperty, ApiPropertyOptional, ApiTags } from '@nestjs/swagger';
 import { IsIn, IsOptional, IsString, Length } from 'class-validator';
 import { CurrentPrincipal, OwnerId, RequireScopes } from '../auth/auth.decorators.js';
 import type { Principal } from '../auth/scopes.js';
@@ -9,7 +9,7 @@ import { JobView, toJobView } from '../jobs/job.view.js';
 import { AttemptsService } from './attempts.service.js';
 
 export class RequestAttemptDto {
-  @ApiPropertyOptional({ description: "A provider of the job's chain; default: the one the job would use next." })
+  @ApiPropertyOptional({ description: "A provider of the job's chain; default: the one the job would use next.", minLength: 1, maxLength: 100 })
   @IsOptional()
   @IsString()
   @Length(1, 100)
@@ -21,7 +21,12 @@ export class ResolveAttemptDto {
   @IsIn(['failed', 'cancelled'])
   status!: 'failed' | 'cancelled';
 
-  @ApiProperty({ description: 'Why: recorded on the attempt and in the audit trail.', example: 'provider support confirmed the request was dropped' })
+  @ApiProperty({
+    description: 'Why: recorded on the attempt and in the audit trail.',
+    example: 'provider support confirmed the request was dropped',
+    minLength: 1,
+    maxLength: 500,
+  })
   @IsString()
   @Length(1, 500)
   reason!: string;
@@ -34,6 +39,7 @@ export class AttemptsController {
 
   @Post('jobs/:id/attempts')
   @RequireScopes('jobs:write')
+  @ApiParam({ name: 'id', description: 'A job id.', schema: { type: 'string', format: 'uuid' } })
   @ApiEndpoint({
     operationId: 'requestAttempt',
     summary: 'Ask for another attempt now',
@@ -53,6 +59,7 @@ export class AttemptsController {
   @Post('attempts/:id/resolve')
   @HttpCode(200)
   @RequireScopes('attempts:resolve')
+  @ApiParam({ name: 'id', description: 'An attempt id.', schema: { type: 'string', format: 'uuid' } })
   @ApiEndpoint({
     operationId: 'resolveAttempt',
     summary: 'Resolve an unknown attempt out of band (operators, any owner)',

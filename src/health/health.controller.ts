@@ -1,7 +1,8 @@
 import { Controller, Get, Inject, VERSION_NEUTRAL } from '@nestjs/common';
-import { ApiOkResponse, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
+import { ApiOkResponse, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { DataSource } from 'typeorm';
 import { Public } from '../auth/auth.decorators.js';
+import { ApiPublicEndpoint, problemResponse } from '../common/api-docs.js';
 import { DomainError } from '../common/domain.errors.js';
 import { migrationsApplied } from '../database/migrate.js';
 import { Lifecycle } from './lifecycle.js';
@@ -22,16 +23,16 @@ export class HealthController {
   ) {}
 
   @Get('live')
-  @ApiOperation({ operationId: 'live', summary: 'Liveness: the process answers' })
-  @ApiOkResponse({ schema: { type: 'object', properties: { status: { type: 'string', example: 'ok' } } } })
+  @ApiPublicEndpoint({ operationId: 'live', summary: 'Liveness: the process answers' })
+  @ApiOkResponse({ schema: { type: 'object', required: ['status'], properties: { status: { type: 'string', enum: ['ok'] } } } })
   live(): { status: 'ok' } {
     return { status: 'ok' };
   }
 
   @Get('ready')
-  @ApiOperation({ operationId: 'ready', summary: 'Readiness: database reachable, migrations applied, not shutting down' })
-  @ApiOkResponse({ schema: { type: 'object', properties: { status: { type: 'string', example: 'ready' } } } })
-  @ApiResponse({ status: 503, description: 'problem+json with code service_unavailable' })
+  @ApiPublicEndpoint({ operationId: 'ready', summary: 'Readiness: database reachable, migrations applied, not shutting down' })
+  @ApiOkResponse({ schema: { type: 'object', required: ['status'], properties: { status: { type: 'string', enum: ['ready'] } } } })
+  @ApiResponse({ status: 503, ...problemResponse(['service_unavailable']) })
   async ready(): Promise<{ status: 'ready' }> {
     if (this.lifecycle.shuttingDown) throw new NotReadyError('The service is shutting down.');
     await this.dataSource.query('SELECT 1');

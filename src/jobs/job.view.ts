@@ -1,21 +1,40 @@
-import { ApiProperty } from '@nestjs/swagger';
+import { ApiProperty, type ApiPropertyOptions } from '@nestjs/swagger';
 import { ATTEMPT_STATUSES, type Attempt } from '../ledger/attempt.types.js';
 import { JOB_STATUSES, type Job, type JobWithAttempts } from '../ledger/job.types.js';
+import { CURSOR } from './jobs.dto.js';
 
-export class UsageView {
-  @ApiProperty() promptTokens!: number;
-  @ApiProperty() completionTokens!: number;
+export interface UsageView {
+  promptTokens: number;
+  completionTokens: number;
 }
+
+/**
+ * Inline rather than a $ref: in OpenAPI 3.0 `nullable` does not reach into `allOf`, so `allOf: [$ref] + nullable`
+ * (what a class type gives) refuses the null every unsucceeded attempt carries.
+ */
+const usageSchema: ApiPropertyOptions = {
+  type: 'object',
+  nullable: true,
+  description: 'Tokens the provider billed; null until the attempt succeeds.',
+  required: ['promptTokens', 'completionTokens'],
+  selfRequired: true,
+  properties: { promptTokens: { type: 'integer', minimum: 0 }, completionTokens: { type: 'integer', minimum: 0 } },
+};
 
 export class AttemptView {
   @ApiProperty({ format: 'uuid' }) id!: string;
-  @ApiProperty() number!: number;
+  @ApiProperty({ type: 'integer', minimum: 1 }) number!: number;
   @ApiProperty() provider!: string;
   @ApiProperty({ enum: ATTEMPT_STATUSES }) status!: string;
-  @ApiProperty({ enum: ['won', 'discarded'], nullable: true, type: String }) outcome!: string | null;
+  @ApiProperty({ enum: ['won', 'discarded', null], nullable: true, type: String }) outcome!: string | null;
   @ApiProperty({ type: 'object', nullable: true, additionalProperties: true }) error!: unknown;
-  @ApiProperty({ type: UsageView, nullable: true }) usage!: UsageView | null;
-  @ApiProperty({ description: 'SHA-256 of the result this attempt returned (kept for discarded results, whose payload is dropped).', nullable: true, type: String })
+  @ApiProperty(usageSchema) usage!: UsageView | null;
+  @ApiProperty({
+    description: 'SHA-256 of the result this attempt returned (kept for discarded results, whose payload is dropped).',
+    nullable: true,
+    type: String,
+    pattern: '^[0-9a-f]{64}$',
+  })
   resultDigest!: string | null;
   @ApiProperty({ format: 'date-time' }) startedAt!: string;
   @ApiProperty({ format: 'date-time' }) deadlineAt!: string;
@@ -28,8 +47,8 @@ export class JobSummaryView {
   @ApiProperty() operation!: string;
   @ApiProperty({ type: 'object', additionalProperties: true }) input!: unknown;
   @ApiProperty({ type: [String] }) providers!: string[];
-  @ApiProperty() idempotencyKey!: string;
-  @ApiProperty({ description: 'Bumped only by settlement and cancellation.' }) version!: number;
+  @ApiProperty({ minLength: 1, maxLength: 255, pattern: '^[\\x21-\\x7e]+$' }) idempotencyKey!: string;
+  @ApiProperty({ type: 'integer', minimum: 0, description: 'Bumped only by settlement and cancellation.' }) version!: number;
   @ApiProperty({ type: 'object', nullable: true, additionalProperties: true }) result!: unknown;
   @ApiProperty({ type: 'object', nullable: true, additionalProperties: true }) error!: unknown;
   @ApiProperty({ format: 'uuid', nullable: true, type: String, description: 'The attempt whose result won.' }) completedBy!: string | null;
@@ -44,7 +63,7 @@ export class JobView extends JobSummaryView {
 
 export class JobPageView {
   @ApiProperty({ type: [JobSummaryView] }) items!: JobSummaryView[];
-  @ApiProperty({ nullable: true, type: String }) nextCursor!: string | null;
+  @ApiProperty({ nullable: true, type: String, pattern: CURSOR.source, description: 'Null on the last page.' }) nextCursor!: string | null;
 }
 
 const iso = (date: Date | null) => (date ? date.toISOString() : null);

@@ -1,21 +1,24 @@
 import { Body, Controller, Get, HttpCode, Param, Post, Query, Res, UseInterceptors } from '@nestjs/common';
-import { ApiHeader, ApiOkResponse, ApiCreatedResponse, ApiTags } from '@nestjs/swagger';
+import { ApiCreatedResponse, ApiHeader, ApiOkResponse, ApiParam, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
 import { OwnerId, RequireScopes } from '../auth/auth.decorators.js';
-import { ApiEndpoint } from '../common/api-docs.js';
+import { ApiEndpoint, headerRef } from '../common/api-docs.js';
 import { UuidPipe } from '../common/uuid.pipe.js';
 import { IdempotencyInterceptor } from './idempotency.interceptor.js';
 import { sendJob } from './job-reply.js';
 import { JobPageView, JobView, toJobSummaryView, toJobView } from './job.view.js';
 import { CreateJobDto, ListJobsQueryDto } from './jobs.dto.js';
 import { JobsService } from './jobs.service.js';
-import { ClientGone, IdempotencyKey, PreferWait } from './request-headers.js';
+import { ClientGone, IdempotencyKey, MAX_IDEMPOTENCY_KEY_LENGTH, PreferWait } from './request-headers.js';
 
 const preferHeader = ApiHeader({
   name: 'Prefer',
   required: false,
   description: 'wait=N (N ≤ 30): hold the answer until the job is terminal or N seconds pass. Answered with Preference-Applied.',
+  schema: { type: 'string', example: 'wait=10' },
 });
+const jobId = ApiParam({ name: 'id', description: 'A job id.', schema: { type: 'string', format: 'uuid' } });
+const jobHeaders = { 'Location': headerRef('Location'), 'Preference-Applied': headerRef('PreferenceApplied') };
 
 @ApiTags('jobs')
 @Controller({ path: 'jobs', version: '1' })
@@ -29,7 +32,11 @@ export class JobsController {
     name: 'Idempotency-Key',
     required: true,
     description:
-      '1-255 visible ASCII characters, chosen by the client per intent. The same key with the same body (operation, input, providers; key order ignored) returns the same job; with another body, 409. Bound for as long as the job exists.',
+      '1-255 visible ASCII characters (0x21-0x7E), chosen by the client per intent (a UUIDv7 serves well). The same key with ' +
+      'the same body (operation, input, providers; key order ignored) returns the same job; with another body, 409. ' +
+      'Key policy: a key is bound to its intent for as long as the job exists. It never expires (no TTL), so a retry ' +
+      'days later still finds the job and never creates a second one; a key cannot be reused for another intent.',
+    schema: { type: 'string', minLength: 1, maxLength: MAX_IDEMPOTENCY_KEY_LENGTH, pattern: '^[\\x21-\\x7e]+$' },
   })
   @preferHeader
   @ApiEndpoint({
@@ -44,8 +51,12 @@ export class JobsController {
       { status: 503, codes: ['service_unavailable'] },
     ],
   })
-  @ApiCreatedResponse({ type: JobView, description: 'Created. `Location: /v1/jobs/{id}`.' })
-  @ApiOkResponse({ type: JobView, description: 'Replayed: same key and fingerprint. Header `Idempotent-Replayed: true`.' })
+  @ApiCreatedResponse({ type: JobView, description: 'Created. `Location: /v1/jobs/{id}`.', headers: jobHeaders })
+  @ApiOkResponse({
+    type: JobView,
+    description: 'Replayed: same key and fingerprint. Header `Idempotent-Replayed: true`.',
+    headers: { ...jobHeaders, 'Idempotent-Replayed': headerRef('IdempotentReplayed') },
+  })
   async createJob(
     @OwnerId() ownerId: string,
     @IdempotencyKey() idempotencyKey: string,
@@ -61,6 +72,7 @@ export class JobsController {
   @Get(':id')
   @RequireScopes('jobs:read')
   @preferHeader
+  @jobId
   @ApiEndpoint({
     operationId: 'getJob',
     summary: 'A job with its attempts',
@@ -69,7 +81,7 @@ export class JobsController {
       { status: 404, codes: ['not_found'] },
     ],
   })
-  @ApiOkResponse({ type: JobView })
+  @ApiOkResponse({ type: JobView, headers: { 'Preference-Applied': headerRef('PreferenceApplied') } })
   async getJob(
     @OwnerId() ownerId: string,
     @Param('id', UuidPipe) id: string,
@@ -94,6 +106,7 @@ export class JobsController {
   @Post(':id/cancel')
   @HttpCode(200)
   @RequireScopes('jobs:write')
+  @jobId
   @ApiEndpoint({
     operationId: 'cancelJob',
     summary: 'Give up the intent: the job is cancelled and every in-flight result is discarded',

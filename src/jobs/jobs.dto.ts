@@ -17,8 +17,11 @@ import {
 } from 'class-validator';
 import { JOB_STATUSES, type JobStatus } from '../ledger/job.types.js';
 
+/** The shape of a cursor this API hands out (base64url); anything else is refused before the database sees it. */
+export const CURSOR = /^[A-Za-z0-9_-]{1,100}$/;
+
 export class CreateJobDto {
-  @ApiProperty({ description: 'Name of an operation of the catalog (GET /v1/operations).', example: 'summarize' })
+  @ApiProperty({ description: 'Name of an operation of the catalog (GET /v1/operations).', example: 'summarize', minLength: 1, maxLength: 100 })
   @IsString()
   @Length(1, 100)
   operation!: string;
@@ -34,7 +37,11 @@ export class CreateJobDto {
 
   @ApiPropertyOptional({
     description: "Ordered provider chain, primary first. Omitted: the operation's default chain (and the fingerprint records null).",
-    type: [String],
+    type: 'array',
+    items: { type: 'string', minLength: 1, maxLength: 100 },
+    minItems: 1,
+    maxItems: 10,
+    uniqueItems: true,
     example: ['sim-primary', 'sim-fallback'],
   })
   @IsOptional()
@@ -53,7 +60,7 @@ export class ListJobsQueryDto {
   @IsIn(JOB_STATUSES)
   status?: JobStatus;
 
-  @ApiPropertyOptional({ minimum: 1, maximum: 100, default: 20 })
+  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 100, default: 20 })
   @IsOptional()
   @Type(() => Number)
   @IsInt()
@@ -61,9 +68,9 @@ export class ListJobsQueryDto {
   @Max(100)
   limit: number = 20;
 
-  @ApiPropertyOptional({ description: 'The nextCursor of the previous page.' })
+  @ApiPropertyOptional({ description: 'The nextCursor of the previous page (opaque).', pattern: CURSOR.source })
   @IsOptional()
   @IsString()
-  @Matches(/^[A-Za-z0-9_-]{1,100}$/, { message: 'cursor must be a cursor this API returned' })
+  @Matches(CURSOR, { message: 'cursor must be a cursor this API returned' })
   cursor?: string;
 }

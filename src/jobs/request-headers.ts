@@ -6,6 +6,7 @@ type Headers = Record<string, string | string[] | undefined>;
 const headersOf = (context: ExecutionContext) => context.switchToHttp().getRequest<{ headers: Headers }>().headers;
 
 export const MAX_WAIT_SECONDS = 30;
+export const MAX_IDEMPOTENCY_KEY_LENGTH = 255;
 const VISIBLE_ASCII = /^[\x21-\x7e]+$/;
 
 /** Validates the Idempotency-Key header: 1 to 255 visible ASCII characters. */
@@ -13,7 +14,7 @@ export function parseIdempotencyKey(value: string | string[] | undefined): strin
   if (value === undefined) throw new IdempotencyKeyMissingError();
   if (Array.isArray(value)) throw new IdempotencyKeyInvalidError('must be sent once');
   if (value.length === 0) throw new IdempotencyKeyInvalidError('must not be empty');
-  if (value.length > 255) throw new IdempotencyKeyInvalidError('must be at most 255 characters');
+  if (value.length > MAX_IDEMPOTENCY_KEY_LENGTH) throw new IdempotencyKeyInvalidError(`must be at most ${MAX_IDEMPOTENCY_KEY_LENGTH} characters`);
   if (!VISIBLE_ASCII.test(value)) throw new IdempotencyKeyInvalidError('must be visible ASCII characters only (0x21-0x7E)');
   return value;
 }

@@ -1,6 +1,7 @@
 import { Controller, Get, Header, VERSION_NEUTRAL } from '@nestjs/common';
-import { ApiOkResponse, ApiOperation, ApiTags } from '@nestjs/swagger';
+import { ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import { Public } from '../auth/auth.decorators.js';
+import { ApiPublicEndpoint } from '../common/api-docs.js';
 import { MetricsService } from './metrics.service.js';
 
 @ApiTags('health')
@@ -11,7 +12,7 @@ export class MetricsController {
 
   @Get()
   @Header('Content-Type', 'text/plain; version=0.0.4; charset=utf-8')
-  @ApiOperation({ operationId: 'metrics', summary: 'Prometheus metrics' })
+  @ApiPublicEndpoint({ operationId: 'metrics', summary: 'Prometheus metrics' })
   @ApiOkResponse({ content: { 'text/plain': { schema: { type: 'string' } } } })
   metricsText(): Promise<string> {
     return this.metrics.registry.metrics();

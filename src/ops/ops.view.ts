@@ -21,7 +21,15 @@ export class JobEventView {
     description: 'What else the transition recorded: for a discarded result, its digest and the winning attempt.',
   })
   detail!: unknown;
-  @ApiProperty({ type: ActorView, nullable: true, description: 'The operator key behind the transition; null when the service acted.' })
+  // Inline, not a $ref: OpenAPI 3.0 ignores `nullable` beside a $ref (allOf), and null must validate.
+  @ApiProperty({
+    type: 'object',
+    nullable: true,
+    required: ['keyId', 'owner'],
+    selfRequired: true,
+    properties: { keyId: { type: 'string', format: 'uuid', description: 'The API key that acted.' }, owner: { type: 'string', description: "The acting key's owner." } },
+    description: 'The operator key behind the transition; null when the service acted.',
+  })
   actor!: ActorView | null;
 }
 

@@ -7,7 +7,7 @@ import { ProvidersService, type OperationView, type ProviderView } from './provi
 import type { CertificationReport } from './certification.types.js';
 
 export class CertifyDto {
-  @ApiProperty({ description: 'The operation whose contract suite to run.', example: 'summarize' })
+  @ApiProperty({ description: 'The operation whose contract suite to run.', example: 'summarize', minLength: 1, maxLength: 100 })
   @IsString()
   @Length(1, 100)
   operation!: string;

@@ -7,6 +7,7 @@ import { ApiKeysService } from '../../src/auth/api-keys.service.js';
 import { SCOPES, type Scope } from '../../src/auth/scopes.js';
 import type { Env } from '../../src/config/env.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
+import { describeViolations, OpenApiContract } from './openapi-contract.js';
 
 export interface TestApp {
   app: NestFastifyApplication;
@@ -22,8 +23,27 @@ export interface TestApp {
 
 export const TEST_CATALOG = 'test/fixtures/catalog.test.yaml';
 
+let committedContract: OpenApiContract | undefined;
+const violations: string[] = [];
+
+/** Departures from openapi.json recorded since the last call (and forgotten: a test that expects them takes them). */
+export function takeContractViolations(): string[] {
+  return violations.splice(0);
+}
+
+// Every response any test of a file receives from an app of startTestApp is checked against openapi.json (see
+// test/helpers/openapi-contract.ts); the test during which a departure happened fails with it.
+afterEach(() => {
+  const found = takeContractViolations();
+  if (found.length) throw new Error(found.join('\n'));
+});
+
 /** The real app (createApp: same module, pipe, guard, filter as main.ts) on its own database and a real port. */
-export async function startTestApp(overrides: Partial<Env> = {}, database?: TestDatabase): Promise<TestApp> {
+export async function startTestApp(
+  overrides: Partial<Env> = {},
+  database?: TestDatabase,
+  contract: OpenApiContract = (committedContract ??= new OpenApiContract()),
+): Promise<TestApp> {
   const db = database ?? (await createTestDatabase());
   const app = await createApp({
     databaseUrl: db.url,
@@ -34,6 +54,27 @@ export async function startTestApp(overrides: Partial<Env> = {}, database?: Test
     migrationsRun: true,
     ...overrides,
   });
+  app
+    .getHttpAdapter()
+    .getInstance()
+    .addHook('onSend', async (request, reply, payload) => {
+      const observed = {
+        method: request.method,
+        route: request.routeOptions?.url,
+        url: request.url,
+        status: reply.statusCode,
+        headers: reply.getHeaders(),
+        body: typeof payload === 'string' ? payload : Buffer.isBuffer(payload) ? payload.toString('utf8') : undefined,
+      };
+      let found: string[];
+      try {
+        found = contract.check(observed);
+      } catch (error) {
+        found = [`the check itself failed: ${(error as Error).message}`];
+      }
+      if (found.length) violations.push(describeViolations(observed, found));
+      return payload;
+    });
   await app.listen({ port: 0, host: '127.0.0.1' });
   const address = app.getHttpServer().address();
   const baseUrl = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;

@@ -1,0 +1,223 @@
+import { errorFor, NetworkError, OnejobError, RequestTimeoutError, WaitTimeoutError } from './errors.js';
+import { TERMINAL_STATUSES, type CreateJobRequest, type Job, type JobPage, type ListJobsQuery, type Problem } from './types.js';
+import { uuidv7 } from './uuidv7.js';
+
+export interface RetryOptions {
+  /** Tries in all, the first included. Default 5. */
+  maxAttempts?: number;
+  /** Backoff: a random delay up to base × 2^(try-1), capped at maxDelayMs ("full jitter"). Defaults 250 and 8,000. */
+  baseDelayMs?: number;
+  maxDelayMs?: number;
+  /** A Retry-After longer than this is not waited for: the error is thrown instead. Default 60,000. */
+  maxRetryAfterMs?: number;
+}
+
+export interface OnejobClientOptions {
+  /** Where the service answers, e.g. `http://localhost:3000`. */
+  baseUrl: string;
+  /** An API key (`npm run apikey` on the service). */
+  apiKey: string;
+  /** Per try; a try that gets no answer in time is retried like a network error. Default 10,000. */
+  timeoutMs?: number;
+  retry?: RetryOptions;
+  /** Default: the global fetch (Node 20+). */
+  fetch?: typeof fetch;
+}
+
+export interface CreatedJob {
+  job: Job;
+  /** True when the key was already bound to this intent: the existing job, nothing created (HTTP 200). */
+  replayed: boolean;
+  /** The key the job is bound to: the one given, or the UUIDv7 made for this call. */
+  idempotencyKey: string;
+  requestId: string | undefined;
+  /** HTTP requests this call made (1 when nothing was retried). */
+  tries: number;
+}
+
+interface Call {
+  method: 'GET' | 'POST';
+  path: string;
+  query?: Record<string, string | number | undefined>;
+  body?: unknown;
+  headers?: Record<string, string>;
+  /**
+   * Whether repeating the request cannot do its effect twice, even when the first one may have been done without
+   * us hearing of it: then network errors, timeouts and 502/504 are retried too. Otherwise only the answers that
+   * say nothing was done (429, 503).
+   */
+  repeatable: boolean;
+  extraTimeoutMs?: number;
+}
+
+interface Answer<T> {
+  status: number;
+  body: T;
+  headers: Headers;
+  tries: number;
+}
+
+const ALWAYS_RETRIED = new Set([429, 503]);
+const RETRIED_WHEN_REPEATABLE = new Set([502, 504]);
+/** The service holds a `Prefer: wait` for at most this long. */
+const MAX_WAIT_SECONDS = 30;
+
+/** Retry-After as seconds or an HTTP date (RFC 9110 §10.2.3), in milliseconds. */
+function retryAfterMs(value: string | null): number | undefined {
+  if (!value) return undefined;
+  if (/^\d+$/.test(value.trim())) return Number(value.trim()) * 1000;
+  const date = Date.parse(value);
+  return Number.isNaN(date) ? undefined : Math.max(0, date - Date.now());
+}
+
+function parseProblem(text: string, contentType: string | null): Problem | undefined {
+  if (!/json/i.test(contentType ?? '')) return undefined;
+  try {
+    const body = JSON.parse(text) as Problem;
+    return typeof body?.code === 'string' ? body : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/**
+ * A client for onejob whose retries are safe by default: createJob binds one Idempotency-Key to the call and
+ * sends it on every retry, so a retry after a lost answer gets the same job back (200, Idempotent-Replayed),
+ * never a second one. The service binds a key for as long as the job exists (no TTL).
+ */
+export class OnejobClient {
+  private readonly baseUrl: string;
+  private readonly fetch: typeof fetch;
+  private readonly timeoutMs: number;
+  private readonly retry: Required<RetryOptions>;
+
+  constructor(private readonly options: OnejobClientOptions) {
+    this.baseUrl = options.baseUrl.replace(/\/+$/, '');
+    this.fetch = options.fetch ?? globalThis.fetch;
+    this.timeoutMs = options.timeoutMs ?? 10_000;
+    this.retry = { maxAttempts: 5, baseDelayMs: 250, maxDelayMs: 8_000, maxRetryAfterMs: 60_000, ...options.retry };
+  }
+
+  /**
+   * Creates the job for an intent, or gets it back when the key is already bound to that same intent. Without an
+   * `idempotencyKey`, one UUIDv7 is made for this call (never per try). Give your own key when the intent
+   * outlives the process (a queue message id, an order id): a retry after a restart then finds the same job.
+   */
+  async createJob(
+    intent: CreateJobRequest,
+    options: { idempotencyKey?: string; waitSeconds?: number } = {},
+  ): Promise<CreatedJob> {
+    const idempotencyKey = options.idempotencyKey ?? uuidv7();
+    const headers: Record<string, string> = { 'Idempotency-Key': idempotencyKey };
+    if (options.waitSeconds) headers.Prefer = `wait=${options.waitSeconds}`;
+    const answer = await this.call<Job>({
+      method: 'POST',
+      path: '/v1/jobs',
+      body: intent,
+      headers,
+      repeatable: true,
+      extraTimeoutMs: (options.waitSeconds ?? 0) * 1000,
+    });
+    return {
+      job: answer.body,
+      replayed: answer.headers.get('idempotent-replayed') === 'true',
+      idempotencyKey,
+      requestId: answer.headers.get('x-request-id') ?? undefined,
+      tries: answer.tries,
+    };
+  }
+
+  /** A job with its attempts; with `waitSeconds` (≤ 30) the service holds the answer until it is terminal. */
+  async getJob(id: string, options: { waitSeconds?: number } = {}): Promise<Job> {
+    const wait = Math.min(options.waitSeconds ?? 0, MAX_WAIT_SECONDS);
+    const answer = await this.call<Job>({
+      method: 'GET',
+      path: `/v1/jobs/${encodeURIComponent(id)}`,
+      headers: wait ? { Prefer: `wait=${wait}` } : {},
+      repeatable: true,
+      extraTimeoutMs: wait * 1000,
+    });
+    return answer.body;
+  }
+
+  /** One page of the owner's jobs, newest first; pass `nextCursor` back as `cursor` for the next. */
+  async listJobs(query: ListJobsQuery = {}): Promise<JobPage> {
+    return (await this.call<JobPage>({ method: 'GET', path: '/v1/jobs', query, repeatable: true })).body;
+  }
+
+  /**
+   * Gives up the intent. Not retried after a lost answer: a second cancel of a cancelled job is a 409
+   * (ConflictError, code job_terminal), which would hide that the first one worked.
+   */
+  async cancelJob(id: string): Promise<Job> {
+    return (await this.call<Job>({ method: 'POST', path: `/v1/jobs/${encodeURIComponent(id)}/cancel`, repeatable: false })).body;
+  }
+
+  /**
+   * The job once it is terminal (succeeded, failed or cancelled), by long polls of at most 30 s each
+   * (`Prefer: wait`). Throws WaitTimeoutError, carrying the last state, when `timeoutMs` passes first.
+   */
+  async waitForJob(id: string, options: { timeoutMs: number }): Promise<Job> {
+    const deadline = Date.now() + options.timeoutMs;
+    for (;;) {
+      const wait = Math.min(MAX_WAIT_SECONDS, Math.floor((deadline - Date.now()) / 1000));
+      const job = await this.getJob(id, { waitSeconds: Math.max(wait, 0) });
+      if (TERMINAL_STATUSES.includes(job.status)) return job;
+      if (wait <= 0 || Date.now() >= deadline) throw new WaitTimeoutError(job);
+    }
+  }
+
+  private async call<T>(call: Call): Promise<Answer<T>> {
+    const url = new URL(this.baseUrl + call.path);
+    for (const [name, value] of Object.entries(call.query ?? {})) {
+      if (value !== undefined) url.searchParams.set(name, String(value));
+    }
+    const headers: Record<string, string> = {
+      Authorization: `Bearer ${this.options.apiKey}`,
+      Accept: 'application/json',
+      ...call.headers,
+    };
+    if (call.body !== undefined) headers['Content-Type'] = 'application/json';
+    const body = call.body === undefined ? undefined : JSON.stringify(call.body);
+
+    for (let tries = 1; ; tries++) {
+      let failure: OnejobError;
+      let retryable: boolean;
+      let after: number | undefined;
+      try {
+        const response = await this.fetch(url, {
+          method: call.method,
+          headers,
+          body,
+          signal: AbortSignal.timeout(this.timeoutMs + (call.extraTimeoutMs ?? 0)),
+        });
+        const text = await response.text();
+        if (response.ok) {
+          return { status: response.status, body: (text ? JSON.parse(text) : undefined) as T, headers: response.headers, tries };
+        }
+        const problem = parseProblem(text, response.headers.get('content-type'));
+        failure = errorFor(response.status, problem, response.headers.get('x-request-id') ?? undefined);
+        retryable = ALWAYS_RETRIED.has(response.status) || (call.repeatable && RETRIED_WHEN_REPEATABLE.has(response.status));
+        after = retryAfterMs(response.headers.get('retry-after'));
+      } catch (error) {
+        const timedOut = (error as Error)?.name === 'TimeoutError';
+        failure = timedOut
+          ? new RequestTimeoutError(`${call.method} ${call.path}: no answer within ${this.timeoutMs} ms`, { cause: error })
+          : new NetworkError(`${call.method} ${call.path}: ${(error as Error)?.message}`, { cause: error });
+        retryable = call.repeatable;
+      }
+      if (!retryable || tries >= this.retry.maxAttempts) throw failure;
+      if (after !== undefined && after > this.retry.maxRetryAfterMs) throw failure;
+      await sleep(this.delay(tries, after));
+    }
+  }
+
+  /** Retry-After when the service gave one (plus a little jitter so clients do not return in step), else full jitter. */
+  private delay(tries: number, retryAfter: number | undefined): number {
+    const jitter = Math.random();
+    if (retryAfter !== undefined) return retryAfter + jitter * this.retry.baseDelayMs;
+    return jitter * Math.min(this.retry.maxDelayMs, this.retry.baseDelayMs * 2 ** (tries - 1));
+  }
+}
