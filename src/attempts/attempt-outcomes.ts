@@ -25,10 +25,7 @@ export class AttemptOutcomes {
 
   /** A valid result (its contract already checked): compare-and-swap settlement. */
   async succeeded(attemptId: string, jobId: string, arrived: ArrivedResult): Promise<SettlementOutcome> {
-    return this.ledgers.run(async (ledger) => {
-      const { job, attempt } = (await ledger.lockPair(jobId, attemptId))!;
-      return ledger.settleResult(job, attempt, arrived);
-    });
+    return this.ledgers.settleResult(jobId, attemptId, arrived);
   }
 
   /** A definitive failure: the attempt is failed, and the job moves on (retry, next provider) or settles failed. */

@@ -73,9 +73,12 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
   }
 
   private async claimLoop(): Promise<void> {
+    // A claim costs a transaction however few jobs it takes: while calls are in flight, wait until a useful
+    // batch of slots is free (each finished call wakes the loop) instead of claiming one job per finished call.
+    const worthClaiming = Math.min(CLAIM_BATCH, Math.max(1, Math.floor(this.config.workerConcurrency / 8)));
     while (!this.stopping) {
       const room = this.config.workerConcurrency - this.inFlight.size;
-      if (room <= 0) {
+      if (room <= 0 || (room < worthClaiming && this.inFlight.size > 0)) {
         await this.idle(this.config.workerPollMs);
         continue;
       }

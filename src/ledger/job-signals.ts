@@ -7,8 +7,8 @@ const DUE = 'onejob_due';
 const SETTLED = 'onejob_settled';
 /** NOTIFY payloads are limited to 8,000 bytes: 200 uuids and their commas fit. */
 const IDS_PER_NOTIFY = 200;
-/** Signals raised within this window share one NOTIFY. */
-const COALESCE_MS = 2;
+/** Signals raised within this window share one NOTIFY (each NOTIFY is a commit on the notification queue). */
+const COALESCE_MS = 10;
 const RECONNECT_MS = 2000;
 
 /**

@@ -9,9 +9,12 @@ import { JobSignals } from './job-signals.js';
 import type { Job, JobStatus, JobWithAttempts } from './job.types.js';
 import { JobsRepository } from './jobs.repository.js';
 import { SettlementRepository } from './settlement.repository.js';
-import { assertAttemptTransition, assertJobTransition, canTransitionAttempt } from './state-machine.js';
+import { assertAttemptTransition, assertJobTransition, attemptSourcesOf } from './state-machine.js';
 
 export type SettlementOutcome = 'won' | 'discarded' | 'duplicate';
+
+/** The attempt statuses a result may settle from (an operator's `failed` is not one: such a result is discarded). */
+const SUCCEEDED_FROM = attemptSourcesOf('succeeded');
 
 export interface ArrivedResult {
   value: unknown;
@@ -113,45 +116,6 @@ export class Ledger {
     if (typeof nextAttemptInMs === 'number') this.afterCommit(() => this.signals.jobsDue());
   }
 
-  /**
-   * Exactly one winner (I5): the first valid result to arrive takes the job by compare-and-swap; a later one
-   * keeps only its digest. `job` and `attempt` come from this ledger's lockPair.
-   */
-  async settleResult(job: Job, attempt: Attempt, arrived: ArrivedResult): Promise<SettlementOutcome> {
-    if (attempt.outcome !== null) return 'duplicate'; // the same result delivered twice (worker and lookup)
-    const digest = sha256Hex(canonicalJson(arrived.value));
-    // An attempt an operator resolved as failed cannot win any more: its late result is discarded like a loser's.
-    const eligible = canTransitionAttempt(attempt.status, 'succeeded');
-    const detail = { resultDigest: digest, readVersion: attempt.jobVersion, jobVersion: job.version, winner: job.completedBy, jobStatus: job.status };
-    const version = await this.repos.settlements.settleResult(
-      {
-        jobId: job.id,
-        attemptId: attempt.id,
-        readVersion: attempt.jobVersion,
-        eligible,
-        value: arrived.value,
-        usage: arrived.usage,
-        providerRequestId: arrived.providerRequestId,
-        resultDigest: digest,
-        attemptFrom: attempt.status,
-        jobFrom: job.status,
-        discardDetail: detail,
-      },
-      this.manager,
-    );
-    const to: AttemptStatus = eligible ? 'succeeded' : attempt.status;
-    if (attempt.status !== to) this.afterCommit(() => this.metrics.attempts.inc({ provider: attempt.provider, status: to }));
-    if (version !== undefined) {
-      this.settled(job, 'succeeded');
-      return 'won';
-    }
-    this.afterCommit(() => {
-      this.metrics.settlementRaces.inc({ provider: attempt.provider });
-      this.logger.warn({ msg: 'settlement race: late result discarded', jobId: job.id, attemptId: attempt.id, winnerAttemptId: job.completedBy, ...detail });
-    });
-    return 'discarded';
-  }
-
   /** A final failure through the same compare-and-swap; false when the job was already settled or cancelled. */
   async settleFailure(job: Job, readVersion: number, error: FinalError): Promise<boolean> {
     const version = await this.repos.settlements.failIfVersion(job.id, readVersion, error, this.manager);
@@ -245,6 +209,39 @@ export class LedgerFactory {
     });
     ledger.runEffects();
     return result;
+  }
+
+  /**
+   * Exactly one winner (I5): the first valid result to arrive takes the job by compare-and-swap; a later one
+   * keeps only its digest. One autocommit statement (SettlementRepository.settleResult) locks, decides, writes
+   * and records; metrics, the race log line and wake-ups follow it.
+   */
+  async settleResult(jobId: string, attemptId: string, arrived: ArrivedResult): Promise<SettlementOutcome> {
+    const digest = sha256Hex(canonicalJson(arrived.value));
+    const settled = await this.repos.settlements.settleResult(
+      { jobId, attemptId, eligibleFrom: SUCCEEDED_FROM, value: arrived.value, usage: arrived.usage, providerRequestId: arrived.providerRequestId, resultDigest: digest },
+      this.dataSource.manager,
+    );
+    if (!settled) throw new Error(`attempt ${attemptId} of job ${jobId} was not found`);
+    if (settled.priorOutcome !== null) return 'duplicate'; // the same result delivered twice (worker and lookup)
+    if (settled.attemptTo !== settled.attemptFrom) this.metrics.attempts.inc({ provider: settled.provider, status: settled.attemptTo });
+    if (settled.version !== null) {
+      this.metrics.jobsSettled.inc({ status: 'succeeded' });
+      this.signals.jobSettled(jobId);
+      return 'won';
+    }
+    this.metrics.settlementRaces.inc({ provider: settled.provider });
+    this.logger.warn({
+      msg: 'settlement race: late result discarded',
+      jobId,
+      attemptId,
+      winnerAttemptId: settled.winner,
+      resultDigest: digest,
+      readVersion: settled.readVersion,
+      jobVersion: settled.jobVersion,
+      jobStatus: settled.jobFrom,
+    });
+    return 'discarded';
   }
 
   /**

@@ -6,19 +6,27 @@ import type { JobStatus } from './job.types.js';
 export interface ArrivedResultWrite {
   jobId: string;
   attemptId: string;
-  /** The job version the attempt read when it started: the compare in compare-and-swap. */
-  readVersion: number;
-  /** False when the attempt may not become `succeeded` any more (an operator resolved it failed): it can only lose. */
-  eligible: boolean;
+  /** The attempt statuses from which `succeeded` is a legal move (the state machine's, passed in). */
+  eligibleFrom: readonly AttemptStatus[];
   value: unknown;
   usage: Usage;
   providerRequestId: string | null;
   resultDigest: string;
-  /** For the audit trail: the statuses read under the caller's locks. */
+}
+
+/** What the settlement statement saw under its locks, and what it did. */
+export interface SettledResult {
+  /** The job's new version when the result won; null when it lost. */
+  version: number | null;
   attemptFrom: AttemptStatus;
+  attemptTo: AttemptStatus;
+  /** Set when this attempt had already delivered a result (the same answer reported twice). */
+  priorOutcome: string | null;
+  provider: string;
   jobFrom: JobStatus;
-  /** Recorded on a discarded result's event. */
-  discardDetail: unknown;
+  jobVersion: number;
+  readVersion: number;
+  winner: string | null;
 }
 
 /**
@@ -28,50 +36,72 @@ export interface ArrivedResultWrite {
 @Injectable()
 export class SettlementRepository {
   /**
-   * One statement settles a result: the CAS on the job (`version = read version AND completed_by IS NULL`), the
-   * attempt's outcome (won or discarded, with the payload's digest) and both events. Returns the job's new
-   * version when the result won, undefined when it lost.
+   * One autocommit statement settles a result: it locks the job, then the attempt (the attempt's row is found
+   * through an InitPlan on the locked job, so the order holds), makes the compare-and-swap on the job
+   * (`version = read version AND completed_by IS NULL`), writes the attempt's outcome (won, or discarded with the
+   * payload's digest only) and the events. Undefined when the attempt is not the job's.
    */
-  async settleResult(write: ArrivedResultWrite, manager: Queryable): Promise<number | undefined> {
-    const rows = await rowsOf<{ version: number | null }>(
+  async settleResult(write: ArrivedResultWrite, manager: Queryable): Promise<SettledResult | undefined> {
+    const rows = await rowsOf<{
+      version: number | null;
+      attempt_from: AttemptStatus | null;
+      attempt_to: AttemptStatus | null;
+      prior_outcome: string | null;
+      provider: string;
+      job_from: JobStatus;
+      job_version: number;
+      read_version: number;
+      winner: string | null;
+    }>(
       manager,
-      `WITH won AS (
+      `WITH j AS MATERIALIZED (
+         SELECT id, status, version, completed_by FROM jobs WHERE id = $1 FOR UPDATE
+       ), a AS MATERIALIZED (
+         SELECT x.id, x.status, x.outcome, x.job_version, x.provider FROM attempts x
+          WHERE x.id = $2 AND x.job_id = (SELECT id FROM j) FOR UPDATE
+       ), won AS (
          UPDATE jobs SET status = 'succeeded', result = $3::jsonb, completed_by = $2, version = version + 1,
                 completed_at = now(), updated_at = now(), next_attempt_at = NULL
-          WHERE id = $1 AND version = $4 AND completed_by IS NULL AND $5::boolean
+          WHERE id = $1 AND completed_by IS NULL
+            AND version = (SELECT job_version FROM a WHERE outcome IS NULL AND status = ANY($4::text[]))
           RETURNING version
        ), att AS (
-         UPDATE attempts SET status = CASE WHEN $5::boolean THEN 'succeeded' ELSE status END,
+         UPDATE attempts x SET status = CASE WHEN a.status = ANY($4::text[]) THEN 'succeeded' ELSE x.status END,
                 outcome = CASE WHEN EXISTS (SELECT 1 FROM won) THEN 'won' ELSE 'discarded' END,
-                usage = $6::jsonb, provider_request_id = COALESCE($7, provider_request_id), result_digest = $8,
-                finished_at = COALESCE(finished_at, now())
-          WHERE id = $2
-          RETURNING status, outcome
+                usage = $5::jsonb, provider_request_id = COALESCE($6, x.provider_request_id), result_digest = $7,
+                finished_at = COALESCE(x.finished_at, now())
+           FROM a WHERE x.id = a.id AND a.outcome IS NULL
+          RETURNING x.status, x.outcome
        ), ev AS (
          INSERT INTO job_events (job_id, attempt_id, subject, from_status, to_status, reason, detail)
-         SELECT $1, $2, 'attempt', $9, att.status,
+         SELECT $1, $2, 'attempt', a.status, att.status,
                 CASE WHEN att.outcome = 'won' THEN 'result_won' ELSE 'result_discarded' END,
-                CASE WHEN att.outcome = 'won' THEN NULL ELSE $11::jsonb END
-           FROM att
+                CASE WHEN att.outcome = 'won' THEN NULL
+                     ELSE jsonb_build_object('resultDigest', $7::text, 'readVersion', a.job_version, 'jobVersion', j.version,
+                                             'winner', j.completed_by, 'jobStatus', j.status) END
+           FROM att, a, j
          UNION ALL
-         SELECT $1, NULL, 'job', $10, 'succeeded', 'result_won', jsonb_build_object('attemptId', $2::uuid, 'version', won.version) FROM won
+         SELECT $1, NULL, 'job', j.status, 'succeeded', 'result_won', jsonb_build_object('attemptId', $2::uuid, 'version', won.version) FROM won, j
        )
-       SELECT (SELECT version FROM won) AS version`,
-      [
-        write.jobId,
-        write.attemptId,
-        JSON.stringify(write.value),
-        write.readVersion,
-        write.eligible,
-        JSON.stringify(write.usage),
-        write.providerRequestId,
-        write.resultDigest,
-        write.attemptFrom,
-        write.jobFrom,
-        JSON.stringify(write.discardDetail),
-      ],
+       SELECT (SELECT version FROM won) AS version, a.status AS attempt_from, (SELECT status FROM att) AS attempt_to,
+              a.outcome AS prior_outcome, a.provider, j.status AS job_from, j.version AS job_version,
+              a.job_version AS read_version, j.completed_by AS winner
+         FROM a, j`,
+      [write.jobId, write.attemptId, JSON.stringify(write.value), write.eligibleFrom, JSON.stringify(write.usage), write.providerRequestId, write.resultDigest],
     );
-    return rows[0]?.version ?? undefined;
+    const row = rows[0];
+    if (!row) return undefined;
+    return {
+      version: row.version,
+      attemptFrom: row.attempt_from!,
+      attemptTo: row.attempt_to ?? row.attempt_from!,
+      priorOutcome: row.prior_outcome,
+      provider: row.provider,
+      jobFrom: row.job_from,
+      jobVersion: row.job_version,
+      readVersion: row.read_version,
+      winner: row.winner,
+    };
   }
 
   /** A final failure goes through the same compare-and-swap. Undefined when something else settled first. */
