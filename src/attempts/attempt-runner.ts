@@ -7,6 +7,7 @@ import { renderPrompt } from '../providers/prompt.js';
 import { ProviderError, type ProviderResponse } from '../providers/provider.port.js';
 import { ProviderRegistry } from '../providers/provider-registry.js';
 import type { Attempt } from './attempt.types.js';
+import { traced } from '../telemetry/tracing.js';
 import { AttemptOutcomes } from './attempt-outcomes.js';
 
 /**
@@ -47,7 +48,7 @@ export class AttemptRunner {
     let response: ProviderResponse | undefined;
     let failure: ProviderError | undefined;
     try {
-      response = await this.registry.adapter(provider.name).invoke({
+      response = await traced('onejob.provider.call', { 'onejob.provider': provider.name, 'onejob.attempt_id': attempt.id }, () => this.registry.adapter(provider.name).invoke({
         prompt,
         operation: operation.name,
         outputSchema: operation.outputSchema,
@@ -55,7 +56,7 @@ export class AttemptRunner {
         maxTokens: operation.maxTokens,
         idempotencyKey: attempt.id,
         signal: hardStop,
-      });
+      }));
     } catch (error) {
       failure = error instanceof ProviderError ? error : new ProviderError('ambiguous', 'unexpected', (error as Error).message);
     } finally {
@@ -70,7 +71,7 @@ export class AttemptRunner {
         await this.outcomes.failed(attempt.id, job.id, { reason: 'contract_violation', message: 'the output breaks the operation contract', retryable: false, details: check.errors }, response.usage);
         return;
       }
-      const outcome = await this.outcomes.succeeded(attempt.id, job.id, { value: check.value, usage: response.usage, providerRequestId: response.requestId });
+      const outcome = await traced('onejob.settle', { 'onejob.job_id': job.id }, () => this.outcomes.succeeded(attempt.id, job.id, { value: check.value, usage: response!.usage, providerRequestId: response!.requestId }));
       this.logger.debug({ msg: 'attempt result', ...log, outcome });
       return;
     }

@@ -6,6 +6,7 @@ import { isDatabaseUnavailable } from '../database/pg-errors.js';
 import type { Job } from '../jobs/job.types.js';
 import { CatalogService } from '../providers/catalog.service.js';
 import { LedgerFactory } from '../settlement/ledger.js';
+import { inJobTrace } from '../telemetry/tracing.js';
 import type { Attempt } from './attempt.types.js';
 import { AttemptRunner } from './attempt-runner.js';
 import { AttemptScheduler } from './attempt-scheduler.js';
@@ -62,6 +63,7 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
         continue;
       }
       let claimed: { job: Job; attempt: Attempt } | undefined;
+      const claimStartedAt = Date.now();
       try {
         claimed = await this.claimNext();
       } catch (error) {
@@ -74,8 +76,7 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
         continue;
       }
       const { job, attempt } = claimed;
-      const run = this.runner
-        .run(job, attempt, this.shutdown.signal)
+      const run = inJobTrace(job, { jobId: job.id, attemptId: attempt.id, provider: attempt.provider, claimStartedAt }, () => this.runner.run(job, attempt, this.shutdown.signal))
         .catch((error: Error) => this.logger.error({ msg: 'attempt run failed; the reconciler will find it', jobId: job.id, attemptId: attempt.id, error: error.message }))
         .finally(() => {
           this.inFlight.delete(run);

@@ -24,6 +24,8 @@ export interface Job {
   createdAt: Date;
   updatedAt: Date;
   completedAt: Date | null;
+  /** The W3C traceparent of the creating request (src/telemetry/tracing.ts); never shown by the API. */
+  traceContext?: string | null;
 }
 
 export interface JobWithAttempts extends Job {
@@ -49,6 +51,7 @@ export function jobFromRow(row: Row): Job {
     createdAt: row.created_at as Date,
     updatedAt: row.updated_at as Date,
     completedAt: (row.completed_at as Date | null) ?? null,
+    traceContext: (row.trace_context as string | null) ?? null,
   };
 }
 

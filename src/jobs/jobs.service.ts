@@ -5,6 +5,7 @@ import { MetricsService } from '../metrics/metrics.service.js';
 import { CatalogService } from '../providers/catalog.service.js';
 import { LedgerFactory } from '../settlement/ledger.js';
 import { SettlementService } from '../settlement/settlement.service.js';
+import { currentTraceparent, traced } from '../telemetry/tracing.js';
 import { JobWatch } from './job-watch.js';
 import { isTerminal, type JobStatus, type JobWithAttempts, type Job } from './job.types.js';
 import { IdempotencyKeyReusedError, JobTerminalError } from './jobs.errors.js';
@@ -56,14 +57,16 @@ export class JobsService {
     const inputErrors = this.catalog.inputErrors(operation.name, command.input);
     if (inputErrors.length) throw new ValidationFailedError(inputErrors, 422);
 
-    const job = await this.jobs.insertJob({
+    // The job keeps the trace of this span, so the worker's spans join it (src/telemetry/tracing.ts).
+    const job = await traced('onejob.job.create', { 'onejob.operation': operation.name }, () => this.jobs.insertJob({
       ownerId,
       idempotencyKey,
       fingerprint: fingerprintOf(command),
       operation: operation.name,
       input: command.input,
       providers: command.providers ?? operation.providers,
-    });
+      traceContext: currentTraceparent(),
+    }));
     this.metrics.jobsCreated.inc({ operation: operation.name });
     if (waitSeconds > 0) return this.waitForTerminal(ownerId, job.id, waitSeconds);
     return { ...job, attempts: [] };
