@@ -29,7 +29,7 @@ if (!available && !urlMode) {
 
   beforeAll(async () => {
     database = await createTestDatabase();
-    bouncer = await startPgBouncer(database.url, 10);
+    bouncer = await startPgBouncer(database.url, 20);
     const env = { DATABASE_URL: bouncer.url, DATABASE_DIRECT_URL: database.url, CATALOG_FILE: RACE_CATALOG, WORKER_POLL_MS: '20', RECONCILE_INTERVAL_MS: '100', LOG_LEVEL: 'info' };
     // Every process migrates at start (MIGRATIONS_RUN defaults to true): they serialise on the advisory lock.
     const roles = ['api', 'api', 'api', 'worker', 'worker'];
