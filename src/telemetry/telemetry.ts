@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import { context, propagation, trace } from '@opentelemetry/api';
 import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
 import { PgInstrumentation } from '@opentelemetry/instrumentation-pg';
 import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
@@ -20,19 +21,25 @@ const UNTRACED = /^\/(health\/|metrics(\?|$))/;
  */
 export function startTelemetry(env: TelemetryEnv, options: { exporter?: SpanExporter } = {}): void {
   if (sdk) return;
+  const instrumentations = [
+    new HttpInstrumentation({ ignoreIncomingRequestHook: (request: IncomingMessage) => UNTRACED.test(request.url ?? '') }),
+    new UndiciInstrumentation(),
+    new PgInstrumentation({ requireParentSpan: true }),
+  ];
   sdk = new NodeSDK({
     ...(env.serviceName ? {} : { serviceName: 'onejob' }),
     ...(options.exporter ? { spanProcessors: [new SimpleSpanProcessor(options.exporter)] } : {}),
-    instrumentations: [
-      new HttpInstrumentation({ ignoreIncomingRequestHook: (request: IncomingMessage) => UNTRACED.test(request.url ?? '') }),
-      new UndiciInstrumentation(),
-      new PgInstrumentation({ requireParentSpan: true }),
-    ],
+    instrumentations,
   });
   sdk.start();
   const running = sdk;
   enableTracing(async () => {
     sdk = undefined;
     await running.shutdown();
+    // Leave the process as it was (tests start and stop the SDK in a long-lived Jest worker).
+    for (const instrumentation of instrumentations) instrumentation.disable();
+    trace.disable();
+    context.disable();
+    propagation.disable();
   });
 }
