@@ -22,4 +22,4 @@ USER node
 EXPOSE 3000
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s --retries=3 \
   CMD node -e "fetch('http://127.0.0.1:'+(process.env.PORT||3000)+'/health/live').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
-CMD ["node", "--enable-source-maps", "dist/src/main.js"]
+CMD ["node", "--enable-source-maps", "--import", "./dist/src/telemetry/register.js", "dist/src/main.js"]

@@ -11,6 +11,7 @@ import { exceedsJsonLimits, inspectJson, MAX_JSON_DEPTH, MAX_JSON_MEMBERS } from
 import { AppLogger } from './common/logging.module.js';
 import { serveConsole } from './console/console.static.js';
 import { sendProblem, writeParserProblem } from './common/problem-details.filter.js';
+import { runWithRequestId } from './common/request-context.js';
 import { appConfig, type AppConfig } from './config/app.config.js';
 import { parseEnv, type Env } from './config/env.js';
 import { MetricsService } from './metrics/metrics.service.js';
@@ -78,6 +79,8 @@ export async function configureApp(app: NestFastifyApplication): Promise<void> {
   app.enableVersioning({ type: VersioningType.URI });
   const fastify = app.getHttpAdapter().getInstance();
   const role = app.get<AppConfig | undefined>(appConfig.KEY, { strict: false })?.role;
+  // First hook: what follows (guards, services, repositories) logs with the request id (common/request-context.ts).
+  fastify.addHook('onRequest', (request, _reply, done) => runWithRequestId(request.id, done));
   fastify.addHook('onRequest', async (request, reply) => {
     void reply.header('X-Request-Id', request.id);
     // A worker process serves its probes and metrics, nothing of the API.

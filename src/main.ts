@@ -6,6 +6,7 @@ import { SCOPES } from './auth/scopes.js';
 import { loadEnv } from './config/app.config.js';
 import { recordRunningEmbedded } from './database/database-url.js';
 import { Lifecycle } from './health/lifecycle.js';
+import { shutdownTracing } from './telemetry/tracing.js';
 import { startEmbeddedPostgres, type EmbeddedDatabase } from './database/embedded-postgres.js';
 
 async function bootstrap(): Promise<void> {
@@ -45,6 +46,7 @@ async function bootstrap(): Promise<void> {
         .close()
         .then(() => forgetEmbedded())
         .then(() => embedded?.stop())
+        .then(() => shutdownTracing())
         .then(
           () => process.exit(0),
           (error: Error) => {

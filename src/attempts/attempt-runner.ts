@@ -9,6 +9,7 @@ import { checkOutput } from '../providers/output-contract.js';
 import { renderPrompt } from '../providers/prompt.js';
 import { ProviderError, type ProviderResponse, type RenderedPrompt } from '../providers/provider.port.js';
 import { ProviderRegistry } from '../providers/provider-registry.js';
+import { traced } from '../telemetry/tracing.js';
 import { AttemptOutcomes } from './attempt-outcomes.js';
 import { backoffMs } from './planner.js';
 
@@ -88,15 +89,17 @@ export class AttemptRunner {
     let response: ProviderResponse | undefined;
     let failure: ProviderError | undefined;
     try {
-      response = await this.registry.adapter(provider.name).invoke({
-        prompt,
-        operation: operation.name,
-        outputSchema: operation.outputSchema,
-        temperature: operation.temperature,
-        maxTokens: operation.maxTokens,
-        idempotencyKey: attempt.id,
-        signal: hardStop,
-      });
+      response = await traced('onejob.provider.call', { 'onejob.provider': provider.name, 'onejob.attempt_id': attempt.id }, () =>
+        this.registry.adapter(provider.name).invoke({
+          prompt,
+          operation: operation.name,
+          outputSchema: operation.outputSchema,
+          temperature: operation.temperature,
+          maxTokens: operation.maxTokens,
+          idempotencyKey: attempt.id,
+          signal: hardStop,
+        }),
+      );
     } catch (error) {
       failure = error instanceof ProviderError ? error : new ProviderError('ambiguous', 'unexpected', (error as Error).message);
     } finally {
@@ -113,7 +116,8 @@ export class AttemptRunner {
         );
         return;
       }
-      const outcome = await report(() => this.outcomes.succeeded(attempt.id, job.id, { value: check.value, usage: response.usage, providerRequestId: response.requestId }));
+      const arrived = { value: check.value, usage: response.usage, providerRequestId: response.requestId };
+      const outcome = await report(() => traced('onejob.settle', { 'onejob.job_id': job.id }, () => this.outcomes.succeeded(attempt.id, job.id, arrived)));
       this.logger.debug({ msg: 'attempt result', ...log, outcome });
       return;
     }

@@ -9,6 +9,7 @@ import { JobSignals } from '../ledger/job-signals.js';
 import type { JobWithAttempts } from '../ledger/job.types.js';
 import { LedgerFactory, type Ledger } from '../ledger/ledger.js';
 import { CatalogService } from '../providers/catalog.service.js';
+import { inJobTrace } from '../telemetry/tracing.js';
 import { AttemptRunner, type Claimed } from './attempt-runner.js';
 import { AttemptScheduler } from './attempt-scheduler.js';
 
@@ -83,6 +84,7 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
         continue;
       }
       let claimed: Claimed[];
+      const claimStartedAt = Date.now();
       try {
         claimed = await this.claimBatch(Math.min(room, CLAIM_BATCH));
       } catch (error) {
@@ -90,19 +92,20 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
         await this.idle(this.config.workerPollMs * 5);
         continue;
       }
-      if (claimed.length) this.launch(claimed);
+      if (claimed.length) this.launch(claimed, claimStartedAt);
       // A short batch means nothing more is due now: sleep until woken. A full one: claim again at once.
       if (claimed.length < Math.min(room, CLAIM_BATCH)) await this.idle(this.config.workerPollMs);
     }
   }
 
-  private launch(claimed: Claimed[]): void {
+  private launch(claimed: Claimed[], claimStartedAt: number): void {
     const ready = this.runner.begin(claimed);
     for (const { job, attempt } of claimed) {
       const run = ready
         .then((batch) => {
           const one = batch.get(attempt.id);
-          return one && this.runner.call(one, this.shutdown.signal);
+          const info = { jobId: job.id, attemptId: attempt.id, provider: attempt.provider, claimStartedAt };
+          return one && inJobTrace(job, info, () => this.runner.call(one, this.shutdown.signal));
         })
         .catch((error: Error) => this.logger.error({ msg: 'attempt run failed; the reconciler will find it', jobId: job.id, attemptId: attempt.id, error: error.message }))
         .finally(() => {

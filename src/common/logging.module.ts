@@ -1,6 +1,14 @@
 import { Global, Inject, Injectable, Module, type LoggerService } from '@nestjs/common';
 import { pino, type Logger as Pino } from 'pino';
 import { appConfig, type AppConfig } from '../config/app.config.js';
+import { activeTraceIds } from '../telemetry/tracing.js';
+import { currentRequestId } from './request-context.js';
+
+/** Every line written while serving a request, or inside a traced job, says which (docs/operations.md#logs). */
+function logContext(): Record<string, string> {
+  const requestId = currentRequestId();
+  return requestId ? { requestId, ...activeTraceIds() } : activeTraceIds();
+}
 
 type Level = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal';
 
@@ -16,7 +24,7 @@ export class AppLogger implements LoggerService {
   readonly pino: Pino;
 
   constructor(@Inject(appConfig.KEY) config: AppConfig) {
-    this.pino = pino({ level: config.logLevel });
+    this.pino = pino({ level: config.logLevel, mixin: logContext });
   }
 
   verbose(message: unknown, ...params: unknown[]): void {

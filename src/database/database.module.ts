@@ -1,17 +1,46 @@
-import { Module } from '@nestjs/common';
+import { Logger, Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { appConfig, type AppConfig } from '../config/app.config.js';
 import { dataSourceOptions } from './data-source.options.js';
 import { runMigrationsLocked } from './migrate.js';
+import { isDatabaseUnavailable } from './pg-errors.js';
+import { databaseEndpoint, sessionDatabaseUrl } from './session-url.js';
+
+function requireDatabaseUrl(config: AppConfig): string {
+  if (!config.databaseUrl) throw new Error('Invalid environment variable DATABASE_URL: is required once the app starts');
+  return config.databaseUrl;
+}
+
+const STARTUP_ATTEMPTS = 10;
+const STARTUP_RETRY_MS = 3000;
+
+/** Like TypeOrmModule's own retries: a database still starting (or a host that is slow to answer) is not fatal at boot. */
+async function connectWithRetries<T>(connect: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await connect();
+    } catch (error) {
+      if (attempt >= STARTUP_ATTEMPTS || !isDatabaseUnavailable(error)) throw error;
+      new Logger('Database').warn(`migration connection failed (${(error as Error).message}): retrying (${attempt}/${STARTUP_ATTEMPTS})`);
+      await new Promise((resolve) => setTimeout(resolve, STARTUP_RETRY_MS));
+    }
+  }
+}
 
 @Module({
   imports: [
     TypeOrmModule.forRootAsync({
       inject: [appConfig.KEY],
       useFactory: (config: AppConfig) => {
-        if (!config.databaseUrl) throw new Error('Invalid environment variable DATABASE_URL: is required once the app starts');
-        return dataSourceOptions({ url: config.databaseUrl, poolSize: config.dbPoolSize, queryTimeoutMs: config.dbQueryTimeoutMs, applicationName: `onejob-${config.role}` });
+        const url = requireDatabaseUrl(config);
+        const session = sessionDatabaseUrl(config)!;
+        const how = config.databaseDirectUrl ? 'DATABASE_DIRECT_URL' : 'DATABASE_URL, as no DATABASE_DIRECT_URL is set';
+        new Logger('Database').log(
+          `queries and transactions: ${databaseEndpoint(url)} (DATABASE_URL, pool of ${config.dbPoolSize}); ` +
+            `migration lock and LISTEN: ${databaseEndpoint(session)} (${how})`,
+        );
+        return dataSourceOptions({ url, poolSize: config.dbPoolSize, queryTimeoutMs: config.dbQueryTimeoutMs, applicationName: `onejob-${config.role}` });
       },
       dataSourceFactory: async (options) => {
         const dataSource = await new DataSource(options!).initialize();
@@ -21,11 +50,21 @@ import { runMigrationsLocked } from './migrate.js';
   ],
   providers: [
     {
-      // Migrations run before anything that reads the schema is created (DESIGN §8: under an advisory lock).
+      // Migrations run under a session advisory lock (src/database/migrate.ts), so on a session connection of their
+      // own, never through a transaction pooler (docs/operations.md#pgbouncer).
       provide: 'MIGRATIONS_APPLIED',
-      inject: [DataSource, appConfig.KEY],
-      useFactory: async (dataSource: DataSource, config: AppConfig) => {
-        if (config.migrationsRun) await runMigrationsLocked(dataSource);
+      // After the pool's DataSource (which TypeOrmModule retries while the database comes up).
+      inject: [appConfig.KEY, DataSource],
+      useFactory: async (config: AppConfig) => {
+        if (!config.migrationsRun) return true;
+        const url = sessionDatabaseUrl({ ...config, databaseUrl: requireDatabaseUrl(config) })!;
+        const options = dataSourceOptions({ url, poolSize: 2, applicationName: `onejob-${config.role}-migrate`, queryTimeoutMs: false });
+        const session = await connectWithRetries(() => new DataSource(options).initialize());
+        try {
+          await runMigrationsLocked(session);
+        } finally {
+          await session.destroy();
+        }
         return true;
       },
     },

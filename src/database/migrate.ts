@@ -4,7 +4,11 @@ import type { DataSource, Migration } from 'typeorm';
 const MIGRATION_LOCK_KEY = 7_355_608_201;
 // Note: holds one pooled connection for the lock while runMigrations takes another: a pool needs at least two.
 
-/** Applies pending migrations under a session-level advisory lock, on one pinned connection. */
+/**
+ * Applies pending migrations under a session-level advisory lock, on one pinned connection. `dataSource` must reach
+ * PostgreSQL directly (sessionDatabaseUrl): through PgBouncer in transaction mode the unlock could reach another server
+ * session than the lock, and the lock would stay held until that server connection closes.
+ */
 export async function runMigrationsLocked(dataSource: DataSource): Promise<Migration[]> {
   const runner = dataSource.createQueryRunner();
   await runner.connect();

@@ -8,6 +8,7 @@ import { LedgerFactory } from '../ledger/ledger.js';
 import { JobTerminalError } from '../ledger/ledger.errors.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { CatalogService } from '../providers/catalog.service.js';
+import { currentTraceparent, traced } from '../telemetry/tracing.js';
 import { IdempotencyKeyReusedError } from './jobs.errors.js';
 import { WaitLimiter } from './wait-limiter.js';
 
@@ -58,14 +59,17 @@ export class JobsService {
     const inputErrors = this.catalog.inputErrors(operation.name, command.input);
     if (inputErrors.length) throw new ValidationFailedError(inputErrors, 422);
 
-    const job = await this.jobs.insertJob({
-      ownerId,
-      idempotencyKey,
-      fingerprint: fingerprintOf(command),
-      operation: operation.name,
-      input: command.input,
-      providers: command.providers ?? operation.providers,
-    });
+    const job = await traced('onejob.job.create', { 'onejob.operation': operation.name }, () =>
+      this.jobs.insertJob({
+        ownerId,
+        idempotencyKey,
+        fingerprint: fingerprintOf(command),
+        operation: operation.name,
+        input: command.input,
+        providers: command.providers ?? operation.providers,
+        traceContext: currentTraceparent(),
+      }),
+    );
     this.signals.jobsDue();
     this.metrics.jobsCreated.inc({ operation: operation.name });
     if (waitSeconds > 0) return this.waitForTerminal(ownerId, job.id, waitSeconds, gone);

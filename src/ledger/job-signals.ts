@@ -2,6 +2,7 @@ import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnApplica
 import pg from 'pg';
 import { DataSource } from 'typeorm';
 import { appConfig, type AppConfig } from '../config/app.config.js';
+import { sessionDatabaseUrl } from '../database/session-url.js';
 
 const DUE = 'onejob_due';
 const SETTLED = 'onejob_settled';
@@ -130,7 +131,7 @@ export class JobSignals implements OnApplicationBootstrap, OnApplicationShutdown
   }
 
   private async listen(): Promise<void> {
-    const url = this.config.databaseDirectUrl ?? this.config.databaseUrl;
+    const url = sessionDatabaseUrl(this.config);
     if (this.stopped || !url) return;
     const client = new pg.Client({ connectionString: url, application_name: `onejob-${this.config.role}-listen`, connectionTimeoutMillis: 3000 });
     client.on('notification', (message) => {

@@ -25,6 +25,8 @@ export interface Job {
   createdAt: Date;
   updatedAt: Date;
   completedAt: Date | null;
+  /** The W3C traceparent of the request that created the job: the worker's spans join its trace. Never shown. */
+  traceContext?: string | null;
 }
 
 export interface JobWithAttempts extends Job {
@@ -48,6 +50,7 @@ export interface JobRow {
   created_at: Date;
   updated_at: Date;
   completed_at: Date | null;
+  trace_context?: string | null;
 }
 
 export interface JobWithAttemptsRow extends JobRow {
@@ -72,6 +75,7 @@ export function jobFromRow(row: JobRow): Job {
     createdAt: row.created_at,
     updatedAt: row.updated_at,
     completedAt: row.completed_at ?? null,
+    traceContext: row.trace_context ?? null,
   };
 }
 

@@ -12,6 +12,7 @@ export interface NewJob {
   operation: string;
   input: unknown;
   providers: string[];
+  traceContext?: string | null;
 }
 
 export interface JobPageQuery {
@@ -22,7 +23,7 @@ export interface JobPageQuery {
 }
 
 const JOB_COLUMNS = `j.id, j.owner_id, j.idempotency_key, j.fingerprint, j.operation, j.input, j.providers, j.status, j.version,
-  j.result, j.error, j.completed_by, j.created_at, j.updated_at, j.completed_at`;
+  j.result, j.error, j.completed_by, j.created_at, j.updated_at, j.completed_at, j.trace_context`;
 
 const ATTEMPTS_OF_J = `COALESCE((SELECT json_agg(a ORDER BY a.number) FROM attempts a WHERE a.job_id = j.id), '[]'::json) AS attempts`;
 
@@ -42,15 +43,15 @@ export class JobsRepository {
       const rows = await rowsOf<JobRow>(
         on(this.dataSource, manager),
         `WITH j AS (
-           INSERT INTO jobs (owner_id, idempotency_key, fingerprint, operation, input, providers)
-           VALUES ($1, $2, $3, $4, $5::jsonb, $6)
+           INSERT INTO jobs (owner_id, idempotency_key, fingerprint, operation, input, providers, trace_context)
+           VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7)
            RETURNING *
          ), e AS (
            INSERT INTO job_events (job_id, subject, from_status, to_status, reason)
            SELECT id, 'job', NULL, 'pending', 'created' FROM j
          )
          SELECT ${JOB_COLUMNS} FROM j`,
-        [job.ownerId, job.idempotencyKey, job.fingerprint, job.operation, JSON.stringify(job.input), job.providers],
+        [job.ownerId, job.idempotencyKey, job.fingerprint, job.operation, JSON.stringify(job.input), job.providers, job.traceContext ?? null],
       );
       return jobFromRow(rows[0]);
     } catch (error) {

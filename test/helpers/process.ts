@@ -13,9 +13,9 @@ export interface ServiceProcess {
 }
 
 /** Runs the built service (dist/, made by `npm test`'s pretest build) as a separate OS process. */
-export async function spawnService(env: Record<string, string>): Promise<ServiceProcess> {
+export async function spawnService(env: Record<string, string>, nodeArgs: string[] = []): Promise<ServiceProcess> {
   const port = env.PORT ? Number(env.PORT) : await freePort();
-  const child = spawn(process.execPath, ['dist/src/main.js'], {
+  const child = spawn(process.execPath, [...nodeArgs, 'dist/src/main.js'], {
     env: { PATH: process.env.PATH ?? '', HOST: '127.0.0.1', LOG_LEVEL: 'warn', PORT: String(port), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
