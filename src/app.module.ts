@@ -12,6 +12,8 @@ import { HealthModule } from './health/health.module.js';
 import { JobsModule } from './jobs/jobs.module.js';
 import { MetricsModule } from './metrics/metrics.module.js';
 import { ProvidersModule } from './providers/providers.module.js';
+import { RetentionModule } from './retention/retention.module.js';
+import { WebhooksModule } from './webhooks/webhooks.module.js';
 
 @Module({})
 export class AppModule {
@@ -34,6 +36,8 @@ export class AppModule {
         ProvidersModule,
         JobsModule,
         AttemptsModule,
+        WebhooksModule,
+        RetentionModule,
       ],
       providers: [
         { provide: APP_FILTER, useClass: ProblemDetailsFilter },

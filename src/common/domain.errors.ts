@@ -10,6 +10,7 @@ export type ErrorCode =
   | 'unknown_operation'
   | 'unknown_provider'
   | 'provider_not_certified'
+  | 'webhook_disabled'
   | 'not_found'
   | 'unauthorized'
   | 'forbidden'

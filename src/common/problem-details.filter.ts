@@ -25,6 +25,7 @@ const titles: Record<ErrorCode, string> = {
   unknown_operation: 'Unknown operation',
   unknown_provider: 'Unknown provider',
   provider_not_certified: 'Provider not certified',
+  webhook_disabled: 'The webhook endpoint is disabled',
   not_found: 'Not found',
   unauthorized: 'Unauthorized',
   forbidden: 'Forbidden',

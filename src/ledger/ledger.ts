@@ -1,4 +1,4 @@
-import { Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { DataSource, type EntityManager } from 'typeorm';
 import { canonicalJson, sha256Hex } from '../common/canonical-json.js';
 import { MetricsService } from '../metrics/metrics.service.js';
@@ -8,6 +8,7 @@ import { JobEventsRepository, type JobEvent } from './job-events.repository.js';
 import { JobSignals } from './job-signals.js';
 import type { Job, JobStatus, JobWithAttempts } from './job.types.js';
 import { JobsRepository } from './jobs.repository.js';
+import { OUTBOX, type Announcement, type Outbox } from './outbox.port.js';
 import { SettlementRepository } from './settlement.repository.js';
 import { assertAttemptTransition, assertJobTransition, canTransitionAttempt } from './state-machine.js';
 
@@ -38,6 +39,7 @@ interface Repositories {
  */
 export class Ledger {
   private readonly events: JobEvent[] = [];
+  private readonly announcements: Announcement[] = [];
   private readonly effects: Array<() => void> = [];
 
   constructor(
@@ -96,6 +98,7 @@ export class Ledger {
     if (attempt.status !== to) assertAttemptTransition(attempt.status, to);
     const updated = await this.repos.attempts.updateStatus(attempt.id, to, update, this.manager);
     this.events.push({ jobId: attempt.jobId, attemptId: attempt.id, subject: 'attempt', from: attempt.status, to, reason, detail });
+    if (to === 'unknown' && attempt.status !== to) this.announcements.push({ jobId: attempt.jobId, attemptId: attempt.id, type: 'attempt.unknown' });
     if (attempt.status !== to) this.afterCommit(() => this.metrics.attempts.inc({ provider: attempt.provider, status: to }));
     return updated;
   }
@@ -187,6 +190,8 @@ export class Ledger {
     assertJobTransition(job.status, to);
     const jobId = job.id;
     job.status = to;
+    // Only a winning settlement gets here: a discarded result announces nothing.
+    this.announcements.push({ jobId, type: `job.${to}` as Announcement['type'] });
     this.afterCommit(() => {
       this.metrics.jobsSettled.inc({ status: to });
       this.signals.jobSettled(jobId);
@@ -196,6 +201,11 @@ export class Ledger {
   /** @internal the factory's commit step. */
   pendingEvents(): JobEvent[] {
     return this.events;
+  }
+
+  /** @internal the factory's commit step. */
+  pendingAnnouncements(): Announcement[] {
+    return this.announcements;
   }
 
   /** @internal runs after commit. */
@@ -224,6 +234,7 @@ export class LedgerFactory {
     private readonly events: JobEventsRepository,
     private readonly metrics: MetricsService,
     private readonly signals: JobSignals,
+    @Optional() @Inject(OUTBOX) private readonly outbox?: Outbox,
   ) {
     this.repos = { jobs, attempts, settlements };
   }
@@ -234,9 +245,12 @@ export class LedgerFactory {
       ledger = new Ledger(manager, this.repos, this.metrics, this.signals, this.logger);
       const value = await work(ledger);
       await this.events.append(ledger.pendingEvents(), manager);
+      const announcements = ledger.pendingAnnouncements();
+      if (announcements.length && this.outbox) await this.outbox.enqueue(announcements, manager);
       return value;
     });
     ledger.runEffects();
+    if (ledger.pendingAnnouncements().length) this.outbox?.announced();
     return result;
   }
 
