@@ -1,4 +1,5 @@
 import type { Env } from '../src/config/env.js';
+import { LedgerFactory } from '../src/ledger/ledger.js';
 import { WebhookDeliveriesRepository } from '../src/webhooks/webhook-deliveries.repository.js';
 import { bearer, startTestApp, type TestApp } from './helpers/app.js';
 import { writeCatalog } from './helpers/catalog.js';
@@ -117,6 +118,31 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
       await sleep(200);
       expect(await t.dataSource.query('SELECT count(*)::int AS n FROM webhook_deliveries')).toEqual([{ n: 0 }]);
       expect(receiver.received).toHaveLength(0);
+    } finally {
+      await t.close();
+      await receiver.close();
+    }
+  });
+
+  it('announces a committed settlement and never a rolled-back one', async () => {
+    const receiver = await startReceiver(() => 200);
+    const t = await startTestApp({ role: 'api', webhookAllowedHosts: ['127.0.0.1'] });
+    try {
+      const key = await t.key('owner-tx');
+      await subscribe(t, key, receiver.url, ['job.cancelled']);
+      const jobId = await createJob(t, key, 'tx');
+      const ledgers = t.app.get(LedgerFactory);
+      const cancelThen = (fail: boolean) =>
+        ledgers.run(async (ledger) => {
+          const job = await ledger.lockOwnedJob('owner-tx', jobId);
+          expect(await ledger.cancel(job!)).toBe(true);
+          if (fail) throw new Error('rolled back after the settlement');
+        });
+      await expect(cancelThen(true)).rejects.toThrow('rolled back');
+      const count = async () => (await t.dataSource.query('SELECT count(*)::int AS n FROM webhook_deliveries WHERE job_id = $1', [jobId]))[0].n;
+      expect(await count()).toBe(0);
+      await cancelThen(false);
+      expect(await count()).toBe(1);
     } finally {
       await t.close();
       await receiver.close();
