@@ -1,4 +1,5 @@
 import type { Env } from '../src/config/env.js';
+import { Webhook } from 'standardwebhooks';
 import { LedgerFactory } from '../src/ledger/ledger.js';
 import { WebhookDeliveriesRepository } from '../src/webhooks/webhook-deliveries.repository.js';
 import { bearer, startTestApp, type TestApp } from './helpers/app.js';
@@ -284,9 +285,13 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
       receiver.trust(rotated.body.secret);
       const jobId = await createJob(t, key, 'rotated');
       await waitFor(async () => receiver.accepted().length, (n) => n === 1, 10_000);
-      const headers = await t.dataSource.query('SELECT id FROM webhook_deliveries WHERE job_id = $1', [jobId]);
-      expect(headers).toHaveLength(1);
-      expect(receiver.received[0].verified).toBe(true);
+      expect(await t.dataSource.query('SELECT id FROM webhook_deliveries WHERE job_id = $1', [jobId])).toHaveLength(1);
+      const [seen] = receiver.received;
+      expect(seen.headers['webhook-signature'].split(' ')).toHaveLength(2);
+      expect(() => new Webhook(rotated.body.secret).verify(seen.raw, seen.headers)).not.toThrow();
+      expect(() => new Webhook(endpoint.secret).verify(seen.raw, seen.headers)).not.toThrow();
+      // A tampered body fails verification: the signature covers id, timestamp and body.
+      expect(() => new Webhook(rotated.body.secret).verify(seen.raw.replace('succeeded', 'failed'), seen.headers)).toThrow();
 
       expect((await t.http().delete(`/v1/webhooks/${endpoint.id}`).set(bearer(key))).status).toBe(204);
       expect((await t.http().get('/v1/webhooks').set(bearer(key))).body.items).toEqual([]);

@@ -29,7 +29,7 @@ export class JobsController {
     name: 'Idempotency-Key',
     required: true,
     description:
-      '1-255 visible ASCII characters, chosen by the client per intent. The same key with the same body (operation, input, providers; key order ignored) returns the same job; with another body, 409. Bound for as long as the job exists.',
+      '1-255 visible ASCII characters, chosen by the client per intent. The same key with the same body (operation, input, providers; key order ignored) returns the same job; with another body, 409. Key policy: the key is bound to its intent for as long as the job exists; terminal jobs are purged JOB_RETENTION_DAYS (default 30) after they complete, and after the job is purged the key creates a new job. Jobs that are not terminal are never purged.',
   })
   @preferHeader
   @ApiEndpoint({

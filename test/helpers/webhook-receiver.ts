@@ -8,6 +8,9 @@ export interface Received {
   nth: number;
   body: { type: string; timestamp: string; data: Record<string, any> };
   verified: boolean;
+  /** The raw body and the three headers, to verify again with a chosen secret. */
+  raw: string;
+  headers: Record<string, string>;
   answered: number | 'hold';
 }
 
@@ -41,7 +44,7 @@ export async function startReceiver(behaviour: Behaviour) {
       const body = JSON.parse(raw) as Received['body'];
       const nth = received.filter((r) => r.webhookId === headers['webhook-id']).length + 1;
       const answer = current(nth, body);
-      received.push({ webhookId: headers['webhook-id'], nth, body, verified, answered: answer });
+      received.push({ webhookId: headers['webhook-id'], nth, body, verified, raw, headers, answered: answer });
       if (answer === 'hold') {
         held.add(res);
         return;
