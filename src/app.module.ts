@@ -13,6 +13,7 @@ import { JobsModule } from './jobs/jobs.module.js';
 import { MetricsModule } from './metrics/metrics.module.js';
 import { ProvidersModule } from './providers/providers.module.js';
 import { RetentionModule } from './retention/retention.module.js';
+import { UsageModule } from './usage/usage.module.js';
 import { WebhooksModule } from './webhooks/webhooks.module.js';
 
 @Module({})
@@ -38,6 +39,7 @@ export class AppModule {
         AttemptsModule,
         WebhooksModule,
         RetentionModule,
+        UsageModule,
       ],
       providers: [
         { provide: APP_FILTER, useClass: ProblemDetailsFilter },
