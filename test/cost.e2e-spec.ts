@@ -50,6 +50,12 @@ describe('cost: every attempt priced from its usage, discarded ones included', (
       expect(byDay.groupBy).toBe('day');
       expect(byDay.groups.find((g: any) => g.currency === 'USD').key).toBe(new Date().toISOString().slice(0, 10));
 
+      const metrics = (await t.http().get('/metrics')).text;
+      const series = (provider: string, outcome: string) => Number(new RegExp(`onejob_cost_total\\{provider="${provider}",outcome="${outcome}"\\} (\\S+)`).exec(metrics)?.[1]);
+      expect(series('slow-a', 'discarded')).toBeCloseTo(costA, 8);
+      expect(series('fast-b', 'won')).toBeCloseTo(costB, 8);
+      expect(metrics).not.toMatch(/onejob_cost_total\{provider="sim-primary"/);
+
       expect((await t.http().get('/v1/usage').set(bearer(stranger))).body.groups).toEqual([]);
       const future = await t.http().get('/v1/usage').query({ from: '2099-01-01T00:00:00Z' }).set(bearer(key));
       expect(future.status).toBe(400);
