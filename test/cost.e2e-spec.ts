@@ -1,5 +1,5 @@
 import { bearer, startTestApp } from './helpers/app.js';
-import { writeCatalog } from './helpers/catalog.js';
+import { provider, writeCatalog } from './helpers/catalog.js';
 import { waitFor } from './helpers/wait.js';
 
 const priceOf = (usage: { promptTokens: number; completionTokens: number }, inPerM: number, outPerM: number) =>
@@ -60,6 +60,51 @@ describe('cost: every attempt priced from its usage, discarded ones included', (
       const future = await t.http().get('/v1/usage').query({ from: '2099-01-01T00:00:00Z' }).set(bearer(key));
       expect(future.status).toBe(400);
       expect((await t.http().get('/v1/usage').query({ groupBy: 'owner' }).set(bearer(key))).status).toBe(400);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('refuses new jobs past the monthly budget with 429 budget_exceeded and writes nothing; replays still answer', async () => {
+    const catalogFile = writeCatalog((c) => (provider(c, 'sim-primary').pricing = { inputPerMTok: 1000, outputPerMTok: 2000, currency: 'USD' }));
+    const t = await startTestApp({ role: 'all', catalogFile, workerPollMs: 10, reconcileIntervalMs: 100 });
+    try {
+      const key = await t.key('owner-budget');
+      const other = await t.key('owner-budget-other');
+      const post = (k: string, idempotencyKey: string) =>
+        t.http().post('/v1/jobs').set(bearer(k)).set('Idempotency-Key', idempotencyKey).send({ operation: 'summarize', input: { text: 'spend' }, providers: ['sim-primary'] });
+      const first = await post(key, 'spend-1');
+      expect(first.status).toBe(201);
+      const done = await waitFor(async () => (await t.http().get(`/v1/jobs/${first.body.id}`).set(bearer(key))).body, (j) => j.status === 'succeeded');
+      const spent = done.cost[0].total;
+      expect(spent).toBeGreaterThan(0);
+
+      expect((await t.http().get('/v1/budget').set(bearer(key))).status).toBe(404);
+      const set = await t.http().put('/v1/budget').set(bearer(key)).send({ monthlyLimit: spent, currency: 'USD' });
+      expect(set.status).toBe(200);
+      const now = new Date();
+      const reset = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1)).toISOString();
+      expect(set.body).toEqual({ monthlyLimit: spent, currency: 'USD', spent, resetsAt: reset });
+
+      const jobsBefore = (await t.dataSource.query('SELECT count(*)::int AS n FROM jobs'))[0].n;
+      const refused = await post(key, 'spend-2');
+      expect(refused.status).toBe(429);
+      expect(refused.body.code).toBe('budget_exceeded');
+      expect(refused.headers['content-type']).toMatch(/application\/problem\+json/);
+      expect(refused.body.detail).toContain(reset);
+      expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
+      expect((await t.dataSource.query('SELECT count(*)::int AS n FROM jobs'))[0].n).toBe(jobsBefore);
+
+      const replay = await post(key, 'spend-1');
+      expect(replay.status).toBe(200);
+      expect(replay.body.id).toBe(first.body.id);
+      expect((await post(other, 'spend-2')).status).toBe(201);
+
+      expect((await t.http().put('/v1/budget').set(bearer(key)).send({ monthlyLimit: spent * 100, currency: 'USD' })).status).toBe(200);
+      expect((await post(key, 'spend-2')).status).toBe(201);
+      expect((await t.http().put('/v1/budget').set(bearer(key)).send({ monthlyLimit: -1, currency: 'usd' })).status).toBe(400);
+      expect((await t.http().delete('/v1/budget').set(bearer(key))).status).toBe(204);
+      expect((await t.http().get('/v1/budget').set(bearer(key))).status).toBe(404);
     } finally {
       await t.close();
     }

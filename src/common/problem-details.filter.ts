@@ -26,6 +26,7 @@ const titles: Record<ErrorCode, string> = {
   unknown_provider: 'Unknown provider',
   provider_not_certified: 'Provider not certified',
   webhook_disabled: 'The webhook endpoint is disabled',
+  budget_exceeded: 'Monthly budget exceeded',
   not_found: 'Not found',
   unauthorized: 'Unauthorized',
   forbidden: 'Forbidden',
@@ -54,11 +55,18 @@ export interface Classified {
   code: ErrorCode;
   detail: string;
   errors?: FieldError[];
+  retryAfterSeconds?: number;
 }
 
 function classify(exception: unknown): Classified | undefined {
   if (exception instanceof DomainError) {
-    return { status: exception.status, code: exception.code, detail: exception.message, errors: exception.errors.length ? exception.errors : undefined };
+    return {
+      status: exception.status,
+      code: exception.code,
+      detail: exception.message,
+      errors: exception.errors.length ? exception.errors : undefined,
+      retryAfterSeconds: exception.retryAfterSeconds,
+    };
   }
   if (exception instanceof HttpException) {
     const status = exception.getStatus();
@@ -98,7 +106,7 @@ export class ProblemDetailsFilter implements ExceptionFilter {
 }
 
 /** Writes one RFC 9457 problem: the filter's answers and Fastify's own routing refusals (frameworkErrors). */
-export function sendProblem(request: FastifyRequest, reply: FastifyReply, { status, code, detail, errors }: Classified): void {
+export function sendProblem(request: FastifyRequest, reply: FastifyReply, { status, code, detail, errors, retryAfterSeconds }: Classified): void {
   const problem: Problem = {
     type: `urn:onejob:problem:${code}`,
     title: titles[code],
@@ -111,6 +119,7 @@ export function sendProblem(request: FastifyRequest, reply: FastifyReply, { stat
   };
   if (reply.sent) return;
   if (status === 503) void reply.header('Retry-After', String(RETRY_AFTER_SECONDS));
+  if (retryAfterSeconds !== undefined) void reply.header('Retry-After', String(retryAfterSeconds));
   if (status === 401) void reply.header('WWW-Authenticate', 'Bearer');
   void reply.status(status).header('Content-Type', 'application/problem+json; charset=utf-8').send(JSON.stringify(problem));
 }

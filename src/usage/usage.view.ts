@@ -16,3 +16,10 @@ export class UsageView {
   @ApiProperty({ enum: ['operation', 'provider', 'day'] }) groupBy!: string;
   @ApiProperty({ type: [UsageGroupView] }) groups!: UsageGroupView[];
 }
+
+export class BudgetView {
+  @ApiProperty() monthlyLimit!: number;
+  @ApiProperty() currency!: string;
+  @ApiProperty({ description: 'Spent this calendar month (UTC) in `currency`.' }) spent!: number;
+  @ApiProperty({ format: 'date-time' }) resetsAt!: string;
+}
