@@ -2,6 +2,7 @@ import type { Env } from '../src/config/env.js';
 import { Webhook } from 'standardwebhooks';
 import { LedgerFactory } from '../src/ledger/ledger.js';
 import { WebhookDeliveriesRepository } from '../src/webhooks/webhook-deliveries.repository.js';
+import { WebhookDispatcher } from '../src/webhooks/webhook-dispatcher.js';
 import { bearer, startTestApp, type TestApp } from './helpers/app.js';
 import { writeCatalog } from './helpers/catalog.js';
 import { createTestDatabase } from './helpers/database.js';
@@ -182,7 +183,7 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
   it('delivers after a SIGKILL of the dispatcher mid-delivery, once its lease runs out', async () => {
     const receiver = await startReceiver(() => 'hold');
     const api = await startTestApp({ role: 'api', webhookAllowedHosts: ['127.0.0.1'] });
-    const env = { DATABASE_URL: api.database.url, CATALOG_FILE: 'test/fixtures/catalog.test.yaml', ROLE: 'worker', WORKER_POLL_MS: '20', WEBHOOK_POLL_MS: '20', WEBHOOK_TIMEOUT_MS: '1000' };
+    const env = { DATABASE_URL: api.database.url, CATALOG_FILE: 'test/fixtures/catalog.test.yaml', ROLE: 'worker', WORKER_POLL_MS: '20', WEBHOOK_POLL_MS: '20', WEBHOOK_TIMEOUT_MS: '1000', WEBHOOK_ALLOWED_HOSTS: '127.0.0.1' };
     const victim = await spawnService(env);
     let survivor: Awaited<ReturnType<typeof spawnService>> | undefined;
     try {
@@ -317,6 +318,28 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
       expect(await repo.claimDue(10, 60_000)).toEqual([]);
     } finally {
       await t.close();
+    }
+  });
+
+  it('checks the address again before each call: an endpoint pointing at loopback without being allowed is never called', async () => {
+    const receiver = await startReceiver(() => 200);
+    const t = await startTestApp({ role: 'api' }); // 127.0.0.1 not allowed here
+    try {
+      const key = await t.key('owner-rebind');
+      // As if the host had resolved to a public address at creation and to loopback now.
+      await t.dataSource.query(`INSERT INTO webhook_endpoints (owner_id, url, events, secret) VALUES ('owner-rebind', $1, '{job.cancelled}', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw')`, [
+        receiver.url.replace('http://127.0.0.1', 'https://localhost'),
+      ]);
+      const jobId = await createJob(t, key, 'rebind');
+      expect((await t.http().post(`/v1/jobs/${jobId}/cancel`).set(bearer(key))).status).toBe(200);
+      const [claimed] = await t.app.get(WebhookDeliveriesRepository).claimDue(10, 60_000);
+      await t.app.get(WebhookDispatcher).send(claimed);
+      expect(receiver.received).toHaveLength(0);
+      const [attempt] = await t.dataSource.query('SELECT status_code, error FROM webhook_delivery_attempts');
+      expect(attempt).toEqual({ status_code: null, error: expect.stringMatching(/^refused: .*loopback/) });
+    } finally {
+      await t.close();
+      await receiver.close();
     }
   });
 });

@@ -1,10 +1,12 @@
 import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
 import { Webhook } from 'standardwebhooks';
+import { ValidationFailedError } from '../common/domain.errors.js';
 import { appConfig, type AppConfig } from '../config/app.config.js';
 import { isDatabaseUnavailable } from '../database/pg-errors.js';
 import { DISABLE_AFTER_FAILED_EVENTS, DISABLE_AFTER_FAILING_MS, retryDelayMs } from './webhook-backoff.js';
 import { WebhookDeliveriesRepository, type DeliveryResult } from './webhook-deliveries.repository.js';
 import { WebhookOutbox } from './webhook-outbox.js';
+import { checkWebhookUrl } from './webhook-url.js';
 import type { ClaimedDelivery } from './webhook.types.js';
 
 /** Time a call cut off by shutdown may still take; then it is aborted and released to the next dispatcher. */
@@ -96,6 +98,9 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
     const started = performance.now();
     const result: DeliveryResult = { id: delivery.id, number: delivery.attempts, statusCode: null, latencyMs: 0, error: null };
     try {
+      // Checked again before each call: a host whose DNS moved to a private address since creation is refused
+      // (the remaining window is the lookup fetch makes itself; egress rules close it).
+      await checkWebhookUrl(delivery.url, this.config.webhookAllowedHosts);
       const response = await fetch(delivery.url, {
         method: 'POST',
         body: delivery.payload,
@@ -117,7 +122,8 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
       }
     } catch (error) {
       const e = error as Error & { cause?: { code?: string; message?: string } };
-      result.error =
+      if (error instanceof ValidationFailedError) result.error = `refused: ${error.errors[0]?.message ?? error.message}`;
+      else result.error =
         e.name === 'TimeoutError' ? `timed out after ${this.config.webhookTimeoutMs} ms` : this.shutdown.signal.aborted ? 'cut off by shutdown' : (e.cause?.code ?? e.cause?.message ?? e.message);
     }
     result.latencyMs = Math.round(performance.now() - started);
