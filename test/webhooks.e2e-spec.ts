@@ -68,6 +68,9 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
       expect(delivery.history.map((h: any) => h.statusCode)).toEqual([500, 500, 500, null, 200]);
       expect(delivery.history[3].error).toMatch(/timed out/);
       expect(delivery.history[3].latencyMs).toBeGreaterThanOrEqual(350);
+      const metrics = (await t.http().get('/metrics')).text;
+      expect(metrics).toMatch(/onejob_webhook_attempts_total\{outcome="delivered"\} 3\n/);
+      expect(metrics).toMatch(/onejob_webhook_attempts_total\{outcome="failed"\} 12\n/);
     } finally {
       await t.close();
       await receiver.close();
@@ -230,6 +233,7 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
         10_000,
       );
       expect(listed.disabledReason).toMatch(/failed for more than 72 hours/);
+      expect((await t.http().get('/metrics')).text).toMatch(/onejob_webhook_endpoints_disabled_total 1\n/);
       expect(listed.secret).toBeUndefined();
       const [delivery] = (await t.http().get(`/v1/webhooks/${endpoint.id}/deliveries`).set(bearer(key))).body.items;
       expect(delivery).toMatchObject({ jobId, status: 'pending', attempts: 1, lastStatusCode: 500 });

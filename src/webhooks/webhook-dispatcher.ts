@@ -1,8 +1,10 @@
 import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
+import { Counter } from 'prom-client';
 import { Webhook } from 'standardwebhooks';
 import { ValidationFailedError } from '../common/domain.errors.js';
 import { appConfig, type AppConfig } from '../config/app.config.js';
 import { isDatabaseUnavailable } from '../database/pg-errors.js';
+import { MetricsService } from '../metrics/metrics.service.js';
 import { DISABLE_AFTER_FAILED_EVENTS, DISABLE_AFTER_FAILING_MS, retryDelayMs } from './webhook-backoff.js';
 import { WebhookDeliveriesRepository, type DeliveryResult } from './webhook-deliveries.repository.js';
 import { WebhookOutbox } from './webhook-outbox.js';
@@ -29,12 +31,23 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
   private wake?: () => void;
   private woken = false;
   private unsubscribe?: () => void;
+  private readonly attemptsMetric: Counter<'outcome'>;
+  private readonly disabledMetric: Counter;
 
   constructor(
     @Inject(appConfig.KEY) private readonly config: AppConfig,
     private readonly deliveries: WebhookDeliveriesRepository,
     private readonly outbox: WebhookOutbox,
-  ) {}
+    metrics: MetricsService,
+  ) {
+    this.attemptsMetric = new Counter({
+      name: 'onejob_webhook_attempts_total',
+      help: 'Webhook delivery attempts by outcome: delivered (2xx), failed (other status, timeout, connection error), refused (address check).',
+      labelNames: ['outcome'],
+      registers: [metrics.registry],
+    });
+    this.disabledMetric = new Counter({ name: 'onejob_webhook_endpoints_disabled_total', help: 'Webhook endpoints disabled for failing.', registers: [metrics.registry] });
+  }
 
   onApplicationBootstrap(): void {
     if (this.config.role === 'api') return;
@@ -127,8 +140,12 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
         e.name === 'TimeoutError' ? `timed out after ${this.config.webhookTimeoutMs} ms` : this.shutdown.signal.aborted ? 'cut off by shutdown' : (e.cause?.code ?? e.cause?.message ?? e.message);
     }
     result.latencyMs = Math.round(performance.now() - started);
-    if (result.error === null) return this.deliveries.recordSuccess(result);
+    if (result.error === null) {
+      this.attemptsMetric.inc({ outcome: 'delivered' });
+      return this.deliveries.recordSuccess(result);
+    }
     if (this.shutdown.signal.aborted && result.statusCode === null) return this.deliveries.release(result);
+    this.attemptsMetric.inc({ outcome: result.error.startsWith('refused: ') ? 'refused' : 'failed' });
     const disabled = await this.deliveries.recordFailure(result, {
       retryInMs: retryDelayMs(delivery.attempts, this.config.webhookBackoffScale),
       disableAfterFailingMs: DISABLE_AFTER_FAILING_MS,
@@ -136,7 +153,9 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
       reasonFailingFor: `every delivery failed for more than ${DISABLE_AFTER_FAILING_MS / 3_600_000} hours`,
       reasonFailedEvents: `${DISABLE_AFTER_FAILED_EVENTS} events in a row failed every attempt`,
     });
-    if (disabled) this.logger.warn({ msg: 'webhook endpoint disabled', endpointId: delivery.endpointId, reason: disabled });
+    if (!disabled) return;
+    this.disabledMetric.inc();
+    this.logger.warn({ msg: 'webhook endpoint disabled', endpointId: delivery.endpointId, reason: disabled });
   }
 
   private poke(): void {
