@@ -12,13 +12,15 @@ import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
 import pg from 'pg';
 import { freePort, startEmbeddedPostgres } from '../src/database/embedded-postgres.js';
+import { postgresCpuSeconds, postmasterPid, processCpuSeconds } from './cpu.js';
+import { oneSecondTable, pipelineOneSecond, type OneSecondRow } from './pipeline-1s.js';
 import type { Queryable } from '../src/database/transactions.js';
 import { AttemptsRepository } from '../src/ledger/attempts.repository.js';
 import { JobsRepository } from '../src/ledger/jobs.repository.js';
 import { DuplicateIdempotencyKeyError } from '../src/ledger/ledger.errors.js';
 import { SettlementRepository } from '../src/ledger/settlement.repository.js';
 
-const CASES = ['create', 'replay', 'get', 'storm', 'pipeline'] as const;
+const CASES = ['create', 'replay', 'get', 'storm', 'pipeline', 'pipeline-1s'] as const;
 type Case = (typeof CASES)[number];
 
 interface Measure {
@@ -34,6 +36,10 @@ interface Row {
   service: Measure;
   ceiling: Measure;
   ratio: number;
+  /** PostgreSQL alone (pgbench, prepared statements) running the same statements; absent without pgbench. */
+  postgres?: { tps: number; latencyMs: number };
+  /** The service's CPU seconds per 1,000 requests (or settled jobs), and PostgreSQL's. */
+  cpuPer1000?: { service: number; postgres: number | null };
   peakRssMb: number;
 }
 
@@ -128,6 +134,62 @@ async function load(url: string, seconds: number, request: { method: 'GET' | 'PO
   return result;
 }
 
+/** pgbench's binary: on PATH, or in a Debian PostgreSQL's bin folder; undefined when there is none. */
+function pgbenchBinary(): string | undefined {
+  for (const candidate of ['pgbench', '/usr/lib/postgresql/18/bin/pgbench', '/usr/lib/postgresql/17/bin/pgbench', '/usr/lib/postgresql/16/bin/pgbench', '/usr/lib/postgresql/15/bin/pgbench']) {
+    if (spawnSync(candidate, ['--version'], { encoding: 'utf8' }).status === 0) return candidate;
+  }
+  return undefined;
+}
+
+/**
+ * PostgreSQL's own ceiling for one case: pgbench (C, prepared statements) running `script` (the statements of
+ * one request) at the same concurrency. No Node, no driver: what the database alone can do here.
+ */
+function pgbenchCeiling(databaseUrl: string, script: string, seconds: number): { tps: number; latencyMs: number } | undefined {
+  const binary = pgbenchBinary();
+  if (!binary) return undefined;
+  const file = join(mkdtempSync(join(tmpdir(), 'onejob-pgbench-')), 'case.sql');
+  writeFileSync(file, script);
+  const result = spawnSync(binary, ['-n', '-M', 'prepared', '-c', String(connections), '-j', String(Math.min(connections, cpus().length)), '-T', String(seconds), '-f', file, databaseUrl], {
+    encoding: 'utf8',
+  });
+  const tps = /tps = ([\d.]+) \(without initial connection time\)/.exec(result.stdout);
+  const latency = /latency average = ([\d.]+) ms/.exec(result.stdout);
+  if (!tps) {
+    process.stderr.write(`pgbench failed: ${result.stderr}\n`);
+    return undefined;
+  }
+  return { tps: Number(tps[1]), latencyMs: Number(latency?.[1] ?? 0) };
+}
+
+const JOB_COLUMNS_SQL = `j.id, j.owner_id, j.idempotency_key, j.fingerprint, j.operation, j.input, j.providers, j.status, j.version,
+  j.result, j.error, j.completed_by, j.created_at, j.updated_at, j.completed_at`;
+
+/** The statements of one create, replay and get, as the repositories send them (docs/benchmarks.md). */
+const PGBENCH_SCRIPTS = {
+  create: `WITH j AS (
+  INSERT INTO jobs (owner_id, idempotency_key, fingerprint, operation, input, providers)
+  VALUES ('pgbench', gen_random_uuid()::text, repeat('f', 64), 'summarize', '{"text":"bench"}'::jsonb, '{bench-zero}')
+  RETURNING *
+), e AS (INSERT INTO job_events (job_id, subject, from_status, to_status, reason) SELECT id, 'job', NULL, 'pending', 'created' FROM j)
+SELECT ${JOB_COLUMNS_SQL.replace(/\n/g, ' ')} FROM j;
+`,
+  get: `\\set n random(1, 1000)
+SELECT ${JOB_COLUMNS_SQL.replace(/\n/g, ' ')}, COALESCE((SELECT json_agg(a ORDER BY a.number) FROM attempts a WHERE a.job_id = j.id), '[]'::json) AS attempts
+  FROM jobs j WHERE j.id = (SELECT id FROM bench_ids WHERE n = :n) AND j.owner_id = (SELECT owner_id FROM bench_ids WHERE n = :n);
+`,
+  // A replay is the INSERT that collides, then the read by key (the failed INSERT is what pgbench cannot repeat
+  // without aborting the client, so ON CONFLICT stands in for it: the same index probe, no row written).
+  replay: `\\set n random(1, 1000)
+INSERT INTO jobs (owner_id, idempotency_key, fingerprint, operation, input, providers)
+  SELECT owner_id, idempotency_key, repeat('f', 64), 'summarize', '{"text":"seed"}'::jsonb, '{bench-zero}' FROM bench_ids WHERE n = :n
+  ON CONFLICT ON CONSTRAINT "UQ_jobs_owner_idempotency_key" DO NOTHING;
+SELECT ${JOB_COLUMNS_SQL.replace(/\n/g, ' ')}, COALESCE((SELECT json_agg(a ORDER BY a.number) FROM attempts a WHERE a.job_id = j.id), '[]'::json) AS attempts
+  FROM jobs j WHERE (j.owner_id, j.idempotency_key) = (SELECT owner_id, idempotency_key FROM bench_ids WHERE n = :n);
+`,
+} as const;
+
 function measure(result: autocannon.Result): Measure {
   return { rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx };
 }
@@ -142,12 +204,12 @@ function currentRssMb(child: ChildProcess): number {
   return Number(/VmRSS:\s+(\d+)/.exec(status)![1]) / 1024;
 }
 
-async function startService(databaseUrl: string, role: 'api' | 'all'): Promise<{ child: ChildProcess; url: string; stop: () => Promise<void> }> {
+async function startService(databaseUrl: string, role: 'api' | 'all', extraEnv: Record<string, string> = {}): Promise<{ child: ChildProcess; url: string; stop: () => Promise<void> }> {
   const port = await freePort();
   // BENCH_CPU_PROF=1: a V8 CPU profile of the service per phase, in bench/profiles/ (open it in Chrome DevTools).
   const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir=bench/profiles'] : [];
   const child = spawn(process.execPath, [...profile, 'dist/src/main.js'], {
-    env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl, ROLE: role, PORT: String(port), HOST: '127.0.0.1', CATALOG_FILE: 'bench/catalog.bench.yaml', LOG_LEVEL: process.env.LOG_LEVEL ?? 'info' },
+    env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl, ROLE: role, PORT: String(port), HOST: '127.0.0.1', CATALOG_FILE: 'bench/catalog.bench.yaml', LOG_LEVEL: process.env.LOG_LEVEL ?? 'info', ...extraEnv },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   const url = `http://127.0.0.1:${port}`;
@@ -175,13 +237,17 @@ async function main(): Promise<void> {
   // A database of its own: DATABASE_URL's server, or an embedded one in a temp folder.
   let adminUrl = process.env.DATABASE_URL;
   let stopEmbedded: (() => Promise<void>) | undefined;
+  // PostgreSQL's CPU is read from /proc: only for the embedded server, whose postmaster we know.
+  let postmaster: number | undefined;
   if (!adminUrl) {
     const dir = mkdtempSync(join(tmpdir(), 'onejob-bench-'));
     chmodSync(dir, 0o777);
     const embedded = await startEmbeddedPostgres({ dataDir: dir, database: 'postgres' });
     adminUrl = embedded.url;
     stopEmbedded = embedded.stop;
+    postmaster = postmasterPid(join(dir, 'pg'));
   }
+  const pgCpu = () => (postmaster ? postgresCpuSeconds(postmaster) : 0);
   const dbName = `onejob_bench_${Date.now()}`;
   const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();
@@ -192,6 +258,8 @@ async function main(): Promise<void> {
   const databaseUrl = dbUrl.toString();
 
   const rows: Row[] = [];
+  const serviceCpu = new Map<Case, { service: number; postgres: number | null }>();
+  let oneSecond: OneSecondRow[] = [];
   const pool = new pg.Pool({ connectionString: databaseUrl, max: connections });
   pool.on('error', () => undefined); // idle clients dropped by DROP DATABASE ... WITH (FORCE) at the end
   const jobs = new JobsRepository(pool as never);
@@ -223,20 +291,33 @@ async function main(): Promise<void> {
       );
     }
     const seededRows: Array<{ id: string; idempotency_key: string }> = (await pool.query('SELECT id, idempotency_key FROM jobs')).rows;
+    // pgbench picks seeded jobs by number.
+    await pool.query('CREATE TABLE bench_ids AS SELECT row_number() OVER (ORDER BY id)::int AS n, id, owner_id, idempotency_key FROM jobs');
+    await pool.query('CREATE UNIQUE INDEX ON bench_ids (n)');
     const fingerprintOfSeed = (await pool.query('SELECT fingerprint FROM jobs LIMIT 1')).rows[0].fingerprint as string;
 
     for (const name of cases) {
-      if (name === 'pipeline') continue;
+      if (name === 'pipeline' || name === 'pipeline-1s') continue;
       let serviceMeasure: Measure;
       let ceiling: Measure;
+      const svc = service;
+      /** The service's load, with its CPU and PostgreSQL's per 1,000 requests. */
+      const measuredLoad = async (request: Parameters<typeof load>[2]) => {
+        const cpu0 = processCpuSeconds(svc.child.pid!);
+        const pg0 = pgCpu();
+        const result = await load(svc.url, duration, request, headers);
+        const per1000 = (seconds: number) => Math.round((seconds / result.requests.total) * 1000 * 1000) / 1000;
+        serviceCpu.set(name, { service: per1000(processCpuSeconds(svc.child.pid!) - cpu0), postgres: postmaster ? per1000(pgCpu() - pg0) : null });
+        return result;
+      };
       if (name === 'create') {
-        serviceMeasure = measure(await load(service.url, duration, { method: 'POST', path: () => '/v1/jobs', key: (i) => `create-${run}-${i}`, body: body('bench') }, headers));
+        serviceMeasure = measure(await measuredLoad({ method: 'POST', path: () => '/v1/jobs', key: (i) => `create-${run}-${i}`, body: body('bench') }));
         ceiling = await closedLoop(duration, (loop, i) =>
           jobs.insertJob({ ownerId: 'bench-ceiling', idempotencyKey: `c-${run}-${loop}-${i}`, fingerprint: 'f'.repeat(64), ...NEW_JOB }, manager(pool)).then(() => undefined),
         );
       } else if (name === 'replay' || name === 'storm') {
         const keys = name === 'replay' ? seedKeys : seedKeys.slice(0, 10);
-        const result = await load(service.url, duration, { method: 'POST', path: () => '/v1/jobs', key: (i) => keys[i % keys.length], body: body('seed') }, headers);
+        const result = await measuredLoad({ method: 'POST', path: () => '/v1/jobs', key: (i) => keys[i % keys.length], body: body('seed') });
         serviceMeasure = { ...measure(result), designed: '200 replays' };
         const ceilingKeys = name === 'replay' ? seededRows.map((r) => r.idempotency_key) : seededRows.slice(0, 10).map((r) => r.idempotency_key);
         const owner = (await pool.query('SELECT owner_id FROM jobs LIMIT 1')).rows[0].owner_id as string;
@@ -250,11 +331,13 @@ async function main(): Promise<void> {
           }
         });
       } else {
-        serviceMeasure = measure(await load(service.url, duration, { method: 'GET', path: (i) => `/v1/jobs/${seeded[i % seeded.length]}` }, headers));
+        serviceMeasure = measure(await measuredLoad({ method: 'GET', path: (i) => `/v1/jobs/${seeded[i % seeded.length]}` }));
         const owner = (await pool.query('SELECT owner_id FROM jobs LIMIT 1')).rows[0].owner_id as string;
         ceiling = await closedLoop(duration, (loop, i) => jobs.findOwnedById(owner, seeded[(loop * 7919 + i) % seeded.length], manager(pool)).then(() => undefined));
       }
-      rows.push({ case: name, service: serviceMeasure, ceiling, ratio: serviceMeasure.rps / ceiling.rps, peakRssMb: peakRssMb(service.child) });
+      const script = name === 'create' || name === 'replay' || name === 'get' ? PGBENCH_SCRIPTS[name] : undefined;
+      const postgres = script ? pgbenchCeiling(databaseUrl, script, duration) : undefined;
+      rows.push({ case: name, service: serviceMeasure, ceiling, ratio: serviceMeasure.rps / ceiling.rps, postgres, cpuPer1000: serviceCpu.get(name), peakRssMb: peakRssMb(service.child) });
     }
     const apiPeak = peakRssMb(service.child);
     await service.stop();
@@ -264,6 +347,8 @@ async function main(): Promise<void> {
       await pool.query('UPDATE jobs SET next_attempt_at = NULL');
       service = await startService(databaseUrl, 'all');
       const started = Date.now();
+      const cpu0 = processCpuSeconds(service.child.pid!);
+      const pg0 = pgCpu();
       const result = await load(service.url, duration, { method: 'POST', path: () => '/v1/jobs', key: (i) => `pipe-${run}-${i}`, body: body('pipeline') }, headers);
       const created = result['2xx'];
       let settled = 0;
@@ -275,6 +360,8 @@ async function main(): Promise<void> {
       const lastSettled = (await pool.query(`SELECT max(completed_at) AS at FROM jobs WHERE idempotency_key LIKE $1`, [`pipe-${run}-%`])).rows[0].at as Date;
       const seconds = (lastSettled.getTime() - started) / 1000;
       const serviceMeasure: Measure = { rps: settled / seconds, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx };
+      const per1000 = (cpu: number) => Math.round((cpu / Math.max(1, settled)) * 1000 * 1000) / 1000;
+      serviceCpu.set('pipeline', { service: per1000(processCpuSeconds(service.child.pid!) - cpu0), postgres: postmaster ? per1000(pgCpu() - pg0) : null });
 
       // The same SQL as create, claim, mark running and settle, one job per cycle, through pg.
       const ceiling = await closedLoop(duration, async (loop, i) => {
@@ -312,7 +399,7 @@ async function main(): Promise<void> {
           );
         });
       });
-      rows.push({ case: 'pipeline', service: serviceMeasure, ceiling, ratio: serviceMeasure.rps / ceiling.rps, peakRssMb: peakRssMb(service.child) });
+      rows.push({ case: 'pipeline', service: serviceMeasure, ceiling, ratio: serviceMeasure.rps / ceiling.rps, cpuPer1000: serviceCpu.get('pipeline'), peakRssMb: peakRssMb(service.child) });
 
       if (args.soak) {
         // Steady creates and reads for --soak-seconds, resident memory sampled every 10 s.
@@ -332,6 +419,18 @@ async function main(): Promise<void> {
       await service.stop();
     }
     void apiPeak;
+
+    if (cases.includes('pipeline-1s')) {
+      oneSecond = await pipelineOneSecond({
+        pool,
+        databaseUrl,
+        run,
+        headers,
+        postmaster,
+        startService: (extraEnv) => startService(databaseUrl, 'all', extraEnv),
+        peakRssMb,
+      });
+    }
   } finally {
     await pool.end();
     await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
@@ -340,20 +439,22 @@ async function main(): Promise<void> {
   }
 
   const fmt = (n: number, digits = 0) => n.toFixed(digits);
+  const create = rows.find((r) => r.case === 'create');
   const table = [
-    '| case | service req/s | p50 ms | p99 ms | ceiling req/s | ceiling p99 ms | ratio | non-2xx | peak RSS MB |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| case | service req/s | p50 ms | p99 ms | `pg` ceiling req/s | ratio | PostgreSQL alone tps | ratio | CPU s/1000 service + PostgreSQL | non-2xx | peak RSS MB |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
     ...rows.map(
       (r) =>
-        `| ${r.case} | ${fmt(r.service.rps)} | ${fmt(r.service.p50, 1)} | ${fmt(r.service.p99, 1)} | ${fmt(r.ceiling.rps)} | ${fmt(r.ceiling.p99, 1)} | ${fmt(r.ratio * 100)}% | ${r.service.non2xx ?? 0}${r.service.designed ? ` (${r.service.designed})` : ''} | ${fmt(r.peakRssMb)} |`,
+        `| ${r.case} | ${fmt(r.service.rps)} | ${fmt(r.service.p50, 1)} | ${fmt(r.service.p99, 1)} | ${fmt(r.ceiling.rps)} | ${fmt(r.ratio * 100)}% | ${r.postgres ? fmt(r.postgres.tps) : r.case === 'pipeline' && create ? `create: ${fmt(create.service.rps)}` : ''} | ${r.postgres ? `${fmt((r.service.rps / r.postgres.tps) * 100)}%` : r.case === 'pipeline' && create ? `${fmt((r.service.rps / create.service.rps) * 100)}% of create` : ''} | ${r.cpuPer1000 ? `${r.cpuPer1000.service} + ${r.cpuPer1000.postgres ?? 'n/a'}` : ''} | ${r.service.non2xx ?? 0}${r.service.designed ? ` (${r.service.designed})` : ''} | ${fmt(r.peakRssMb)} |`,
     ),
   ].join('\n');
   const header = `onejob bench: ${connections} connections, ${duration} s per case, ${cpus().length} cores, Node ${process.version}, PostgreSQL ${serverVersion}`;
   process.stdout.write(`\n${header}\n\n${table}\n`);
+  if (oneSecond.length) process.stdout.write(`\npipeline-1s (simulated provider, 1 s latency; pg-boss 10 on the same PostgreSQL)\n\n${oneSecondTable(oneSecond)}\n`);
   if (soak) process.stdout.write(`\nsoak: ${soak.seconds} s, RSS samples (MB) ${soak.rssMb.join(' ')}, growth last third vs first third: ${soak.growthMb} MB\n`);
   mkdirSync('bench/results', { recursive: true });
   const file = args.out ?? `bench/results/${new Date().toISOString().slice(0, 10)}.json`;
-  writeFileSync(file, `${JSON.stringify({ at: new Date().toISOString(), connections, duration, cores: cpus().length, node: process.version, postgres: serverVersion, rows, soak }, null, 2)}\n`);
+  writeFileSync(file, `${JSON.stringify({ at: new Date().toISOString(), connections, duration, cores: cpus().length, node: process.version, postgres: serverVersion, rows, oneSecond, soak }, null, 2)}\n`);
   process.stdout.write(`\nwritten to ${file}\n`);
 }
 

@@ -11,6 +11,7 @@ import { DatabaseModule } from './database/database.module.js';
 import { HealthModule } from './health/health.module.js';
 import { JobsModule } from './jobs/jobs.module.js';
 import { MetricsModule } from './metrics/metrics.module.js';
+import { OpsModule } from './ops/ops.module.js';
 import { ProvidersModule } from './providers/providers.module.js';
 import { RetentionModule } from './retention/retention.module.js';
 import { UsageModule } from './usage/usage.module.js';
@@ -37,6 +38,7 @@ export class AppModule {
         ProvidersModule,
         JobsModule,
         AttemptsModule,
+        OpsModule,
         WebhooksModule,
         RetentionModule,
         UsageModule,

@@ -3,36 +3,49 @@ import { VersioningType } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
 import { DocumentBuilder, SwaggerModule, type OpenAPIObject } from '@nestjs/swagger';
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest, RawServerDefault } from 'fastify';
 import { Logger as NestPinoLogger, PinoLogger } from 'nestjs-pino';
 import { AppModule } from './app.module.js';
-import { DomainError, ValidationFailedError } from './common/domain.errors.js';
-import { sendProblem } from './common/problem-details.filter.js';
+import { DomainError, ValidationFailedError, type FieldError } from './common/domain.errors.js';
+import { exceedsJsonLimits, inspectJson, MAX_JSON_DEPTH, MAX_JSON_MEMBERS } from './common/json-text.js';
+import { serveConsole } from './console/console.static.js';
+import { sendProblem, writeParserProblem } from './common/problem-details.filter.js';
 import { appConfig, type AppConfig } from './config/app.config.js';
 import { parseEnv, type Env } from './config/env.js';
 import { MetricsService } from './metrics/metrics.service.js';
 
 const REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
-export const MAX_JSON_DEPTH = 64;
+export { MAX_JSON_DEPTH } from './common/json-text.js';
+const PROTOTYPE_MEMBERS = new Set(Object.getOwnPropertyNames(Object.prototype));
+const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
 
-/** Deepest nesting of a parsed JSON body, without recursion (a hostile body must not blow the stack). */
+/** Deepest nesting of a parsed JSON body (kept for callers of the old name). */
 export function jsonDepth(value: unknown): number {
-  let deepest = 0;
-  const stack: Array<[unknown, number]> = [[value, 1]];
-  while (stack.length) {
-    const [node, depth] = stack.pop()!;
-    if (node === null || typeof node !== 'object') continue;
-    deepest = Math.max(deepest, depth);
-    if (deepest > MAX_JSON_DEPTH) return deepest;
-    for (const child of Object.values(node)) stack.push([child, depth + 1]);
-  }
-  return deepest;
+  return inspectJson(value).depth;
+}
+
+const limitError = (limit: 'depth' | 'members'): FieldError =>
+  limit === 'depth'
+    ? { field: 'body', message: `must not nest deeper than ${MAX_JSON_DEPTH} levels` }
+    : { field: 'body', message: `must not have more than ${MAX_JSON_MEMBERS} members in all` };
+
+/**
+ * class-validator looks a member's metadata up in a plain object, so a member named `constructor` or `toString`
+ * finds Object.prototype's and passes as known: these names are refused here, like any other unknown member.
+ */
+function prototypeMemberErrors(value: unknown, where: string): FieldError[] {
+  if (value === null || typeof value !== 'object') return [];
+  return Object.keys(value)
+    .filter((key) => PROTOTYPE_MEMBERS.has(key))
+    .map((key) => ({ field: key, message: `is not a known ${where}` }));
 }
 
 export function createAdapter(env: Pick<Env, 'bodyLimitBytes'>): FastifyAdapter {
   return new FastifyAdapter({
     bodyLimit: env.bodyLimitBytes,
     routerOptions: { maxParamLength: 200 },
+    // Node's HTTP parser refuses a NUL in a header or a broken chunk before Fastify sees a request.
+    clientErrorHandler: writeParserProblem,
     // Fastify refuses a malformed or over-long path before any Nest handler runs: answer problem+json too.
     frameworkErrors: (error: Error, request: FastifyRequest, reply: FastifyReply) =>
       sendProblem(request, reply, { status: 400, code: 'validation_failed', detail: 'The request path is malformed or too long.', errors: [{ field: 'path', message: error.message.replace(/'.*'/, 'the path') }] }),
@@ -69,14 +82,38 @@ export async function configureApp(app: NestFastifyApplication): Promise<void> {
       throw new DomainError('not_found', 404, 'This process runs ROLE=worker: it serves /health and /metrics only.');
     }
   });
+  // The default JSON parser decodes with replacement characters: invalid UTF-8 would be stored as U+FFFD.
+  const parseJsonText = fastify.getDefaultJsonParser('error', 'error');
+  const bodyLimit = fastify.initialConfig.bodyLimit;
+  app.useBodyParser<RawServerDefault>('application/json', { bodyLimit }, (request, body, done) => {
+    const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(request.headers['content-type'] ?? '')?.[1];
+    if (charset && !/^utf-?8$/i.test(charset)) {
+      return done(new ValidationFailedError([{ field: 'Content-Type', message: 'charset must be utf-8' }]), undefined);
+    }
+    let text: string;
+    try {
+      text = UTF8.decode(body);
+    } catch {
+      return done(new ValidationFailedError([{ field: 'body', message: 'is not valid UTF-8' }]), undefined);
+    }
+    const exceeded = exceedsJsonLimits(text);
+    if (exceeded) return done(new ValidationFailedError([limitError(exceeded)]), undefined);
+    parseJsonText(request, text, done);
+  });
   fastify.addHook('preValidation', async (request: FastifyRequest) => {
+    const queryErrors = prototypeMemberErrors(request.query, 'query parameter');
+    if (queryErrors.length) throw new ValidationFailedError(queryErrors);
     if (request.body === undefined) return;
     if (!/^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i.test(request.headers['content-type'] ?? '')) {
       throw new DomainError('unsupported_media_type', 415, 'Request bodies must be application/json.');
     }
-    if (jsonDepth(request.body) > MAX_JSON_DEPTH) {
-      throw new ValidationFailedError([{ field: 'body', message: `must not nest deeper than ${MAX_JSON_DEPTH} levels` }]);
-    }
+    // Cheap checks first, in one pass: the DTO validation after them is linear in the members it refuses.
+    const shape = inspectJson(request.body);
+    if (shape.depth > MAX_JSON_DEPTH) throw new ValidationFailedError([limitError('depth')]);
+    if (shape.members > MAX_JSON_MEMBERS) throw new ValidationFailedError([limitError('members')]);
+    const memberErrors = prototypeMemberErrors(request.body, 'field');
+    if (memberErrors.length) throw new ValidationFailedError(memberErrors);
+    if (shape.unstorable.length) throw new ValidationFailedError(shape.unstorable, 422);
   });
   const metrics = app.get(MetricsService, { strict: false });
   // One JSON line per request: request id, method, path, route, status, latency. Headers (API keys) are never
@@ -91,6 +128,7 @@ export async function configureApp(app: NestFastifyApplication): Promise<void> {
       reply.statusCode >= 500 ? 'request failed' : 'request completed',
     );
   });
+  serveConsole(app);
   SwaggerModule.setup('docs', app, () => buildOpenApiDocument(app), { jsonDocumentUrl: 'docs-json', yamlDocumentUrl: 'docs-yaml' });
 }
 

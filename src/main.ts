@@ -14,7 +14,7 @@ async function bootstrap(): Promise<void> {
   let embedded: EmbeddedDatabase | undefined;
   let forgetEmbedded = () => undefined as void;
   if (!env.databaseUrl) {
-    embedded = await startEmbeddedPostgres({ dataDir: env.dataDir, database: 'onejob' });
+    embedded = await startEmbeddedPostgres({ dataDir: env.dataDir, database: 'onejob', notice: (line) => logger.warn(line) });
     forgetEmbedded = recordRunningEmbedded(env.dataDir, embedded.url);
     logger.log(`DATABASE_URL is unset: started an embedded PostgreSQL in ${env.dataDir}`);
   }

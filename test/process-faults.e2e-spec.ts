@@ -2,9 +2,11 @@ import { bearer, startTestApp, type TestApp } from './helpers/app.js';
 import { writeCatalog, provider } from './helpers/catalog.js';
 import { spawnService, waitUntilReady, type ServiceProcess } from './helpers/process.js';
 import { sleep, waitFor } from './helpers/wait.js';
+import { describeLocal } from './race/target.js';
 
 /** The API in this process (ROLE=api never starts an attempt); workers as separate OS processes on the same database. */
-describe('workers as processes: kill, terminate, roles', () => {
+// Part of `npm run test:race`; needs a database and worker processes of its own, so URL mode skips it.
+describeLocal('workers as processes: kill, terminate, roles', () => {
   let api: TestApp;
   let key: string;
   let catalogFile: string;

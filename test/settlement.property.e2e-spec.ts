@@ -3,6 +3,7 @@ import { AttemptOutcomes } from '../src/attempts/attempt-outcomes.js';
 import { AttemptWorker } from '../src/attempts/attempt-worker.js';
 import { LedgerFactory } from '../src/ledger/ledger.js';
 import { AttemptsService } from '../src/attempts/attempts.service.js';
+import type { Principal } from '../src/auth/scopes.js';
 import { canonicalJson, sha256Hex } from '../src/common/canonical-json.js';
 import { DomainError } from '../src/common/domain.errors.js';
 import { JobsService } from '../src/jobs/jobs.service.js';
@@ -18,6 +19,8 @@ type Step =
   | { kind: 'cancel' };
 
 const pick = fc.nat(5);
+/** The operator key the resolve steps act as (recorded on their job_events). */
+const operator: Principal = { keyId: '00000000-0000-4000-8000-00000000000a', ownerId: 'ops', scopes: ['attempts:resolve'] };
 const step: fc.Arbitrary<Step> = fc.oneof(
   { arbitrary: fc.constant({ kind: 'claim' as const }), weight: 4 },
   { arbitrary: fc.record({ kind: fc.constant('running' as const), pick }), weight: 3 },
@@ -79,7 +82,7 @@ describe('settlement under random interleavings (property, real PostgreSQL)', ()
               await outcomes.applyTimeoutPolicy({ id, jobId: job.id, provider: a.provider });
             }
             else if (s.kind === 'fail') await outcomes.failed(id, job.id, { reason: 'scripted', message: 'scripted', retryable: s.retryable });
-            else if (s.kind === 'resolve') await attemptsApi.resolve(owner, id, s.to, 'property test');
+            else if (s.kind === 'resolve') await attemptsApi.resolve(operator, id, s.to, 'property test');
           } catch (error) {
             if (!(error instanceof DomainError)) throw error; // 409s are answers; anything else is a bug
           }

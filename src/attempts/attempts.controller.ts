@@ -1,7 +1,8 @@
 import { Body, Controller, HttpCode, Param, Post } from '@nestjs/common';
 import { ApiCreatedResponse, ApiOkResponse, ApiProperty, ApiPropertyOptional, ApiTags } from '@nestjs/swagger';
 import { IsIn, IsOptional, IsString, Length } from 'class-validator';
-import { OwnerId, RequireScopes } from '../auth/auth.decorators.js';
+import { CurrentPrincipal, OwnerId, RequireScopes } from '../auth/auth.decorators.js';
+import type { Principal } from '../auth/scopes.js';
 import { ApiEndpoint } from '../common/api-docs.js';
 import { UuidPipe } from '../common/uuid.pipe.js';
 import { JobView, toJobView } from '../jobs/job.view.js';
@@ -54,7 +55,10 @@ export class AttemptsController {
   @RequireScopes('attempts:resolve')
   @ApiEndpoint({
     operationId: 'resolveAttempt',
-    summary: 'Resolve an unknown attempt out of band (operators)',
+    summary: 'Resolve an unknown attempt out of band (operators, any owner)',
+    description:
+      "`attempts:resolve` is an operator scope: it resolves any owner's unknown attempt, and the job's events record the acting key. " +
+      'failed: the work did not happen; cancelled: stop waiting (a result that still arrives may win). Either frees the slot.',
     problems: [
       { status: 400, codes: ['validation_failed'] },
       { status: 404, codes: ['not_found'] },
@@ -62,7 +66,7 @@ export class AttemptsController {
     ],
   })
   @ApiOkResponse({ type: JobView })
-  async resolveAttempt(@OwnerId() ownerId: string, @Param('id', UuidPipe) id: string, @Body() body: ResolveAttemptDto): Promise<JobView> {
-    return toJobView(await this.attempts.resolve(ownerId, id, body.status, body.reason));
+  async resolveAttempt(@CurrentPrincipal() actor: Principal, @Param('id', UuidPipe) id: string, @Body() body: ResolveAttemptDto): Promise<JobView> {
+    return toJobView(await this.attempts.resolve(actor, id, body.status, body.reason));
   }
 }

@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import type { Principal } from '../auth/scopes.js';
 import { NotFoundError, ProviderNotCertifiedError, UnknownProviderError } from '../common/domain.errors.js';
 import { AttemptsRepository } from '../ledger/attempts.repository.js';
 import { isTerminal, type JobWithAttempts } from '../ledger/job.types.js';
@@ -49,15 +50,21 @@ export class AttemptsService {
     return (await this.jobs.findOwnedById(ownerId, jobId))!;
   }
 
-  /** An operator settles what the service could not know: the unknown attempt failed, or we stop waiting for it. */
-  async resolve(ownerId: string, attemptId: string, status: 'failed' | 'cancelled', reason: string): Promise<JobWithAttempts> {
-    const jobId = await this.attempts.findJobId(ownerId, attemptId);
+  /**
+   * An operator settles what the service could not know: the unknown attempt failed, or we stop waiting for it.
+   * `attempts:resolve` is an operator scope and acts on any owner's attempt (I7); every transition it causes is
+   * recorded with the acting key.
+   */
+  async resolve(actor: Principal, attemptId: string, status: 'failed' | 'cancelled', reason: string): Promise<JobWithAttempts> {
+    const jobId = await this.attempts.findJobId(null, attemptId);
     if (!jobId) throw new NotFoundError('Attempt');
-    await this.ledgers.run(async (ledger) => {
+    const ownerId = await this.ledgers.run(async (ledger) => {
+      ledger.actAs({ keyId: actor.keyId, ownerId: actor.ownerId });
       const { job, attempt } = (await ledger.lockPair(jobId, attemptId))!;
       if (attempt.status !== 'unknown') throw new AttemptNotUnknownError(attempt.status);
       await ledger.moveAttempt(attempt, status, 'resolved_by_operator', { error: { reason: 'resolved_by_operator', message: reason }, finished: true });
       await this.scheduler.scheduleAfter(ledger, job, attempt.jobVersion, 'attempt_resolved');
+      return job.ownerId;
     });
     return (await this.jobs.findOwnedById(ownerId, jobId))!;
   }

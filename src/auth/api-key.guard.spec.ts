@@ -3,7 +3,7 @@ import type { ExecutionContext } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import { ApiKeyGuard, ForbiddenError, UnauthorizedError } from './api-key.guard.js';
 import type { ApiKeysService } from './api-keys.service.js';
-import { PUBLIC_KEY, SCOPES_KEY } from './auth.decorators.js';
+import { ANY_SCOPE_KEY, PUBLIC_KEY, SCOPES_KEY } from './auth.decorators.js';
 import type { Principal } from './scopes.js';
 
 const principal: Principal = { keyId: 'k1', ownerId: 'owner-1', scopes: ['jobs:read'] };
@@ -38,6 +38,11 @@ describe('ApiKeyGuard', () => {
 
   it('answers 403 when the key lacks a needed scope', async () => {
     await expect(run({ authorization: 'Bearer oj_abc' }, { [SCOPES_KEY]: ['jobs:write'] }).result).rejects.toBeInstanceOf(ForbiddenError);
+  });
+
+  it('lets a key with one of the alternative scopes through, and answers 403 when it holds none', async () => {
+    await expect(run({ authorization: 'Bearer oj_abc' }, { [ANY_SCOPE_KEY]: ['jobs:read', 'ops:read'] }).result).resolves.toBe(true);
+    await expect(run({ authorization: 'Bearer oj_abc' }, { [ANY_SCOPE_KEY]: ['ops:read', 'attempts:resolve'] }).result).rejects.toBeInstanceOf(ForbiddenError);
   });
 
   it('skips public routes without reading any key', async () => {

@@ -2,10 +2,10 @@ import { CanActivate, ExecutionContext, Injectable } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import { DomainError } from '../common/domain.errors.js';
 import { ApiKeysService } from './api-keys.service.js';
-import { PUBLIC_KEY, SCOPES_KEY, type AuthenticatedRequest } from './auth.decorators.js';
+import { ANY_SCOPE_KEY, PUBLIC_KEY, SCOPES_KEY, type AuthenticatedRequest } from './auth.decorators.js';
 import type { Scope } from './scopes.js';
 
-const BEARER = /^Bearer ([\x21-\x7e]{1,512})$/;
+const BEARER = /^Bearer +([\x21-\x7e]{1,512})$/i; // RFC 9110: the scheme is case-insensitive
 
 export class UnauthorizedError extends DomainError {
   constructor() {
@@ -14,8 +14,8 @@ export class UnauthorizedError extends DomainError {
 }
 
 export class ForbiddenError extends DomainError {
-  constructor(scopes: Scope[]) {
-    super('forbidden', 403, `This API key lacks the scope ${scopes.join(', ')}.`);
+  constructor(scopes: Scope[], any = false) {
+    super('forbidden', 403, `This API key lacks the scope ${scopes.join(any ? ' or ' : ', ')}.`);
   }
 }
 
@@ -39,6 +39,8 @@ export class ApiKeyGuard implements CanActivate {
     const needed = this.reflector.getAllAndOverride<Scope[] | undefined>(SCOPES_KEY, targets) ?? [];
     const missing = needed.filter((scope) => !principal.scopes.includes(scope));
     if (missing.length) throw new ForbiddenError(missing);
+    const anyOf = this.reflector.getAllAndOverride<Scope[] | undefined>(ANY_SCOPE_KEY, targets);
+    if (anyOf && !anyOf.some((scope) => principal.scopes.includes(scope))) throw new ForbiddenError(anyOf, true);
     request.principal = principal;
     return true;
   }

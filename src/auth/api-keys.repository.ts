@@ -1,26 +1,86 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
+import { updatedRows } from '../database/transactions.js';
 import type { Principal, Scope } from './scopes.js';
+
+/** A key as `apikey list` shows it: never the key, never its hash. */
+export interface ApiKeyRecord {
+  id: string;
+  ownerId: string;
+  scopes: Scope[];
+  createdAt: Date;
+  expiresAt: Date | null;
+  lastUsedAt: Date | null;
+  revokedAt: Date | null;
+}
+
+interface ApiKeyRow {
+  id: string;
+  owner_id: string;
+  scopes: Scope[];
+  created_at: Date;
+  expires_at: Date | null;
+  last_used_at: Date | null;
+  revoked_at: Date | null;
+}
+
+const recordOf = (row: ApiKeyRow): ApiKeyRecord => ({
+  id: row.id,
+  ownerId: row.owner_id,
+  scopes: row.scopes,
+  createdAt: row.created_at,
+  expiresAt: row.expires_at,
+  lastUsedAt: row.last_used_at,
+  revokedAt: row.revoked_at,
+});
 
 @Injectable()
 export class ApiKeysRepository {
   constructor(private readonly dataSource: DataSource) {}
 
-  async insertKey(ownerId: string, keyHash: string, scopes: Scope[]): Promise<string> {
+  async insertKey(ownerId: string, keyHash: string, scopes: Scope[], expiresAt: Date | null = null): Promise<string> {
     const rows: Array<{ id: string }> = await this.dataSource.query(
-      'INSERT INTO api_keys (owner_id, key_hash, scopes) VALUES ($1, $2, $3) RETURNING id',
-      [ownerId, keyHash, scopes],
+      'INSERT INTO api_keys (owner_id, key_hash, scopes, expires_at) VALUES ($1, $2, $3, $4) RETURNING id',
+      [ownerId, keyHash, scopes, expiresAt],
     );
     return rows[0].id;
   }
 
+  /** One lookup on UQ_api_keys_key_hash per request: revocation and expiry hold on every replica at once. */
   async findActiveByHash(keyHash: string): Promise<Principal | undefined> {
     const rows: Array<{ id: string; owner_id: string; scopes: Scope[] }> = await this.dataSource.query(
-      'SELECT id, owner_id, scopes FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL',
+      `SELECT id, owner_id, scopes FROM api_keys
+        WHERE key_hash = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`,
       [keyHash],
     );
     const row = rows[0];
     return row && { keyId: row.id, ownerId: row.owner_id, scopes: row.scopes };
+  }
+
+  /** Records use at most once a minute per key, whichever replica asks: the WHERE makes the others no-ops. */
+  async touchLastUsed(id: string): Promise<void> {
+    await this.dataSource.query(
+      `UPDATE api_keys SET last_used_at = now() WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')`,
+      [id],
+    );
+  }
+
+  async listKeys(): Promise<ApiKeyRecord[]> {
+    const rows: ApiKeyRow[] = await this.dataSource.query(
+      'SELECT id, owner_id, scopes, created_at, expires_at, last_used_at, revoked_at FROM api_keys ORDER BY owner_id, created_at, id',
+    );
+    return rows.map(recordOf);
+  }
+
+  /** Revokes once: the first revocation's time stays. Undefined when no key has this id. */
+  async revokeKey(id: string): Promise<ApiKeyRecord | undefined> {
+    const result: unknown = await this.dataSource.query(
+      `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1
+       RETURNING id, owner_id, scopes, created_at, expires_at, last_used_at, revoked_at`,
+      [id],
+    );
+    const rows = updatedRows<ApiKeyRow>(result);
+    return rows[0] && recordOf(rows[0]);
   }
 
   async countKeys(): Promise<number> {

@@ -1,35 +1,96 @@
 import 'reflect-metadata';
 import { parseArgs } from 'node:util';
+import { pino } from 'pino';
 import { DataSource } from 'typeorm';
 import { loadEnv } from '../config/app.config.js';
 import { dataSourceOptions } from '../database/data-source.options.js';
 import { resolveDatabase } from '../database/database-url.js';
 import { runMigrationsLocked } from '../database/migrate.js';
-import { ApiKeysRepository } from './api-keys.repository.js';
+import { ApiKeysRepository, type ApiKeyRecord } from './api-keys.repository.js';
 import { ApiKeysService } from './api-keys.service.js';
+import { expiryOf, UsageError } from './key-expiry.js';
 import { isScope, SCOPES } from './scopes.js';
 
-const usage = `usage: npm run apikey -- create --owner OWNER --scopes ${SCOPES.join(',')}
-Prints the new key alone on the last line of stdout, once: only its SHA-256 hash is stored.`;
+const usage = `usage:
+  npm run apikey -- create --owner OWNER --scopes ${SCOPES.join(',')} [--expires-in 30d | --expires-at ISO-8601]
+      prints the new key alone on the last line of stdout, once: only its SHA-256 hash is stored
+  npm run apikey -- list
+      id, owner, scopes, created, expires, last used, revoked (never the key)
+  npm run apikey -- revoke KEY_ID
+      the key is refused (401) from the next request on, by every replica`;
 
-async function main(): Promise<number> {
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+const iso = (date: Date | null) => (date ? date.toISOString() : '-');
+
+function table(keys: ApiKeyRecord[]): string {
+  const rows = [['id', 'owner', 'scopes', 'created', 'expires', 'last used', 'revoked']];
+  for (const k of keys) rows.push([k.id, k.ownerId, k.scopes.join(','), iso(k.createdAt), iso(k.expiresAt), iso(k.lastUsedAt), iso(k.revokedAt)]);
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
+  return rows.map((r) => r.map((cell, i) => cell.padEnd(widths[i])).join('  ').trimEnd()).join('\n');
+}
+
+type Command = { name: 'create'; owner: string; scopes: string[]; expiresAt: Date | null } | { name: 'list' } | { name: 'revoke'; id: string };
+
+function parseCommand(): Command {
   const { positionals, values } = parseArgs({
     allowPositionals: true,
-    options: { owner: { type: 'string' }, scopes: { type: 'string' } },
+    options: { owner: { type: 'string' }, scopes: { type: 'string' }, 'expires-in': { type: 'string' }, 'expires-at': { type: 'string' } },
   });
-  if (positionals[0] !== 'create' || !values.owner || !values.scopes) {
-    process.stderr.write(`${usage}\n`);
-    return 2;
+  switch (positionals[0]) {
+    case 'list':
+      return { name: 'list' };
+    case 'revoke': {
+      const id = positionals[1] ?? '';
+      if (!UUID.test(id)) throw new UsageError('revoke needs the key id (a UUID, as `list` shows it)');
+      return { name: 'revoke', id: id.toLowerCase() };
+    }
+    case 'create': {
+      if (!values.owner || !values.scopes) throw new UsageError('create needs --owner and --scopes');
+      const owner = values.owner.trim();
+      if (owner.length < 1 || owner.length > 200) throw new UsageError('--owner must be 1 to 200 characters');
+      const scopes = values.scopes.split(',').map((s) => s.trim()).filter(Boolean);
+      if (!scopes.length || scopes.some((s) => !isScope(s))) throw new UsageError(`--scopes must be a comma-separated list of ${SCOPES.join(', ')}`);
+      return { name: 'create', owner, scopes, expiresAt: expiryOf(values['expires-in'], values['expires-at']) };
+    }
+    default:
+      throw new UsageError('');
   }
-  const owner = values.owner.trim();
-  if (owner.length < 1 || owner.length > 200) {
-    process.stderr.write('--owner must be 1 to 200 characters\n');
-    return 2;
+}
+
+async function run(command: Command, keys: ApiKeysService): Promise<number> {
+  switch (command.name) {
+    case 'create': {
+      const { id, key } = await keys.create(command.owner, command.scopes.filter(isScope), command.expiresAt);
+      const expiry = command.expiresAt ? `, expiring ${command.expiresAt.toISOString()}` : '';
+      process.stderr.write(`created API key ${id} for owner ${command.owner} with scopes ${command.scopes.join(',')}${expiry}\n`);
+      process.stdout.write(`${key}\n`);
+      return 0;
+    }
+    case 'list':
+      process.stdout.write(`${table(await keys.list())}\n`);
+      return 0;
+    case 'revoke': {
+      const revoked = await keys.revoke(command.id);
+      if (!revoked) {
+        process.stderr.write(`no API key has the id ${command.id}\n`);
+        return 1;
+      }
+      // One JSON line on stderr, the shape of the service's own logs, for whoever collects them.
+      const log = pino({ base: { context: 'apikey' } }, pino.destination(2));
+      log.warn({ keyId: revoked.id, ownerId: revoked.ownerId, revokedAt: revoked.revokedAt }, 'API key revoked');
+      return 0;
+    }
   }
-  const scopes = values.scopes.split(',').map((s) => s.trim()).filter(Boolean);
-  const bad = scopes.filter((s) => !isScope(s));
-  if (!scopes.length || bad.length) {
-    process.stderr.write(`--scopes must be a comma-separated list of ${SCOPES.join(', ')}\n`);
+}
+
+async function main(): Promise<number> {
+  let command: Command;
+  try {
+    command = parseCommand();
+  } catch (error) {
+    const message = (error as Error).message;
+    process.stderr.write(`${message ? `${message}\n` : ''}${usage}\n`);
     return 2;
   }
   const env = loadEnv();
@@ -37,10 +98,7 @@ async function main(): Promise<number> {
   const dataSource = await new DataSource(dataSourceOptions({ url: database.url, poolSize: 2, applicationName: 'onejob-apikey' })).initialize();
   try {
     if (env.migrationsRun) await runMigrationsLocked(dataSource);
-    const { id, key } = await new ApiKeysService(new ApiKeysRepository(dataSource)).create(owner, scopes.filter(isScope));
-    process.stderr.write(`created API key ${id} for owner ${owner} with scopes ${scopes.join(',')}\n`);
-    process.stdout.write(`${key}\n`);
-    return 0;
+    return await run(command, new ApiKeysService(new ApiKeysRepository(dataSource)));
   } finally {
     await dataSource.destroy();
     await database.stop();

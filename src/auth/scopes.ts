@@ -1,4 +1,5 @@
-export const SCOPES = ['jobs:write', 'jobs:read', 'attempts:resolve', 'providers:certify'] as const;
+/** `attempts:resolve` and `ops:read` are operator scopes: they act across owners (docs/design.md#operators). */
+export const SCOPES = ['jobs:write', 'jobs:read', 'attempts:resolve', 'providers:certify', 'ops:read'] as const;
 export type Scope = (typeof SCOPES)[number];
 
 export function isScope(value: string): value is Scope {

@@ -14,8 +14,10 @@ const problemSchema = {
     requestId: { type: 'string' },
     errors: {
       type: 'array',
+      maxItems: 20,
       items: { type: 'object', properties: { field: { type: 'string' }, message: { type: 'string' } } },
     },
+    errorsOmitted: { type: 'integer', description: 'Field errors found beyond the 20 listed in `errors`.' },
   },
 };
 

@@ -41,9 +41,19 @@ export class DomainError extends Error {
   }
 }
 
+/** Field errors reported in one problem; a body with 90k unknown members once answered 10 MB of them. */
+export const MAX_REPORTED_ERRORS = 20;
+
 export class ValidationFailedError extends DomainError {
+  /** Field errors found beyond MAX_REPORTED_ERRORS, counted but not listed. */
+  readonly errorsOmitted: number;
+
   constructor(errors: FieldError[], status = 400) {
-    super('validation_failed', status, errors.map((e) => `${e.field}: ${e.message}`).join('; ') || 'The request is invalid.', errors);
+    const shown = errors.slice(0, MAX_REPORTED_ERRORS);
+    const omitted = errors.length - shown.length;
+    const detail = shown.map((e) => `${e.field}: ${e.message}`).join('; ') || 'The request is invalid.';
+    super('validation_failed', status, omitted ? `${detail}; and ${omitted} more` : detail, shown);
+    this.errorsOmitted = omitted;
   }
 }
 

@@ -1,7 +1,10 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
+import type { Socket } from 'node:net';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { isDatabaseUnavailable } from '../database/pg-errors.js';
-import { DomainError, type ErrorCode, type FieldError } from './domain.errors.js';
+import { DomainError, ValidationFailedError, type ErrorCode, type FieldError } from './domain.errors.js';
+import { safeErrorFields } from './log-safe.js';
 
 export interface Problem {
   type: string;
@@ -12,6 +15,8 @@ export interface Problem {
   code: ErrorCode;
   requestId: string;
   errors?: FieldError[];
+  /** How many more field errors were found than `errors` lists (ValidationFailedError caps the list). */
+  errorsOmitted?: number;
 }
 
 const titles: Record<ErrorCode, string> = {
@@ -55,18 +60,15 @@ export interface Classified {
   code: ErrorCode;
   detail: string;
   errors?: FieldError[];
+  errorsOmitted?: number;
   retryAfterSeconds?: number;
 }
 
 function classify(exception: unknown): Classified | undefined {
   if (exception instanceof DomainError) {
-    return {
-      status: exception.status,
-      code: exception.code,
-      detail: exception.message,
-      errors: exception.errors.length ? exception.errors : undefined,
-      retryAfterSeconds: exception.retryAfterSeconds,
-    };
+    const errors = exception.errors.length ? exception.errors : undefined;
+    const errorsOmitted = exception instanceof ValidationFailedError && exception.errorsOmitted ? exception.errorsOmitted : undefined;
+    return { status: exception.status, code: exception.code, detail: exception.message, errors, errorsOmitted, retryAfterSeconds: exception.retryAfterSeconds };
   }
   if (exception instanceof HttpException) {
     const status = exception.getStatus();
@@ -86,7 +88,11 @@ function classify(exception: unknown): Classified | undefined {
   return undefined;
 }
 
-/** Renders every error as RFC 9457 problem+json. Anything unclassified is a bug: an opaque 500, logged whole. */
+/**
+ * Renders every error as RFC 9457 problem+json. Anything unclassified is a bug: an opaque 500, logged by class,
+ * code, sanitized message and stack frames. Never the error object itself: TypeORM's QueryFailedError carries
+ * the SQL and its parameters, which hold job input and results.
+ */
 @Catch()
 export class ProblemDetailsFilter implements ExceptionFilter {
   private readonly logger = new Logger('ProblemDetails');
@@ -97,16 +103,17 @@ export class ProblemDetailsFilter implements ExceptionFilter {
     const reply = http.getResponse<FastifyReply>();
     const classified = classify(exception);
     if (!classified) {
-      this.logger.error({ msg: 'unhandled error', requestId: request.id, err: exception }, (exception as Error)?.stack);
+      this.logger.error({ msg: 'unhandled error', requestId: request.id, ...safeErrorFields(exception, { stack: true }) });
     } else if (classified.status === 503) {
-      this.logger.warn({ msg: 'database unavailable', requestId: request.id, error: (exception as Error)?.message });
+      this.logger.warn({ msg: 'database unavailable', requestId: request.id, ...safeErrorFields(exception) });
     }
     sendProblem(request, reply, classified ?? { status: 500, code: 'internal_error', detail: 'An unexpected error occurred.' });
   }
 }
 
 /** Writes one RFC 9457 problem: the filter's answers and Fastify's own routing refusals (frameworkErrors). */
-export function sendProblem(request: FastifyRequest, reply: FastifyReply, { status, code, detail, errors, retryAfterSeconds }: Classified): void {
+export function sendProblem(request: FastifyRequest, reply: FastifyReply, classified: Classified): void {
+  const { status, code, detail, errors, errorsOmitted, retryAfterSeconds } = classified;
   const problem: Problem = {
     type: `urn:onejob:problem:${code}`,
     title: titles[code],
@@ -116,10 +123,43 @@ export function sendProblem(request: FastifyRequest, reply: FastifyReply, { stat
     code,
     requestId: String(request.id),
     ...(errors ? { errors } : {}),
+    ...(errorsOmitted ? { errorsOmitted } : {}),
   };
   if (reply.sent) return;
   if (status === 503) void reply.header('Retry-After', String(RETRY_AFTER_SECONDS));
   if (retryAfterSeconds !== undefined) void reply.header('Retry-After', String(retryAfterSeconds));
   if (status === 401) void reply.header('WWW-Authenticate', 'Bearer');
   void reply.status(status).header('Content-Type', 'application/problem+json; charset=utf-8').send(JSON.stringify(problem));
+}
+
+const parserRefusals: Record<string, { status: number; reason: string; detail: string }> = {
+  HPE_HEADER_OVERFLOW: { status: 431, reason: 'Request Header Fields Too Large', detail: 'The request headers are too large.' },
+  ERR_HTTP_REQUEST_TIMEOUT: { status: 408, reason: 'Request Timeout', detail: 'The request was not received in time.' },
+};
+
+/**
+ * Fastify's clientErrorHandler: Node's HTTP parser refused the bytes (a NUL in a header, a broken chunk), so
+ * there is no request to reply to, only the socket. The answer is the same problem+json as every other refusal.
+ */
+export function writeParserProblem(error: Error & { code?: string }, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || !socket.writable) return void socket.destroy();
+  const refusal = parserRefusals[error.code ?? ''] ?? {
+    status: 400,
+    reason: 'Bad Request',
+    detail: 'The request is not well-formed HTTP.',
+  };
+  const problem: Problem = {
+    type: 'urn:onejob:problem:validation_failed',
+    title: titles.validation_failed,
+    status: refusal.status,
+    detail: refusal.detail,
+    instance: '',
+    code: 'validation_failed',
+    requestId: randomUUID(),
+  };
+  const body = JSON.stringify(problem);
+  socket.end(
+    `HTTP/1.1 ${refusal.status} ${refusal.reason}\r\nContent-Type: application/problem+json; charset=utf-8\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${problem.requestId}\r\nConnection: close\r\n\r\n${body}`,
+  );
 }

@@ -18,6 +18,8 @@ export interface Env {
   reconcileIntervalMs: number;
   shutdownGraceMs: number;
   dbPoolSize: number;
+  /** Client-side bound on one query: a frozen server never fires its own statement_timeout. */
+  dbQueryTimeoutMs: number;
   bodyLimitBytes: number;
   logLevel: LogLevel;
   /** Hosts a webhook may name over http and that skip the address checks (exact, lower-case hostnames). */
@@ -120,6 +122,7 @@ export function parseEnv(source: Source): Env {
     reconcileIntervalMs: integer(source, 'RECONCILE_INTERVAL_MS', 1000, 50, 3_600_000),
     shutdownGraceMs: integer(source, 'SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
     dbPoolSize: integer(source, 'DB_POOL_SIZE', 20, 1, 1000),
+    dbQueryTimeoutMs: integer(source, 'DB_QUERY_TIMEOUT_MS', 16_000, 100, 600_000),
     bodyLimitBytes: integer(source, 'BODY_LIMIT_BYTES', 1_048_576, 1024, 104_857_600),
     logLevel: oneOf(source, 'LOG_LEVEL', 'info', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const),
     webhookAllowedHosts: hostList(source, 'WEBHOOK_ALLOWED_HOSTS'),

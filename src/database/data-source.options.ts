@@ -5,6 +5,8 @@ export interface DataSourceSettings {
   url: string;
   poolSize: number;
   applicationName?: string;
+  /** node-postgres `query_timeout`: see DB_QUERY_TIMEOUT_MS in docs/operations.md. */
+  queryTimeoutMs?: number;
 }
 
 /**
@@ -31,6 +33,9 @@ export function dataSourceOptions(settings: DataSourceSettings): DataSourceOptio
       idleTimeoutMillis: 30_000,
       // A statement stuck on a lock must not hold a request forever.
       statement_timeout: 15_000,
+      // The server's timeout needs a server that runs: a frozen or unreachable one is bounded here, just above
+      // statement_timeout by default so that the server's own cancel normally comes first (pg-errors.ts: 503).
+      query_timeout: settings.queryTimeoutMs ?? 16_000,
     },
   };
 }

@@ -11,7 +11,7 @@ import { runMigrationsLocked } from './migrate.js';
       inject: [appConfig.KEY],
       useFactory: (config: AppConfig) => {
         if (!config.databaseUrl) throw new Error('Invalid environment variable DATABASE_URL: is required once the app starts');
-        return dataSourceOptions({ url: config.databaseUrl, poolSize: config.dbPoolSize, applicationName: `onejob-${config.role}` });
+        return dataSourceOptions({ url: config.databaseUrl, poolSize: config.dbPoolSize, queryTimeoutMs: config.dbQueryTimeoutMs, applicationName: `onejob-${config.role}` });
       },
       dataSourceFactory: async (options) => {
         const dataSource = await new DataSource(options!).initialize();

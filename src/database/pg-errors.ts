@@ -23,6 +23,9 @@ const connectionCodes = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'ETI
 const connectionMessages = [
   'Connection terminated',
   'timeout exceeded when trying to connect',
+  // node-postgres' client-side query_timeout, and a connect that got no answer (connectionTimeoutMillis).
+  'Query read timeout',
+  'Connection terminated due to connection timeout',
   'Client has encountered a connection error',
   'Connection ended unexpectedly',
   'terminating connection',

@@ -41,6 +41,7 @@ export class Ledger {
   private readonly events: JobEvent[] = [];
   private readonly announcements: Announcement[] = [];
   private readonly effects: Array<() => void> = [];
+  private actor?: JobEvent['actor'];
 
   constructor(
     private readonly manager: EntityManager,
@@ -178,6 +179,11 @@ export class Ledger {
     return true;
   }
 
+  /** Every event this ledger writes records the operator's key that caused it (I7: operator actions on the record). */
+  actAs(actor: NonNullable<JobEvent['actor']>): void {
+    this.actor = actor;
+  }
+
   record(event: JobEvent): void {
     this.events.push(event);
   }
@@ -200,7 +206,8 @@ export class Ledger {
 
   /** @internal the factory's commit step. */
   pendingEvents(): JobEvent[] {
-    return this.events;
+    const actor = this.actor;
+    return actor ? this.events.map((event) => ({ ...event, actor })) : this.events;
   }
 
   /** @internal the factory's commit step. */

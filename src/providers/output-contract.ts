@@ -1,4 +1,5 @@
-import type { FieldError } from '../common/domain.errors.js';
+import { MAX_REPORTED_ERRORS, type FieldError } from '../common/domain.errors.js';
+import { inspectJson } from '../common/json-text.js';
 import type { CatalogService } from './catalog.service.js';
 
 export type ContractCheck = { ok: true; value: unknown } | { ok: false; errors: FieldError[] };
@@ -11,6 +12,9 @@ export function checkOutput(catalog: CatalogService, operation: string, text: st
   } catch {
     return { ok: false, errors: [{ field: 'output', message: 'is not valid JSON' }] };
   }
+  // A result PostgreSQL cannot store would fail its settlement write and be lost: it breaks the contract instead.
+  const unstorable = inspectJson(value, 'output', { stopAtLimits: false }).unstorable;
+  if (unstorable.length) return { ok: false, errors: unstorable.slice(0, MAX_REPORTED_ERRORS) };
   const errors = catalog.outputErrors(operation, value);
-  return errors.length ? { ok: false, errors } : { ok: true, value };
+  return errors.length ? { ok: false, errors: errors.slice(0, MAX_REPORTED_ERRORS) } : { ok: true, value };
 }

@@ -5,7 +5,7 @@ import type { AddressInfo, Socket } from 'node:net';
 export type Script =
   | { kind: 'json'; content: unknown; delayMs?: number }
   | { kind: 'text'; content: string; delayMs?: number }
-  | { kind: 'status'; status: number; delayMs?: number }
+  | { kind: 'status'; status: number; delayMs?: number; body?: unknown }
   | { kind: 'hang' }
   | { kind: 'reset' };
 
@@ -74,7 +74,7 @@ export class FakeOpenAiServer {
     }
     if (script.kind === 'status') {
       res.writeHead(script.status, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ error: { message: `scripted ${script.status}`, type: 'scripted', code: null } }));
+      res.end(JSON.stringify(script.body ?? { error: { message: `scripted ${script.status}`, type: 'scripted', code: null } }));
       return;
     }
     const content = script.kind === 'json' ? JSON.stringify(script.content) : script.content;

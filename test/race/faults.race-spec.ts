@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { freePort, startEmbeddedPostgres, type EmbeddedDatabase } from '../../src/database/embedded-postgres.js';
 import { spawnService, waitUntilReady } from '../helpers/process.js';
-import { createKey, RACE_CATALOG, urlMode } from './target.js';
+import { createKey, describeLocal, RACE_CATALOG } from './target.js';
 
 interface Outcome {
   at: number;
@@ -18,7 +18,7 @@ interface Outcome {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 // Needs a PostgreSQL it may stop: in-process only (the worker SIGKILL case is test/process-faults.e2e-spec.ts).
-(urlMode ? describe.skip : describe)('race suite: PostgreSQL goes away under load', () => {
+describeLocal('race suite: PostgreSQL goes away under load', () => {
   it('answers 503 with Retry-After while it is down, serves again without a restart, and keeps every 201 exactly once', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'onejob-outage-'));
     chmodSync(dir, 0o777);

@@ -81,7 +81,7 @@ describe('race suite: the four seed cases and owner isolation, black-box', () =>
     expect(settled).toMatchObject({ version: 1, completedBy: won.attempts[0].id });
   });
 
-  it("walls owners off on every endpoint: another owner's job and attempt ids answer 404", async () => {
+  it("walls owners off on every endpoint: another owner's job ids answer 404, and an owner key cannot resolve", async () => {
     if (!target.keys.other) {
       console.warn('E2E_OTHER_API_KEY is not set: owner isolation not probed');
       return;
@@ -94,9 +94,12 @@ describe('race suite: the four seed cases and owner isolation, black-box', () =>
       await other.call('GET', `/v1/jobs/${job.id}`),
       await other.call('POST', `/v1/jobs/${job.id}/attempts`, { body: {} }),
       await other.call('POST', `/v1/jobs/${job.id}/cancel`),
-      await other.call('POST', `/v1/attempts/${attemptId}/resolve`, { body: { status: 'failed', reason: 'not mine' } }),
+      await other.call('GET', `/v1/jobs/${job.id}/events`),
     ];
     expect(probes.map((p) => [p.status, p.body.code])).toEqual(Array(4).fill([404, 'not_found']));
+    // Resolving is an operator's act (attempts:resolve, any owner): an owner key is refused by scope.
+    const resolve = await other.call('POST', `/v1/attempts/${attemptId}/resolve`, { body: { status: 'failed', reason: 'not mine' } });
+    expect([resolve.status, resolve.body.code]).toEqual([403, 'forbidden']);
     const list = await other.call('GET', '/v1/jobs?limit=100');
     expect(list.body.items.map((j: { id: string }) => j.id)).not.toContain(job.id);
     const still = (await owner.job(job.id)).body;

@@ -5,7 +5,7 @@ import { spawnService, waitUntilReady, type ServiceProcess } from '../helpers/pr
 /**
  * Where the race suite aims: a deployment named by E2E_BASE_URL (comma-separated for several replicas) with
  * E2E_API_KEY, E2E_OPERATOR_KEY (same owner; attempts:resolve and providers:certify) and E2E_OTHER_API_KEY
- * (another owner); or, with no URL, the service started here as separate OS processes on a real PostgreSQL.
+ * (another owner, without operator scopes); or, with no URL, the service started here as separate OS processes on a real PostgreSQL.
  */
 export interface RaceTarget {
   mode: 'url' | 'in-process';
@@ -19,6 +19,19 @@ export interface RaceTarget {
 /** The larger counts of `npm run test:race`; `npm test` runs the same cases smaller. */
 export const FULL = process.env.RACE_FULL === '1';
 export const urlMode = Boolean(process.env.E2E_BASE_URL);
+
+const LOCAL_ONLY = 'skipped in URL mode (E2E_BASE_URL): needs a database and processes of its own';
+
+/**
+ * A describe block that kills, freezes or reads the service's processes and database: against a deployment
+ * (URL mode) there are none to reach, so it is skipped, and its name says why in the report.
+ */
+export function describeLocal(name: string, body: () => void): void {
+  if (!urlMode) return describe(name, body);
+  // Jest lists no names for a file whose every case is skipped: the reason is printed as well.
+  console.warn(`${name}: ${LOCAL_ONLY}`);
+  describe.skip(`${name} [${LOCAL_ONLY}]`, body);
+}
 
 export const RACE_CATALOG = 'config/catalog.race.yaml';
 
@@ -58,7 +71,7 @@ export async function raceTarget(options: { replicas?: number } = {}): Promise<R
     keys: {
       owner: createKey(database.url, 'race-a', 'jobs:write,jobs:read'),
       operator: createKey(database.url, 'race-a', 'jobs:write,jobs:read,attempts:resolve,providers:certify'),
-      other: createKey(database.url, 'race-b', 'jobs:write,jobs:read,attempts:resolve,providers:certify'),
+      other: createKey(database.url, 'race-b', 'jobs:write,jobs:read'),
     },
     local: { database, apis, worker, env },
     close: async () => {

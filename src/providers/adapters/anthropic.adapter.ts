@@ -2,6 +2,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import type { ProviderSpec } from '../../config/catalog.types.js';
 import {
   classifySdkError,
+  logProviderFailure,
   type ProviderAdapter,
   type ProviderRequest,
   type ProviderResponse,
@@ -53,7 +54,9 @@ export class AnthropicAdapter implements ProviderAdapter {
         requestId: message.id ?? null,
       };
     } catch (error) {
-      throw classifySdkError(Anthropic, error, signal.aborted);
+      const failure = classifySdkError(Anthropic, error, signal.aborted);
+      logProviderFailure(this.spec.name, request.idempotencyKey, failure);
+      throw failure;
     }
   }
 }

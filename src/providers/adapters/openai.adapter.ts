@@ -2,6 +2,7 @@ import OpenAI from 'openai';
 import type { ProviderSpec } from '../../config/catalog.types.js';
 import {
   classifySdkError,
+  logProviderFailure,
   type ProviderAdapter,
   type ProviderRequest,
   type ProviderResponse,
@@ -78,7 +79,9 @@ export class OpenAiAdapter implements ProviderAdapter {
         requestId: completion.id ?? null,
       };
     } catch (error) {
-      throw classifySdkError(OpenAI, error, signal.aborted);
+      const failure = classifySdkError(OpenAI, error, signal.aborted);
+      logProviderFailure(this.spec.name, request.idempotencyKey, failure);
+      throw failure;
     }
   }
 }

@@ -1,0 +1,85 @@
+import { ApiPropertyOptional } from '@nestjs/swagger';
+import { Type } from 'class-transformer';
+import { IsIn, IsInt, IsOptional, IsString, Length, Matches, Max, Min } from 'class-validator';
+import { JOB_STATUSES, type JobStatus } from '../ledger/job.types.js';
+
+const CURSOR = /^[A-Za-z0-9_-]{1,100}$/;
+const cursorMessage = { message: 'cursor must be a cursor this API returned' };
+
+class PageQueryDto {
+  @ApiPropertyOptional({ minimum: 1, maximum: 100, default: 20 })
+  @IsOptional()
+  @Type(() => Number)
+  @IsInt()
+  @Min(1)
+  @Max(100)
+  limit: number = 20;
+
+  @ApiPropertyOptional({ description: 'The nextCursor of the previous page.' })
+  @IsOptional()
+  @IsString()
+  @Matches(CURSOR, cursorMessage)
+  cursor?: string;
+}
+
+export class ListEventsQueryDto extends PageQueryDto {
+  @ApiPropertyOptional({ minimum: 1, maximum: 500, default: 100 })
+  @IsOptional()
+  @Type(() => Number)
+  @IsInt()
+  @Min(1)
+  @Max(500)
+  override limit: number = 100;
+}
+
+export const QUEUE_STATUSES = ['unknown', 'running', 'starting'] as const;
+
+export class ListAttemptsQueryDto extends PageQueryDto {
+  @ApiPropertyOptional({ enum: QUEUE_STATUSES, default: 'unknown', description: 'Live attempts only: the ones that may need a decision.' })
+  @IsOptional()
+  @IsIn(QUEUE_STATUSES)
+  status: (typeof QUEUE_STATUSES)[number] = 'unknown';
+
+  @ApiPropertyOptional({ description: 'Only this provider.' })
+  @IsOptional()
+  @IsString()
+  @Length(1, 100)
+  provider?: string;
+
+  @ApiPropertyOptional({ description: 'Only attempts that have waited at least this many seconds.', minimum: 0, maximum: 31_536_000 })
+  @IsOptional()
+  @Type(() => Number)
+  @IsInt()
+  @Min(0)
+  @Max(31_536_000)
+  olderThan?: number;
+}
+
+export class ListOpsJobsQueryDto extends PageQueryDto {
+  @ApiPropertyOptional({ enum: JOB_STATUSES })
+  @IsOptional()
+  @IsIn(JOB_STATUSES)
+  status?: JobStatus;
+
+  @ApiPropertyOptional({ description: 'Only this owner.' })
+  @IsOptional()
+  @IsString()
+  @Length(1, 200)
+  owner?: string;
+
+  @ApiPropertyOptional({ description: "The job's Idempotency-Key; needs owner (a key is unique per owner only)." })
+  @IsOptional()
+  @IsString()
+  @Length(1, 255)
+  idempotencyKey?: string;
+}
+
+export class StatsQueryDto {
+  @ApiPropertyOptional({ minimum: 1, maximum: 1440, default: 60, description: 'How many minutes back, one bucket per minute.' })
+  @IsOptional()
+  @Type(() => Number)
+  @IsInt()
+  @Min(1)
+  @Max(1440)
+  minutes: number = 60;
+}

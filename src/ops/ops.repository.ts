@@ -1,0 +1,224 @@
+import { Injectable } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import { jobFromRow, jobWithAttemptsFromRow, type Job, type JobStatus, type JobWithAttempts } from '../ledger/job.types.js';
+
+/** One row of a job's timeline, as job_events stores it. */
+export interface JobEventRow {
+  id: string;
+  job_id: string;
+  attempt_id: string | null;
+  subject: 'job' | 'attempt';
+  from_status: string | null;
+  to_status: string;
+  reason: string;
+  detail: unknown;
+  at: Date;
+  actor_key_id: string | null;
+  actor_owner: string | null;
+}
+
+export interface WaitingAttemptRow {
+  id: string;
+  job_id: string;
+  owner_id: string;
+  operation: string;
+  provider: string;
+  number: number;
+  status: string;
+  deadline_at: Date;
+  started_at: Date;
+  waiting_since: Date;
+  waited_seconds: number;
+  provider_request_id: string | null;
+  error: unknown;
+}
+
+export interface MinuteRow {
+  at: Date;
+  created: number;
+  succeeded: number;
+  failed: number;
+  cancelled: number;
+  attempts: number;
+  p50_ms: number | null;
+  p95_ms: number | null;
+}
+
+export interface ProviderHealthRow {
+  provider: string;
+  attempts: number;
+  succeeded: number;
+  failed: number;
+  timeouts: number;
+  unknown_now: number;
+  cancelled: number;
+  discarded: number;
+  p95_ms: number | null;
+}
+
+export interface AttemptQueueQuery {
+  status: 'unknown' | 'running' | 'starting';
+  provider?: string;
+  olderThanSeconds?: number;
+  limit: number;
+  /** The id of the last attempt of the previous page. */
+  afterId?: string;
+}
+
+export interface OpsJobQuery {
+  ownerId?: string;
+  status?: JobStatus;
+  idempotencyKey?: string;
+  limit: number;
+  afterId?: string;
+}
+
+const JOB_COLUMNS = `j.id, j.owner_id, j.idempotency_key, j.fingerprint, j.operation, j.input, j.providers, j.status, j.version,
+  j.result, j.error, j.completed_by, j.created_at, j.updated_at, j.completed_at`;
+
+/** How long an attempt has waited: since it became unknown (its event), else since it started. */
+const WAITING_SINCE = `COALESCE((SELECT max(e.at) FROM job_events e
+  WHERE e.job_id = a.job_id AND e.attempt_id = a.id AND e.subject = 'attempt' AND e.to_status = 'unknown'), a.started_at)`;
+
+/**
+ * The operators' reads, across owners (I7's one exception, by scope: docs/design.md#operators). Read-only: every
+ * write an operator makes goes through the Ledger like anyone else's.
+ */
+@Injectable()
+export class OpsRepository {
+  constructor(private readonly dataSource: DataSource) {}
+
+  /** Any owner's job with its attempts. */
+  async findJob(id: string): Promise<JobWithAttempts | undefined> {
+    const rows = await this.dataSource.query(
+      `SELECT ${JOB_COLUMNS}, COALESCE((SELECT json_agg(a ORDER BY a.number) FROM attempts a WHERE a.job_id = j.id), '[]'::json) AS attempts
+         FROM jobs j WHERE j.id = $1`,
+      [id],
+    );
+    return rows[0] && jobWithAttemptsFromRow(rows[0]);
+  }
+
+  /** The job's owner, or undefined when there is no such job. */
+  async findJobOwner(id: string): Promise<string | undefined> {
+    const rows: Array<{ owner_id: string }> = await this.dataSource.query('SELECT owner_id FROM jobs WHERE id = $1', [id]);
+    return rows[0]?.owner_id;
+  }
+
+  /** Newest first, keyset on (created_at, id). Undefined when the cursor names no job. */
+  async listJobs(query: OpsJobQuery): Promise<Job[] | undefined> {
+    const params: unknown[] = [query.limit];
+    const where: string[] = [];
+    const add = (sql: string, value: unknown) => {
+      params.push(value);
+      where.push(sql.replace('?', `$${params.length}`));
+    };
+    if (query.ownerId !== undefined) add('j.owner_id = ?', query.ownerId);
+    if (query.status !== undefined) add('j.status = ?', query.status);
+    if (query.idempotencyKey !== undefined) add('j.idempotency_key = ?', query.idempotencyKey);
+    if (query.afterId !== undefined) {
+      if (!(await this.dataSource.query('SELECT 1 FROM jobs WHERE id = $1', [query.afterId])).length) return undefined;
+      add('(j.created_at, j.id) < (SELECT c.created_at, c.id FROM jobs c WHERE c.id = ?)', query.afterId);
+    }
+    const rows = await this.dataSource.query(
+      `SELECT ${JOB_COLUMNS} FROM jobs j ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
+        ORDER BY j.created_at DESC, j.id DESC LIMIT $1`,
+      params,
+    );
+    return rows.map(jobFromRow);
+  }
+
+  /** The job's events in the order they happened, after the event `afterId` (exclusive). */
+  listEvents(jobId: string, limit: number, afterId: string): Promise<JobEventRow[]> {
+    return this.dataSource.query(
+      `SELECT id::text AS id, job_id, attempt_id, subject, from_status, to_status, reason, detail, at, actor_key_id, actor_owner
+         FROM job_events e WHERE e.job_id = $1 AND e.id > $2::bigint ORDER BY e.id LIMIT $3`,
+      [jobId, afterId, limit],
+    );
+  }
+
+  /**
+   * Live attempts of every owner, oldest deadline first (IDX_attempts_live_deadline), keyset on (deadline_at, id).
+   * Undefined when the cursor names no attempt.
+   */
+  async listWaitingAttempts(query: AttemptQueueQuery): Promise<WaitingAttemptRow[] | undefined> {
+    const params: unknown[] = [query.status, query.limit];
+    const where = ['a.status = $1'];
+    if (query.provider !== undefined) {
+      params.push(query.provider);
+      where.push(`a.provider = $${params.length}`);
+    }
+    if (query.olderThanSeconds !== undefined) {
+      params.push(query.olderThanSeconds);
+      where.push(`${WAITING_SINCE} <= now() - make_interval(secs => $${params.length}::float8)`);
+    }
+    if (query.afterId !== undefined) {
+      if (!(await this.dataSource.query('SELECT 1 FROM attempts WHERE id = $1', [query.afterId])).length) return undefined;
+      params.push(query.afterId);
+      where.push(`(a.deadline_at, a.id) > (SELECT c.deadline_at, c.id FROM attempts c WHERE c.id = $${params.length})`);
+    }
+    return this.dataSource.query(
+      `SELECT s.*, GREATEST(0, extract(epoch FROM now() - s.waiting_since))::float8 AS waited_seconds
+         FROM (SELECT a.id, a.job_id, j.owner_id, j.operation, a.provider, a.number, a.status, a.deadline_at, a.started_at,
+                      a.provider_request_id, a.error, ${WAITING_SINCE} AS waiting_since
+                 FROM attempts a JOIN jobs j ON j.id = a.job_id
+                WHERE ${where.join(' AND ')}
+                ORDER BY a.deadline_at, a.id LIMIT $2) s
+        ORDER BY s.deadline_at, s.id`,
+      params,
+    );
+  }
+
+  /**
+   * Per minute over the last `minutes`: jobs created and settled, attempts answered and their latency. The time
+   * bounds use IDX_jobs_created and the BRIN indexes on jobs.completed_at and attempts.started_at; an attempt that
+   * ran longer than an hour is left out of the latency (no provider deadline is that long).
+   */
+  perMinute(minutes: number): Promise<MinuteRow[]> {
+    return this.dataSource.query(
+      `WITH span AS (SELECT date_trunc('minute', now()) - make_interval(mins => $1::int - 1) AS since),
+       buckets AS (SELECT generate_series((SELECT since FROM span), date_trunc('minute', now()), interval '1 minute') AS at),
+       created AS (
+         SELECT date_trunc('minute', created_at) AS at, count(*)::int AS n FROM jobs
+          WHERE created_at >= (SELECT since FROM span) GROUP BY 1),
+       settled AS (
+         SELECT date_trunc('minute', completed_at) AS at,
+                count(*) FILTER (WHERE status = 'succeeded')::int AS succeeded,
+                count(*) FILTER (WHERE status = 'failed')::int AS failed,
+                count(*) FILTER (WHERE status = 'cancelled')::int AS cancelled
+           FROM jobs WHERE completed_at >= (SELECT since FROM span) GROUP BY 1),
+       answered AS (
+         SELECT date_trunc('minute', finished_at) AS at, count(*)::int AS n,
+                percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - started_at) * 1000) AS p50,
+                percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - started_at) * 1000) AS p95
+           FROM attempts
+          WHERE started_at >= (SELECT since FROM span) - interval '1 hour' AND finished_at >= (SELECT since FROM span)
+            AND status IN ('succeeded', 'failed') AND claimed_at IS NOT NULL
+          GROUP BY 1)
+       SELECT b.at, COALESCE(c.n, 0) AS created, COALESCE(s.succeeded, 0) AS succeeded, COALESCE(s.failed, 0) AS failed,
+              COALESCE(s.cancelled, 0) AS cancelled, COALESCE(x.n, 0) AS attempts, x.p50::float8 AS p50_ms, x.p95::float8 AS p95_ms
+         FROM buckets b LEFT JOIN created c USING (at) LEFT JOIN settled s USING (at) LEFT JOIN answered x USING (at)
+        ORDER BY b.at`,
+      [minutes],
+    );
+  }
+
+  /** Each provider's attempts started in the last `minutes`, by what became of them. */
+  providerHealth(minutes: number): Promise<ProviderHealthRow[]> {
+    return this.dataSource.query(
+      `SELECT a.provider, count(*)::int AS attempts,
+              count(*) FILTER (WHERE a.status = 'succeeded')::int AS succeeded,
+              count(*) FILTER (WHERE a.status = 'failed')::int AS failed,
+              count(*) FILTER (WHERE EXISTS (SELECT 1 FROM job_events e WHERE e.job_id = a.job_id AND e.attempt_id = a.id
+                                                AND e.subject = 'attempt' AND e.to_status = 'unknown'))::int AS timeouts,
+              count(*) FILTER (WHERE a.status = 'unknown')::int AS unknown_now,
+              count(*) FILTER (WHERE a.status = 'cancelled')::int AS cancelled,
+              count(*) FILTER (WHERE a.outcome = 'discarded')::int AS discarded,
+              (percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM a.finished_at - a.started_at) * 1000)
+                 FILTER (WHERE a.status IN ('succeeded', 'failed') AND a.claimed_at IS NOT NULL))::float8 AS p95_ms
+         FROM attempts a
+        WHERE a.started_at >= now() - make_interval(mins => $1::int)
+        GROUP BY a.provider ORDER BY a.provider`,
+      [minutes],
+    );
+  }
+}
