@@ -99,7 +99,9 @@ export class Ledger {
     if (attempt.status !== to) assertAttemptTransition(attempt.status, to);
     const updated = await this.repos.attempts.updateStatus(attempt.id, to, update, this.manager);
     this.events.push({ jobId: attempt.jobId, attemptId: attempt.id, subject: 'attempt', from: attempt.status, to, reason, detail });
-    if (to === 'unknown' && attempt.status !== to) this.announcements.push({ jobId: attempt.jobId, attemptId: attempt.id, type: 'attempt.unknown' });
+    if (to === 'unknown' && attempt.status !== to) {
+      this.announcements.push({ jobId: attempt.jobId, attemptId: attempt.id, type: 'attempt.unknown' });
+    }
     if (attempt.status !== to) this.afterCommit(() => this.metrics.attempts.inc({ provider: attempt.provider, status: to }));
     return updated;
   }

@@ -14,7 +14,10 @@ export class BudgetsRepository {
   constructor(private readonly dataSource: DataSource) {}
 
   async listAll(): Promise<Budget[]> {
-    const rows = await rowsOf<{ owner_id: string; monthly_limit: string; currency: string }>(this.dataSource.manager, `SELECT owner_id, monthly_limit, currency FROM owner_budgets`);
+    const rows = await rowsOf<{ owner_id: string; monthly_limit: string; currency: string }>(
+      this.dataSource.manager,
+      `SELECT owner_id, monthly_limit, currency FROM owner_budgets`,
+    );
     return rows.map((r) => ({ ownerId: r.owner_id, monthlyLimit: Number(r.monthly_limit), currency: r.currency }));
   }
 
@@ -27,7 +30,11 @@ export class BudgetsRepository {
   }
 
   async remove(ownerId: string): Promise<boolean> {
-    const rows = await rowsOf<{ owner_id: string }>(this.dataSource.manager, `DELETE FROM owner_budgets WHERE owner_id = $1 RETURNING owner_id`, [ownerId]);
+    const rows = await rowsOf<{ owner_id: string }>(
+      this.dataSource.manager,
+      `DELETE FROM owner_budgets WHERE owner_id = $1 RETURNING owner_id`,
+      [ownerId],
+    );
     return rows.length > 0;
   }
 

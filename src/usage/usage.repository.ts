@@ -21,6 +21,17 @@ const GROUP_KEYS: Record<UsageGroupBy, string> = {
   day: `to_char(a.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')`,
 };
 
+/** numeric and bigint sums arrive as text. */
+interface SpendRow {
+  key: string;
+  currency: string | null;
+  attempts: number;
+  prompt_tokens: string;
+  completion_tokens: string;
+  cost: string;
+  discarded_cost: string;
+}
+
 /** The price list the attempts trigger reads, and an owner's spend. */
 @Injectable()
 export class UsageRepository {
@@ -41,7 +52,12 @@ export class UsageRepository {
                 currency = EXCLUDED.currency, updated_at = now()
           WHERE (provider_prices.input_per_mtok, provider_prices.output_per_mtok, provider_prices.currency)
                 IS DISTINCT FROM (EXCLUDED.input_per_mtok, EXCLUDED.output_per_mtok, EXCLUDED.currency)`,
-        [priced.map((p) => p.provider), priced.map((p) => p.pricing.inputPerMTok), priced.map((p) => p.pricing.outputPerMTok), priced.map((p) => p.pricing.currency)],
+        [
+          priced.map((p) => p.provider),
+          priced.map((p) => p.pricing.inputPerMTok),
+          priced.map((p) => p.pricing.outputPerMTok),
+          priced.map((p) => p.pricing.currency),
+        ],
       );
     });
   }
@@ -49,7 +65,7 @@ export class UsageRepository {
   /** The owner's attempts started in [from, to), grouped, per currency (unpriced attempts under a null currency). */
   async spend(ownerId: string, from: Date, to: Date, groupBy: UsageGroupBy): Promise<UsageRow[]> {
     const key = GROUP_KEYS[groupBy];
-    const rows = await rowsOf<{ key: string; currency: string | null; attempts: number; prompt_tokens: string; completion_tokens: string; cost: string; discarded_cost: string }>(
+    const rows = await rowsOf<SpendRow>(
       this.dataSource.manager,
       `SELECT ${key} AS key, a.cost_currency AS currency, count(*)::int AS attempts,
               COALESCE(sum((a.usage->>'promptTokens')::bigint), 0) AS prompt_tokens,

@@ -2,7 +2,23 @@ import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { rowsOf, type Queryable } from '../database/transactions.js';
 import type { Announcement } from '../ledger/outbox.port.js';
-import { deliveryFromRow, type ClaimedDelivery, type DeliveryStatus, type WebhookDelivery, type WebhookDeliveryRow } from './webhook.types.js';
+import {
+  deliveryFromRow,
+  type ClaimedDelivery,
+  type DeliveryStatus,
+  type WebhookDelivery,
+  type WebhookDeliveryRow,
+} from './webhook.types.js';
+
+interface ClaimedRow {
+  id: string;
+  endpoint_id: string;
+  attempts: number;
+  payload: string;
+  url: string;
+  secret: string;
+  previous_secret: string | null;
+}
 
 export interface DeliveryResult {
   id: string;
@@ -64,7 +80,7 @@ export class WebhookDeliveriesRepository {
    * after `leaseMs`, which is how a delivery whose dispatcher died mid-call is sent again.
    */
   async claimDue(limit: number, leaseMs: number): Promise<ClaimedDelivery[]> {
-    const rows = await rowsOf<{ id: string; endpoint_id: string; attempts: number; payload: string; url: string; secret: string; previous_secret: string | null }>(
+    const rows = await rowsOf<ClaimedRow>(
       this.dataSource.manager,
       `WITH due AS (
          SELECT d.id FROM webhook_deliveries d
@@ -81,7 +97,14 @@ export class WebhookDeliveriesRepository {
                  CASE WHEN w.previous_secret_expires_at > now() THEN w.previous_secret END AS previous_secret`,
       [limit, leaseMs],
     );
-    return rows.map((r) => ({ id: r.id, endpointId: r.endpoint_id, attempts: r.attempts, payload: r.payload, url: r.url, secrets: [r.secret, ...(r.previous_secret ? [r.previous_secret] : [])] }));
+    return rows.map((r) => ({
+      id: r.id,
+      endpointId: r.endpoint_id,
+      attempts: r.attempts,
+      payload: r.payload,
+      url: r.url,
+      secrets: r.previous_secret ? [r.secret, r.previous_secret] : [r.secret],
+    }));
   }
 
   /** A 2xx: the delivery is done and the endpoint's failure record starts over. */

@@ -46,7 +46,11 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
       labelNames: ['outcome'],
       registers: [metrics.registry],
     });
-    this.disabledMetric = new Counter({ name: 'onejob_webhook_endpoints_disabled_total', help: 'Webhook endpoints disabled for failing.', registers: [metrics.registry] });
+    this.disabledMetric = new Counter({
+      name: 'onejob_webhook_endpoints_disabled_total',
+      help: 'Webhook endpoints disabled for failing.',
+      registers: [metrics.registry],
+    });
   }
 
   onApplicationBootstrap(): void {
@@ -61,7 +65,8 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
     this.poke();
     await this.loop;
     if (!this.inFlight.size) return;
-    const grace = new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), Math.min(this.config.shutdownGraceMs, SHUTDOWN_GRACE_CAP_MS)));
+    const graceMs = Math.min(this.config.shutdownGraceMs, SHUTDOWN_GRACE_CAP_MS);
+    const grace = new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), graceMs));
     if ((await Promise.race([Promise.all(this.inFlight).then(() => 'done' as const), grace])) === 'timeout') this.shutdown.abort();
     await Promise.allSettled(this.inFlight);
   }
@@ -92,7 +97,9 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
       }
       for (const delivery of claimed) {
         const sent: Promise<void> = this.send(delivery)
-          .catch((error: Error) => this.logger.error({ msg: 'webhook attempt not recorded; the lease will retry it', deliveryId: delivery.id, error: error.message }))
+          .catch((error: Error) =>
+            this.logger.error({ msg: 'webhook attempt not recorded; the lease will retry it', deliveryId: delivery.id, error: error.message }),
+          )
           .finally(() => {
             this.inFlight.delete(sent);
             this.poke();
@@ -131,13 +138,15 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
       await response.body?.cancel().catch(() => undefined);
       result.statusCode = response.status;
       if (response.status < 200 || response.status > 299) {
-        result.error = response.status >= 300 && response.status < 400 ? `redirect ${response.status} not followed` : `HTTP ${response.status}`;
+        const redirect = response.status >= 300 && response.status < 400;
+        result.error = redirect ? `redirect ${response.status} not followed` : `HTTP ${response.status}`;
       }
     } catch (error) {
       const e = error as Error & { cause?: { code?: string; message?: string } };
       if (error instanceof ValidationFailedError) result.error = `refused: ${error.errors[0]?.message ?? error.message}`;
-      else result.error =
-        e.name === 'TimeoutError' ? `timed out after ${this.config.webhookTimeoutMs} ms` : this.shutdown.signal.aborted ? 'cut off by shutdown' : (e.cause?.code ?? e.cause?.message ?? e.message);
+      else if (e.name === 'TimeoutError') result.error = `timed out after ${this.config.webhookTimeoutMs} ms`;
+      else if (this.shutdown.signal.aborted) result.error = 'cut off by shutdown';
+      else result.error = e.cause?.code ?? e.cause?.message ?? e.message;
     }
     result.latencyMs = Math.round(performance.now() - started);
     if (result.error === null) {

@@ -30,18 +30,31 @@ export class WebhookEndpointsRepository {
   }
 
   async findOwned(ownerId: string, id: string): Promise<WebhookEndpoint | undefined> {
-    const rows = await rowsOf<WebhookEndpointRow>(this.dataSource.manager, `SELECT ${COLUMNS} FROM webhook_endpoints WHERE owner_id = $1 AND id = $2`, [ownerId, id]);
+    const rows = await rowsOf<WebhookEndpointRow>(
+      this.dataSource.manager,
+      `SELECT ${COLUMNS} FROM webhook_endpoints WHERE owner_id = $1 AND id = $2`,
+      [ownerId, id],
+    );
     return rows[0] && endpointFromRow(rows[0]);
   }
 
   /** Deletes the endpoint and, by cascade, its deliveries: nothing more is sent to it. */
   async deleteOwned(ownerId: string, id: string): Promise<boolean> {
-    const rows = await rowsOf<{ id: string }>(this.dataSource.manager, `DELETE FROM webhook_endpoints WHERE owner_id = $1 AND id = $2 RETURNING id`, [ownerId, id]);
+    const rows = await rowsOf<{ id: string }>(
+      this.dataSource.manager,
+      `DELETE FROM webhook_endpoints WHERE owner_id = $1 AND id = $2 RETURNING id`,
+      [ownerId, id],
+    );
     return rows.length > 0;
   }
 
   /** The old secret keeps signing beside the new one for `overlapMs`, so receivers can roll over without a gap. */
-  async rotateSecret(ownerId: string, id: string, secret: string, overlapMs: number): Promise<{ endpoint: WebhookEndpoint; previousSecretExpiresAt: Date } | undefined> {
+  async rotateSecret(
+    ownerId: string,
+    id: string,
+    secret: string,
+    overlapMs: number,
+  ): Promise<{ endpoint: WebhookEndpoint; previousSecretExpiresAt: Date } | undefined> {
     const rows = await rowsOf<WebhookEndpointRow & { previous_secret_expires_at: Date }>(
       this.dataSource.manager,
       `UPDATE webhook_endpoints SET previous_secret = secret, previous_secret_expires_at = now() + $4 * interval '1 millisecond',

@@ -86,7 +86,11 @@ export class WebhooksController {
   @RequireScopes('jobs:read')
   @ApiEndpoint({ operationId: 'listWebhookDeliveries', summary: 'Deliveries to an endpoint, newest first, with every attempt (status code, latency)', problems: [badId, notFound] })
   @ApiOkResponse({ type: WebhookDeliveryPageView })
-  async listWebhookDeliveries(@OwnerId() ownerId: string, @Param('id', UuidPipe) id: string, @Query() query: ListDeliveriesQueryDto): Promise<WebhookDeliveryPageView> {
+  async listWebhookDeliveries(
+    @OwnerId() ownerId: string,
+    @Param('id', UuidPipe) id: string,
+    @Query() query: ListDeliveriesQueryDto,
+  ): Promise<WebhookDeliveryPageView> {
     return { items: (await this.webhooks.listDeliveries(ownerId, id, query)).map(toDeliveryView) };
   }
 

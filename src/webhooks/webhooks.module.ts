@@ -14,7 +14,14 @@ import { WebhooksService } from './webhooks.service.js';
 @Global()
 @Module({
   controllers: [WebhooksController],
-  providers: [WebhookEndpointsRepository, WebhookDeliveriesRepository, WebhookOutbox, { provide: OUTBOX, useExisting: WebhookOutbox }, WebhooksService, WebhookDispatcher],
+  providers: [
+    WebhookEndpointsRepository,
+    WebhookDeliveriesRepository,
+    WebhookOutbox,
+    { provide: OUTBOX, useExisting: WebhookOutbox },
+    WebhooksService,
+    WebhookDispatcher,
+  ],
   exports: [OUTBOX],
 })
 export class WebhooksModule {}
