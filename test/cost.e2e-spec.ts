@@ -21,7 +21,7 @@ describe('cost: every attempt priced from its usage, discarded ones included', (
       const job = await waitFor(
         async () => (await t.http().get(`/v1/jobs/${created.body.id}`).set(bearer(key))).body,
         (j) => j.attempts?.[0]?.outcome === 'discarded',
-        8000,
+        20_000,
       );
       const [a, b] = job.attempts;
       expect(a).toMatchObject({ provider: 'slow-a', outcome: 'discarded' });

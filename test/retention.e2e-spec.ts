@@ -53,7 +53,7 @@ describe('retention: terminal jobs older than JOB_RETENTION_DAYS are purged with
     await age(old, 31);
     await age(stuck, 31);
     await age(recent, 29);
-    await waitFor(() => countsOf(old), (c) => c.jobs === 0, 5000);
+    await waitFor(() => countsOf(old), (c) => c.jobs === 0, 20_000);
     expect(await countsOf(old)).toEqual({ jobs: 0, attempts: 0, events: 0, deliveries: 0 });
     expect(await countsOf(stuck)).toEqual(stuckBefore);
     expect(await statusOf(stuck)).toBe('unknown');
