@@ -2,6 +2,10 @@ import { CreateSpine1795977300000 } from './1795977300000-CreateSpine.js';
 import { CreateCertifications1795977400000 } from './1795977400000-CreateCertifications.js';
 import { CreateAttempts1795977500000 } from './1795977500000-CreateAttempts.js';
 import { OperatorSurface1795977800000 } from './1795977800000-OperatorSurface.js';
+import { CreateWebhooks1795977900000 } from './1795977900000-CreateWebhooks.js';
+import { AllowRetentionPurge1795977910000 } from './1795977910000-AllowRetentionPurge.js';
+import { AddAttemptCost1795977920000 } from './1795977920000-AddAttemptCost.js';
+import { CreateOwnerBudgets1795977930000 } from './1795977930000-CreateOwnerBudgets.js';
 import { AddJobTraceContext1795978100000 } from './1795978100000-AddJobTraceContext.js';
 
 /** Every migration, in order. Listed by class so the same list works from TypeScript sources and from dist/. */
@@ -10,5 +14,9 @@ export const migrations = [
   CreateCertifications1795977400000,
   CreateAttempts1795977500000,
   OperatorSurface1795977800000,
+  CreateWebhooks1795977900000,
+  AllowRetentionPurge1795977910000,
+  AddAttemptCost1795977920000,
+  CreateOwnerBudgets1795977930000,
   AddJobTraceContext1795978100000,
 ];

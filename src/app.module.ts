@@ -13,6 +13,9 @@ import { JobsModule } from './jobs/jobs.module.js';
 import { MetricsModule } from './metrics/metrics.module.js';
 import { OpsModule } from './ops/ops.module.js';
 import { ProvidersModule } from './providers/providers.module.js';
+import { RetentionModule } from './retention/retention.module.js';
+import { UsageModule } from './usage/usage.module.js';
+import { WebhooksModule } from './webhooks/webhooks.module.js';
 
 @Module({})
 export class AppModule {
@@ -36,6 +39,9 @@ export class AppModule {
         JobsModule,
         AttemptsModule,
         OpsModule,
+        WebhooksModule,
+        RetentionModule,
+        UsageModule,
       ],
       providers: [
         { provide: APP_FILTER, useClass: ProblemDetailsFilter },

@@ -100,8 +100,9 @@ describe('the four seed cases: the contract with the rest of the system', () => 
         ['sim-fallback', 'succeeded', 'won'],
       ]);
       const reasons = (await s.events(created.id)).map((e) => `${e.subject}:${e.from_status}->${e.to_status}:${e.reason}`);
-      expect(reasons).toContain('attempt:running->unknown:deadline_passed');
-      expect(reasons).toContain('job:running->unknown:deadline_passed');
+      // The worker's own deadline timer and the reconciler race to notice the deadline: either reason is right.
+      expect(reasons.filter((r) => /^attempt:running->unknown:deadline_passed(_no_worker)?$/.test(r))).toHaveLength(1);
+      expect(reasons.filter((r) => /^job:running->unknown:deadline_passed(_no_worker)?$/.test(r))).toHaveLength(1);
       expect(reasons).toContain('attempt:unknown->cancelled:resolved_by_operator');
       expect(reasons.some((r) => r.startsWith('attempt:') && r.includes('->failed'))).toBe(false);
     });

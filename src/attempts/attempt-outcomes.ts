@@ -5,6 +5,7 @@ import { LedgerFactory, type ArrivedResult, type SettlementOutcome } from '../le
 import { canTransitionAttempt } from '../ledger/state-machine.js';
 import { CatalogService } from '../providers/catalog.service.js';
 import { ProviderRegistry } from '../providers/provider-registry.js';
+import { CostMeter } from '../usage/cost-meter.js';
 import { AttemptScheduler } from './attempt-scheduler.js';
 
 /**
@@ -21,11 +22,14 @@ export class AttemptOutcomes {
     private readonly scheduler: AttemptScheduler,
     private readonly catalog: CatalogService,
     private readonly registry: ProviderRegistry,
+    private readonly costs: CostMeter,
   ) {}
 
   /** A valid result (its contract already checked): compare-and-swap settlement. */
   async succeeded(attemptId: string, jobId: string, arrived: ArrivedResult): Promise<SettlementOutcome> {
-    return this.ledgers.settleResult(jobId, attemptId, arrived);
+    const { outcome, provider } = await this.ledgers.settleResult(jobId, attemptId, arrived);
+    if (outcome !== 'duplicate') this.costs.record(provider, arrived.usage, outcome);
+    return outcome;
   }
 
   /** A definitive failure: the attempt is failed, and the job moves on (retry, next provider) or settles failed. */
@@ -39,6 +43,7 @@ export class AttemptOutcomes {
       }
       await ledger.moveAttempt(attempt, 'failed', error.reason, { error, usage, finished: true });
       await this.scheduler.scheduleAfter(ledger, job, attempt.jobVersion, 'next_attempt_scheduled');
+      ledger.afterCommit(() => this.costs.record(attempt.provider, usage, 'failed'));
     });
   }
 

@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
 import { LedgerModule } from '../ledger/ledger.module.js';
 import { ProvidersModule } from '../providers/providers.module.js';
+import { UsageModule } from '../usage/usage.module.js';
 import { AttemptOutcomes } from './attempt-outcomes.js';
 import { AttemptRunner } from './attempt-runner.js';
 import { AttemptScheduler } from './attempt-scheduler.js';
@@ -10,7 +11,7 @@ import { AttemptsService } from './attempts.service.js';
 import { Reconciler } from './reconciler.js';
 
 @Module({
-  imports: [LedgerModule, ProvidersModule],
+  imports: [LedgerModule, ProvidersModule, UsageModule],
   controllers: [AttemptsController],
   providers: [AttemptScheduler, AttemptOutcomes, AttemptRunner, AttemptWorker, Reconciler, AttemptsService],
   exports: [AttemptWorker, Reconciler, AttemptOutcomes],

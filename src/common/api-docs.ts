@@ -135,7 +135,7 @@ export function completeDocument(document: OpenAPIObject): OpenAPIObject {
       for (const [status, response] of Object.entries(responses)) {
         response.headers = { ...response.headers, 'X-Request-Id': headerRef('XRequestId') };
         if (status === '401') response.headers['WWW-Authenticate'] = headerRef('WWWAuthenticate');
-        if (status === '503') response.headers['Retry-After'] = headerRef('RetryAfter');
+        if (status === '503' || status === '429') response.headers['Retry-After'] = headerRef('RetryAfter');
       }
       // The ValidationPipe forbids unknown fields (forbidNonWhitelisted): every body schema is closed.
       const body = operation.requestBody;

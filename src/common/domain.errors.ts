@@ -10,6 +10,8 @@ export type ErrorCode =
   | 'unknown_operation'
   | 'unknown_provider'
   | 'provider_not_certified'
+  | 'webhook_disabled'
+  | 'budget_exceeded'
   | 'not_found'
   | 'unauthorized'
   | 'forbidden'
@@ -25,6 +27,9 @@ export interface FieldError {
 
 /** A refusal the client can act on. The global filter renders it as RFC 9457 problem+json. */
 export class DomainError extends Error {
+  /** Sent as Retry-After when set (429 with a known reset time). */
+  retryAfterSeconds?: number;
+
   constructor(
     readonly code: ErrorCode,
     readonly status: number,

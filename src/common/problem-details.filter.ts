@@ -30,6 +30,8 @@ const titles: Record<ErrorCode, string> = {
   unknown_operation: 'Unknown operation',
   unknown_provider: 'Unknown provider',
   provider_not_certified: 'Provider not certified',
+  webhook_disabled: 'The webhook endpoint is disabled',
+  budget_exceeded: 'Monthly budget exceeded',
   not_found: 'Not found',
   unauthorized: 'Unauthorized',
   forbidden: 'Forbidden',
@@ -59,13 +61,14 @@ export interface Classified {
   detail: string;
   errors?: FieldError[];
   errorsOmitted?: number;
+  retryAfterSeconds?: number;
 }
 
 function classify(exception: unknown): Classified | undefined {
   if (exception instanceof DomainError) {
     const errors = exception.errors.length ? exception.errors : undefined;
     const errorsOmitted = exception instanceof ValidationFailedError && exception.errorsOmitted ? exception.errorsOmitted : undefined;
-    return { status: exception.status, code: exception.code, detail: exception.message, errors, errorsOmitted };
+    return { status: exception.status, code: exception.code, detail: exception.message, errors, errorsOmitted, retryAfterSeconds: exception.retryAfterSeconds };
   }
   if (exception instanceof HttpException) {
     const status = exception.getStatus();
@@ -110,7 +113,7 @@ export class ProblemDetailsFilter implements ExceptionFilter {
 
 /** Writes one RFC 9457 problem: the filter's answers and Fastify's own routing refusals (frameworkErrors). */
 export function sendProblem(request: FastifyRequest, reply: FastifyReply, classified: Classified): void {
-  const { status, code, detail, errors, errorsOmitted } = classified;
+  const { status, code, detail, errors, errorsOmitted, retryAfterSeconds } = classified;
   const problem: Problem = {
     type: `urn:onejob:problem:${code}`,
     title: titles[code],
@@ -124,6 +127,7 @@ export function sendProblem(request: FastifyRequest, reply: FastifyReply, classi
   };
   if (reply.sent) return;
   if (status === 503) void reply.header('Retry-After', String(RETRY_AFTER_SECONDS));
+  if (retryAfterSeconds !== undefined) void reply.header('Retry-After', String(retryAfterSeconds));
   if (status === 401) void reply.header('WWW-Authenticate', 'Bearer');
   void reply.status(status).header('Content-Type', 'application/problem+json; charset=utf-8').send(JSON.stringify(problem));
 }

@@ -39,6 +39,16 @@ const catalogSchema = {
           sideEffectFree: { type: 'boolean', default: false },
           maxAttempts: { type: 'integer', minimum: 1, maximum: 20, default: 1 },
           contextWindow: { type: 'integer', minimum: 1, default: 8192 },
+          pricing: {
+            type: 'object',
+            required: ['inputPerMTok', 'outputPerMTok', 'currency'],
+            additionalProperties: false,
+            properties: {
+              inputPerMTok: { type: 'number', minimum: 0, maximum: 1_000_000 },
+              outputPerMTok: { type: 'number', minimum: 0, maximum: 1_000_000 },
+              currency: { type: 'string', pattern: '^[A-Z]{3}$' },
+            },
+          },
           simulate: {
             type: 'object',
             additionalProperties: false,

@@ -22,6 +22,15 @@ export interface ProviderSpec {
   maxAttempts: number;
   contextWindow: number;
   simulate?: SimulateSpec;
+  /** Price per million tokens; attempts on a provider without it have no cost. */
+  pricing?: PricingSpec;
+}
+
+export interface PricingSpec {
+  inputPerMTok: number;
+  outputPerMTok: number;
+  /** ISO 4217, upper case. */
+  currency: string;
 }
 
 export type JsonSchema = Record<string, unknown>;

@@ -11,6 +11,9 @@ describe('parseEnv', () => {
     ['MIGRATIONS_RUN', 'maybe'],
     ['RECONCILE_INTERVAL_MS', '1.5'],
     ['DATABASE_URL', 'not a url with password hunter2'],
+    ['WEBHOOK_ALLOWED_HOSTS', 'https://secret-host.example/'],
+    ['WEBHOOK_BACKOFF_SCALE', '-3'],
+    ['JOB_RETENTION_DAYS', 'forever'],
   ])('names %s and never its value', (name, value) => {
     let error: unknown;
     try {
@@ -21,5 +24,14 @@ describe('parseEnv', () => {
     expect(error).toBeInstanceOf(EnvError);
     expect((error as Error).message).toContain(name);
     expect((error as Error).message).not.toContain(value);
+  });
+
+  it('parses the delivery and retention settings, with documented defaults', () => {
+    expect(parseEnv({})).toMatchObject({ webhookAllowedHosts: [], webhookTimeoutMs: 10_000, webhookBackoffScale: 1, jobRetentionDays: 30, retentionIntervalMs: 300_000 });
+    expect(parseEnv({ WEBHOOK_ALLOWED_HOSTS: ' 127.0.0.1, Hooks.Internal ,', WEBHOOK_BACKOFF_SCALE: '0.001', JOB_RETENTION_DAYS: '0' })).toMatchObject({
+      webhookAllowedHosts: ['127.0.0.1', 'hooks.internal'],
+      webhookBackoffScale: 0.001,
+      jobRetentionDays: 0,
+    });
   });
 });

@@ -22,6 +22,16 @@ export interface Env {
   dbQueryTimeoutMs: number;
   bodyLimitBytes: number;
   logLevel: LogLevel;
+  /** Hosts a webhook may name over http and that skip the address checks (exact, lower-case hostnames). */
+  webhookAllowedHosts: string[];
+  webhookTimeoutMs: number;
+  /** Multiplies the retry schedule (1 = 5 s ... 12 h); tests shrink it. */
+  webhookBackoffScale: number;
+  webhookPollMs: number;
+  webhookConcurrency: number;
+  /** Terminal jobs older than this are purged with everything of theirs; 0 keeps them forever. */
+  jobRetentionDays: number;
+  retentionIntervalMs: number;
 }
 
 export class EnvError extends Error {
@@ -63,6 +73,22 @@ function bool(source: Source, name: string, fallback: boolean): boolean {
   return oneOf(source, name, fallback ? 'true' : 'false', ['true', 'false', '1', '0'] as const).match(/^(true|1)$/) !== null;
 }
 
+function decimal(source: Source, name: string, fallback: number, min: number, max: number): number {
+  const raw = source[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw.trim());
+  if (!/^\d+(\.\d+)?$/.test(raw.trim()) || value < min || value > max) throw new EnvError(name, `must be a number from ${min} to ${max}`);
+  return value;
+}
+
+function hostList(source: Source, name: string): string[] {
+  const raw = source[name] ?? '';
+  const hosts = raw.split(',').map((h) => h.trim().toLowerCase()).filter(Boolean);
+  // A hostname or an IP literal (IPv6 without brackets); never a URL or a port.
+  if (hosts.some((h) => !/^[a-z0-9.:-]{1,253}$/.test(h))) throw new EnvError(name, 'must be a comma-separated list of hostnames or IP addresses');
+  return hosts;
+}
+
 function databaseUrl(source: Source, name: 'DATABASE_URL' | 'DATABASE_DIRECT_URL'): string | undefined {
   const raw = source[name];
   if (raw === undefined || raw.trim() === '') return undefined;
@@ -99,5 +125,12 @@ export function parseEnv(source: Source): Env {
     dbQueryTimeoutMs: integer(source, 'DB_QUERY_TIMEOUT_MS', 16_000, 100, 600_000),
     bodyLimitBytes: integer(source, 'BODY_LIMIT_BYTES', 1_048_576, 1024, 104_857_600),
     logLevel: oneOf(source, 'LOG_LEVEL', 'info', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const),
+    webhookAllowedHosts: hostList(source, 'WEBHOOK_ALLOWED_HOSTS'),
+    webhookTimeoutMs: integer(source, 'WEBHOOK_TIMEOUT_MS', 10_000, 100, 60_000),
+    webhookBackoffScale: decimal(source, 'WEBHOOK_BACKOFF_SCALE', 1, 0.0001, 100),
+    webhookPollMs: integer(source, 'WEBHOOK_POLL_MS', 1000, 5, 60_000),
+    webhookConcurrency: integer(source, 'WEBHOOK_CONCURRENCY', 16, 1, 1000),
+    jobRetentionDays: integer(source, 'JOB_RETENTION_DAYS', 30, 0, 36_500),
+    retentionIntervalMs: integer(source, 'RETENTION_INTERVAL_MS', 300_000, 50, 86_400_000),
   };
 }

@@ -21,6 +21,17 @@ const usageSchema: ApiPropertyOptions = {
   properties: { promptTokens: { type: 'integer', minimum: 0 }, completionTokens: { type: 'integer', minimum: 0 } },
 };
 
+export class CostView {
+  @ApiProperty({ description: 'Rounded to 8 decimals.' }) amount!: number;
+  @ApiProperty({ description: 'ISO 4217.' }) currency!: string;
+}
+
+export class JobCostView {
+  @ApiProperty({ description: 'ISO 4217.' }) currency!: string;
+  @ApiProperty({ description: 'Every attempt of the job, won, discarded or failed.' }) total!: number;
+  @ApiProperty({ description: 'Spent on results that lost the settlement race (paid for, thrown away).' }) discarded!: number;
+}
+
 export class AttemptView {
   @ApiProperty({ format: 'uuid' }) id!: string;
   @ApiProperty({ type: 'integer', minimum: 1 }) number!: number;
@@ -39,6 +50,15 @@ export class AttemptView {
   @ApiProperty({ format: 'date-time' }) startedAt!: string;
   @ApiProperty({ format: 'date-time' }) deadlineAt!: string;
   @ApiProperty({ format: 'date-time', nullable: true, type: String }) finishedAt!: string | null;
+  @ApiProperty({
+    type: 'object',
+    nullable: true,
+    required: ['amount', 'currency'],
+    selfRequired: true,
+    properties: { amount: { type: 'number', description: 'Rounded to 8 decimals.' }, currency: { type: 'string', description: 'ISO 4217.' } },
+    description: "From the usage, at the provider's catalog pricing when it was written; null without either (inline: see usageSchema).",
+  })
+  cost!: CostView | null;
 }
 
 export class JobSummaryView {
@@ -59,6 +79,7 @@ export class JobSummaryView {
 
 export class JobView extends JobSummaryView {
   @ApiProperty({ type: [AttemptView] }) attempts!: AttemptView[];
+  @ApiProperty({ type: [JobCostView], description: 'The attempts\' cost per currency (empty when no attempt was priced).' }) cost!: JobCostView[];
 }
 
 export class JobPageView {
@@ -81,7 +102,23 @@ export function toAttemptView(attempt: Attempt): AttemptView {
     startedAt: attempt.startedAt.toISOString(),
     deadlineAt: attempt.deadlineAt.toISOString(),
     finishedAt: iso(attempt.finishedAt),
+    cost: attempt.cost === null || attempt.costCurrency === null ? null : { amount: attempt.cost, currency: attempt.costCurrency },
   };
+}
+
+const round8 = (n: number) => Math.round(n * 1e8) / 1e8;
+
+/** Per currency: the total and the share spent on discarded results. */
+export function jobCost(attempts: Attempt[]): JobCostView[] {
+  const byCurrency = new Map<string, JobCostView>();
+  for (const attempt of attempts) {
+    if (attempt.cost === null || attempt.costCurrency === null) continue;
+    const entry = byCurrency.get(attempt.costCurrency) ?? { currency: attempt.costCurrency, total: 0, discarded: 0 };
+    entry.total = round8(entry.total + attempt.cost);
+    if (attempt.outcome === 'discarded') entry.discarded = round8(entry.discarded + attempt.cost);
+    byCurrency.set(attempt.costCurrency, entry);
+  }
+  return [...byCurrency.values()];
 }
 
 export function toJobSummaryView(job: Job): JobSummaryView {
@@ -103,5 +140,5 @@ export function toJobSummaryView(job: Job): JobSummaryView {
 }
 
 export function toJobView(job: JobWithAttempts): JobView {
-  return { ...toJobSummaryView(job), attempts: job.attempts.map(toAttemptView) };
+  return { ...toJobSummaryView(job), attempts: job.attempts.map(toAttemptView), cost: jobCost(job.attempts) };
 }

@@ -35,7 +35,8 @@ export class JobsController {
       '1-255 visible ASCII characters (0x21-0x7E), chosen by the client per intent (a UUIDv7 serves well). The same key with ' +
       'the same body (operation, input, providers; key order ignored) returns the same job; with another body, 409. ' +
       'Key policy: a key is bound to its intent for as long as the job exists. It never expires (no TTL), so a retry ' +
-      'days later still finds the job and never creates a second one; a key cannot be reused for another intent.',
+      'days later still finds the job and never creates a second one; a key cannot be reused for another intent. ' +
+      'Terminal jobs are purged after JOB_RETENTION_DAYS (default 30); after that the key creates a new job.',
     schema: { type: 'string', minLength: 1, maxLength: MAX_IDEMPOTENCY_KEY_LENGTH, pattern: '^[\\x21-\\x7e]+$' },
   })
   @preferHeader
@@ -48,6 +49,7 @@ export class JobsController {
       { status: 400, codes: ['idempotency_key_missing', 'idempotency_key_invalid', 'validation_failed'] },
       { status: 409, codes: ['idempotency_key_reused'] },
       { status: 422, codes: ['unknown_operation', 'unknown_provider', 'validation_failed'] },
+      { status: 429, codes: ['budget_exceeded'] },
       { status: 503, codes: ['service_unavailable'] },
     ],
   })

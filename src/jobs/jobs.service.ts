@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { NotFoundError, UnknownOperationError, UnknownProviderError, ValidationFailedError } from '../common/domain.errors.js';
+import { DomainError, NotFoundError, UnknownOperationError, UnknownProviderError, ValidationFailedError } from '../common/domain.errors.js';
 import { fingerprintOf } from '../common/fingerprint.js';
 import { JobSignals } from '../ledger/job-signals.js';
 import { isTerminal, type Job, type JobStatus, type JobWithAttempts } from '../ledger/job.types.js';
@@ -9,6 +9,7 @@ import { JobTerminalError } from '../ledger/ledger.errors.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { CatalogService } from '../providers/catalog.service.js';
 import { currentTraceparent, traced } from '../telemetry/tracing.js';
+import { BudgetExceededError, BudgetsService } from '../usage/budgets.service.js';
 import { IdempotencyKeyReusedError } from './jobs.errors.js';
 import { WaitLimiter } from './wait-limiter.js';
 
@@ -47,6 +48,7 @@ export class JobsService {
     private readonly signals: JobSignals,
     private readonly waits: WaitLimiter,
     private readonly metrics: MetricsService,
+    private readonly budgets: BudgetsService,
   ) {}
 
   /** Writes the job and nothing else; no provider is called in the request path (docs/design.md#7-execution). */
@@ -58,6 +60,10 @@ export class JobsService {
     });
     const inputErrors = this.catalog.inputErrors(operation.name, command.input);
     if (inputErrors.length) throw new ValidationFailedError(inputErrors, 422);
+    await this.budgets.assertWithin(ownerId).catch(async (error: unknown) => {
+      // Over budget, a retry of a job that exists still replays (its INSERT collides); a new intent is refused.
+      if (!(error instanceof BudgetExceededError) || !(await this.jobs.findOwnedByKey(ownerId, idempotencyKey))) throw error;
+    });
 
     const job = await traced('onejob.job.create', { 'onejob.operation': operation.name }, () =>
       this.jobs.insertJob({
@@ -79,8 +85,8 @@ export class JobsService {
   /** The answer to a request whose INSERT hit the owner-and-key constraint: the same intent replays, another is refused. */
   async replay(ownerId: string, idempotencyKey: string, fingerprint: string, waitSeconds = 0, gone?: AbortSignal): Promise<JobWithAttempts> {
     const job = await this.jobs.findOwnedByKey(ownerId, idempotencyKey);
-    // The row exists (its INSERT committed before ours collided) and jobs are never deleted.
-    if (!job) throw new Error('a job that collided on its idempotency key could not be read back');
+    // The row existed when our INSERT collided; it is gone only if the retention purge took it since.
+    if (!job) throw new DomainError('service_unavailable', 503, 'The job under this key was purged by retention just now; retry to create a new one.');
     if (job.fingerprint !== fingerprint) {
       this.metrics.idempotencyConflicts.inc();
       throw new IdempotencyKeyReusedError();

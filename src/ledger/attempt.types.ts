@@ -37,6 +37,9 @@ export interface Attempt {
   resultDigest: string | null;
   startedAt: Date;
   finishedAt: Date | null;
+  /** Priced from usage when it was written (docs/operations.md#cost); null without usage or pricing. */
+  cost: number | null;
+  costCurrency: string | null;
 }
 
 /** An `attempts` row, from a plain query (Date) or from json_agg (timestamps as text). */
@@ -58,6 +61,9 @@ export interface AttemptRow {
   result_digest: string | null;
   started_at: Date | string;
   finished_at: Date | string | null;
+  /** numeric: text from a plain query, a number from json_agg; absent where a query does not select it. */
+  cost?: string | number | null;
+  cost_currency?: string | null;
 }
 
 const date = (value: Date | string): Date => (value instanceof Date ? value : new Date(value));
@@ -82,5 +88,7 @@ export function attemptFromRow(row: AttemptRow): Attempt {
     resultDigest: row.result_digest ?? null,
     startedAt: date(row.started_at),
     finishedAt: dateOrNull(row.finished_at),
+    cost: row.cost === null || row.cost === undefined ? null : Number(row.cost),
+    costCurrency: row.cost_currency ?? null,
   };
 }

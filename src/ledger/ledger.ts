@@ -1,4 +1,4 @@
-import { Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { DataSource, type EntityManager } from 'typeorm';
 import { canonicalJson, sha256Hex } from '../common/canonical-json.js';
 import { MetricsService } from '../metrics/metrics.service.js';
@@ -8,6 +8,7 @@ import { JobEventsRepository, type JobEvent } from './job-events.repository.js';
 import { JobSignals } from './job-signals.js';
 import type { Job, JobStatus, JobWithAttempts } from './job.types.js';
 import { JobsRepository } from './jobs.repository.js';
+import { OUTBOX, type Announcement, type Outbox } from './outbox.port.js';
 import { SettlementRepository } from './settlement.repository.js';
 import { assertAttemptTransition, assertJobTransition, attemptSourcesOf } from './state-machine.js';
 
@@ -41,6 +42,7 @@ interface Repositories {
  */
 export class Ledger {
   private readonly events: JobEvent[] = [];
+  private readonly announcements: Announcement[] = [];
   private readonly effects: Array<() => void> = [];
   private actor?: JobEvent['actor'];
 
@@ -100,6 +102,9 @@ export class Ledger {
     if (attempt.status !== to) assertAttemptTransition(attempt.status, to);
     const updated = await this.repos.attempts.updateStatus(attempt.id, to, update, this.manager);
     this.events.push({ jobId: attempt.jobId, attemptId: attempt.id, subject: 'attempt', from: attempt.status, to, reason, detail });
+    if (to === 'unknown' && attempt.status !== to) {
+      this.announcements.push({ jobId: attempt.jobId, attemptId: attempt.id, type: 'attempt.unknown' });
+    }
     if (attempt.status !== to) this.afterCommit(() => this.metrics.attempts.inc({ provider: attempt.provider, status: to }));
     return updated;
   }
@@ -157,6 +162,8 @@ export class Ledger {
     assertJobTransition(job.status, to);
     const jobId = job.id;
     job.status = to;
+    // Only a winning settlement gets here: a discarded result announces nothing.
+    this.announcements.push({ jobId, type: `job.${to}` as Announcement['type'] });
     this.afterCommit(() => {
       this.metrics.jobsSettled.inc({ status: to });
       this.signals.jobSettled(jobId);
@@ -167,6 +174,11 @@ export class Ledger {
   pendingEvents(): JobEvent[] {
     const actor = this.actor;
     return actor ? this.events.map((event) => ({ ...event, actor })) : this.events;
+  }
+
+  /** @internal the factory's commit step. */
+  pendingAnnouncements(): Announcement[] {
+    return this.announcements;
   }
 
   /** @internal runs after commit. */
@@ -195,6 +207,7 @@ export class LedgerFactory {
     private readonly events: JobEventsRepository,
     private readonly metrics: MetricsService,
     private readonly signals: JobSignals,
+    @Optional() @Inject(OUTBOX) private readonly outbox?: Outbox,
   ) {
     this.repos = { jobs, attempts, settlements };
   }
@@ -205,9 +218,12 @@ export class LedgerFactory {
       ledger = new Ledger(manager, this.repos, this.metrics, this.signals, this.logger);
       const value = await work(ledger);
       await this.events.append(ledger.pendingEvents(), manager);
+      const announcements = ledger.pendingAnnouncements();
+      if (announcements.length && this.outbox) await this.outbox.enqueue(announcements, manager);
       return value;
     });
     ledger.runEffects();
+    if (ledger.pendingAnnouncements().length) this.outbox?.announced();
     return result;
   }
 
@@ -216,19 +232,21 @@ export class LedgerFactory {
    * keeps only its digest. One autocommit statement (SettlementRepository.settleResult) locks, decides, writes
    * and records; metrics, the race log line and wake-ups follow it.
    */
-  async settleResult(jobId: string, attemptId: string, arrived: ArrivedResult): Promise<SettlementOutcome> {
+  async settleResult(jobId: string, attemptId: string, arrived: ArrivedResult): Promise<{ outcome: SettlementOutcome; provider: string }> {
     const digest = sha256Hex(canonicalJson(arrived.value));
     const settled = await this.repos.settlements.settleResult(
       { jobId, attemptId, eligibleFrom: SUCCEEDED_FROM, value: arrived.value, usage: arrived.usage, providerRequestId: arrived.providerRequestId, resultDigest: digest },
       this.dataSource.manager,
     );
     if (!settled) throw new Error(`attempt ${attemptId} of job ${jobId} was not found`);
-    if (settled.priorOutcome !== null) return 'duplicate'; // the same result delivered twice (worker and lookup)
+    const provider = settled.provider;
+    if (settled.priorOutcome !== null) return { outcome: 'duplicate', provider }; // the same result delivered twice (worker and lookup)
     if (settled.attemptTo !== settled.attemptFrom) this.metrics.attempts.inc({ provider: settled.provider, status: settled.attemptTo });
     if (settled.version !== null) {
       this.metrics.jobsSettled.inc({ status: 'succeeded' });
       this.signals.jobSettled(jobId);
-      return 'won';
+      if (settled.announced) this.outbox?.announced();
+      return { outcome: 'won', provider };
     }
     this.metrics.settlementRaces.inc({ provider: settled.provider });
     this.logger.warn({
@@ -241,7 +259,7 @@ export class LedgerFactory {
       jobVersion: settled.jobVersion,
       jobStatus: settled.jobFrom,
     });
-    return 'discarded';
+    return { outcome: 'discarded', provider };
   }
 
   /**

@@ -18,6 +18,8 @@ export interface ArrivedResultWrite {
 export interface SettledResult {
   /** The job's new version when the result won; null when it lost. */
   version: number | null;
+  /** Outbox rows written for the win (one per subscribed endpoint). */
+  announced: number;
   attemptFrom: AttemptStatus;
   attemptTo: AttemptStatus;
   /** Set when this attempt had already delivered a result (the same answer reported twice). */
@@ -44,6 +46,7 @@ export class SettlementRepository {
   async settleResult(write: ArrivedResultWrite, manager: Queryable): Promise<SettledResult | undefined> {
     const rows = await rowsOf<{
       version: number | null;
+      announced: number;
       attempt_from: AttemptStatus | null;
       attempt_to: AttemptStatus | null;
       prior_outcome: string | null;
@@ -64,7 +67,18 @@ export class SettlementRepository {
                 completed_at = now(), updated_at = now(), next_attempt_at = NULL
           WHERE id = $1 AND completed_by IS NULL
             AND version = (SELECT job_version FROM a WHERE outcome IS NULL AND status = ANY($4::text[]))
-          RETURNING version
+          RETURNING version, owner_id, operation, idempotency_key, completed_at
+       ), outbox AS (
+         -- The transactional outbox (docs/operations.md#webhooks): the owner's subscribed endpoints get the
+         -- announcement in this same statement, so a committed win is always announced and a loss never is.
+         INSERT INTO webhook_deliveries (endpoint_id, owner_id, job_id, event_type, payload)
+         SELECT w.id, won.owner_id, $1, 'job.succeeded',
+                jsonb_build_object('type', 'job.succeeded', 'timestamp', now(), 'data', jsonb_build_object(
+                  'jobId', $1::uuid, 'attemptId', NULL, 'status', 'succeeded', 'operation', won.operation,
+                  'idempotencyKey', won.idempotency_key, 'version', won.version, 'result', $3::jsonb, 'error', NULL,
+                  'completedBy', $2::uuid, 'completedAt', won.completed_at))
+           FROM won JOIN webhook_endpoints w ON w.owner_id = won.owner_id AND w.status = 'enabled' AND 'job.succeeded' = ANY (w.events)
+          RETURNING 1
        ), att AS (
          UPDATE attempts x SET status = CASE WHEN a.status = ANY($4::text[]) THEN 'succeeded' ELSE x.status END,
                 outcome = CASE WHEN EXISTS (SELECT 1 FROM won) THEN 'won' ELSE 'discarded' END,
@@ -83,7 +97,7 @@ export class SettlementRepository {
          UNION ALL
          SELECT $1, NULL, 'job', j.status, 'succeeded', 'result_won', jsonb_build_object('attemptId', $2::uuid, 'version', won.version) FROM won, j
        )
-       SELECT (SELECT version FROM won) AS version, a.status AS attempt_from, (SELECT status FROM att) AS attempt_to,
+       SELECT (SELECT version FROM won) AS version, (SELECT count(*)::int FROM outbox) AS announced, a.status AS attempt_from, (SELECT status FROM att) AS attempt_to,
               a.outcome AS prior_outcome, a.provider, j.status AS job_from, j.version AS job_version,
               a.job_version AS read_version, j.completed_by AS winner
          FROM a, j`,
@@ -93,6 +107,7 @@ export class SettlementRepository {
     if (!row) return undefined;
     return {
       version: row.version,
+      announced: row.announced,
       attemptFrom: row.attempt_from!,
       attemptTo: row.attempt_to ?? row.attempt_from!,
       priorOutcome: row.prior_outcome,

@@ -108,6 +108,7 @@ const job = (status: Job['status']): Job => ({
   createdAt: new Date().toISOString(),
   updatedAt: new Date().toISOString(),
   completedAt: null,
+  cost: [],
   attempts: [],
 });
 const problem = (res: ServerResponse, status: number, code: string, headers: Record<string, string> = {}) => {

@@ -1,0 +1,56 @@
+import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
+import { appConfig, type AppConfig } from '../config/app.config.js';
+import { isDatabaseUnavailable } from '../database/pg-errors.js';
+import { RetentionRepository } from './retention.repository.js';
+
+/** Jobs one statement purges at most: short transactions, short locks. */
+export const PURGE_BATCH = 500;
+
+/**
+ * Every RETENTION_INTERVAL_MS on the worker role, purges terminal jobs older than JOB_RETENTION_DAYS in batches
+ * of PURGE_BATCH until none is left (0 days: never). Safe on every replica (SKIP LOCKED). After a job is purged
+ * its idempotency key is free: the same key creates a new job (the published key policy, README#idempotency).
+ */
+@Injectable()
+export class RetentionSweeper implements OnApplicationBootstrap, BeforeApplicationShutdown {
+  private readonly logger = new Logger(RetentionSweeper.name);
+  private timer?: NodeJS.Timeout;
+  private running?: Promise<unknown>;
+  private stopping = false;
+
+  constructor(
+    @Inject(appConfig.KEY) private readonly config: AppConfig,
+    private readonly retention: RetentionRepository,
+  ) {}
+
+  onApplicationBootstrap(): void {
+    if (this.config.role === 'api' || this.config.jobRetentionDays === 0) return;
+    this.timer = setInterval(() => {
+      if (this.running) return;
+      this.running = this.sweep()
+        .catch((error: Error) => {
+          if (!isDatabaseUnavailable(error)) this.logger.error({ msg: 'retention sweep failed', error: error.message });
+        })
+        .finally(() => (this.running = undefined));
+    }, this.config.retentionIntervalMs);
+    this.timer.unref();
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    this.stopping = true;
+    clearInterval(this.timer);
+    await this.running;
+  }
+
+  /** Purges batch after batch until a short one; returns the jobs purged. */
+  async sweep(days = this.config.jobRetentionDays): Promise<number> {
+    let total = 0;
+    while (!this.stopping) {
+      const purged = await this.retention.purgeBatch(days, PURGE_BATCH);
+      total += purged;
+      if (purged < PURGE_BATCH) break;
+    }
+    if (total) this.logger.log({ msg: 'retention: terminal jobs purged', count: total, olderThanDays: days });
+    return total;
+  }
+}

@@ -1,0 +1,44 @@
+import { Injectable } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import { rowsOf } from '../database/transactions.js';
+
+/**
+ * The one DELETE on jobs and their history (docs/operations.md#retention). job_events is append-only by trigger
+ * except inside a transaction that set `onejob.purge` (migration AllowRetentionPurge1795977910000).
+ */
+@Injectable()
+export class RetentionRepository {
+  constructor(private readonly dataSource: DataSource) {}
+
+  /**
+   * Purges up to `limit` terminal jobs completed more than `days` ago, with their attempts, events and webhook
+   * deliveries, in one transaction. Live jobs (pending, running, unknown) have no completed_at and are never
+   * candidates. SKIP LOCKED: a job some transaction holds is left for the next batch. Returns the jobs purged.
+   */
+  async purgeBatch(days: number, limit: number): Promise<number> {
+    return this.dataSource.transaction(async (manager) => {
+      await manager.query(`SET LOCAL onejob.purge = 'on'`);
+      const rows = await rowsOf<{ purged: number }>(
+        manager,
+        `WITH doomed AS (
+           SELECT id FROM jobs
+            WHERE completed_at < now() - $1 * interval '1 day' AND status IN ('succeeded', 'failed', 'cancelled')
+            ORDER BY completed_at
+            LIMIT $2
+            FOR UPDATE SKIP LOCKED
+         ), deliveries AS (
+           DELETE FROM webhook_deliveries WHERE job_id IN (SELECT id FROM doomed)
+         ), events AS (
+           DELETE FROM job_events WHERE job_id IN (SELECT id FROM doomed)
+         ), attempts AS (
+           DELETE FROM attempts WHERE job_id IN (SELECT id FROM doomed)
+         ), purged AS (
+           DELETE FROM jobs WHERE id IN (SELECT id FROM doomed) RETURNING id
+         )
+         SELECT count(*)::int AS purged FROM purged`,
+        [days, limit],
+      );
+      return rows[0]?.purged ?? 0;
+    });
+  }
+}

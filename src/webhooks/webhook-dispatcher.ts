@@ -1,0 +1,192 @@
+import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
+import { Counter } from 'prom-client';
+import { Webhook } from 'standardwebhooks';
+import { ValidationFailedError } from '../common/domain.errors.js';
+import { appConfig, type AppConfig } from '../config/app.config.js';
+import { isDatabaseUnavailable } from '../database/pg-errors.js';
+import { MetricsService } from '../metrics/metrics.service.js';
+import { DISABLE_AFTER_FAILED_EVENTS, DISABLE_AFTER_FAILING_MS, retryDelayMs } from './webhook-backoff.js';
+import { WebhookDeliveriesRepository, type DeliveryResult } from './webhook-deliveries.repository.js';
+import { WebhookOutbox } from './webhook-outbox.js';
+import { checkWebhookUrl } from './webhook-url.js';
+import type { ClaimedDelivery } from './webhook.types.js';
+
+/** Time a call cut off by shutdown may still take; then it is aborted and released to the next dispatcher. */
+const SHUTDOWN_GRACE_CAP_MS = 5_000;
+
+/**
+ * Sends the outbox (worker role, and `all`): claims due deliveries with FOR UPDATE SKIP LOCKED and a lease,
+ * signs each per Standard Webhooks with the `standardwebhooks` reference implementation (the `webhook-id` is
+ * the delivery's id, the same on every retry), POSTs it with a timeout and without following redirects, and
+ * records the attempt. A 2xx is success; anything else backs off (docs/operations.md#webhooks). Woken in-process
+ * after a commit that announced something; polls WEBHOOK_POLL_MS for the rest (other replicas, retries).
+ */
+@Injectable()
+export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicationShutdown {
+  private readonly logger = new Logger(WebhookDispatcher.name);
+  private readonly inFlight = new Set<Promise<void>>();
+  private readonly shutdown = new AbortController();
+  private stopping = false;
+  private loop?: Promise<void>;
+  private wake?: () => void;
+  private woken = false;
+  private unsubscribe?: () => void;
+  private readonly attemptsMetric: Counter<'outcome'>;
+  private readonly disabledMetric: Counter;
+
+  constructor(
+    @Inject(appConfig.KEY) private readonly config: AppConfig,
+    private readonly deliveries: WebhookDeliveriesRepository,
+    private readonly outbox: WebhookOutbox,
+    metrics: MetricsService,
+  ) {
+    this.attemptsMetric = new Counter({
+      name: 'onejob_webhook_attempts_total',
+      help: 'Webhook delivery attempts by outcome: delivered (2xx), failed (other status, timeout, connection error), refused (address check).',
+      labelNames: ['outcome'],
+      registers: [metrics.registry],
+    });
+    this.disabledMetric = new Counter({
+      name: 'onejob_webhook_endpoints_disabled_total',
+      help: 'Webhook endpoints disabled for failing.',
+      registers: [metrics.registry],
+    });
+  }
+
+  onApplicationBootstrap(): void {
+    if (this.config.role === 'api') return;
+    this.unsubscribe = this.outbox.onAnnounced(() => this.poke());
+    this.loop = this.run();
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    this.stopping = true;
+    this.unsubscribe?.();
+    this.poke();
+    await this.loop;
+    if (!this.inFlight.size) return;
+    const graceMs = Math.min(this.config.shutdownGraceMs, SHUTDOWN_GRACE_CAP_MS);
+    const grace = new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), graceMs));
+    if ((await Promise.race([Promise.all(this.inFlight).then(() => 'done' as const), grace])) === 'timeout') this.shutdown.abort();
+    await Promise.allSettled(this.inFlight);
+  }
+
+  /**
+   * The lease: a claimed delivery is due again after this unless its attempt is recorded first. A call ends by
+   * its timeout; the rest covers recording it. A lease that runs out early costs a duplicate (receivers dedupe on
+   * webhook-id), never a lost event.
+   */
+  private get leaseMs(): number {
+    return 2 * this.config.webhookTimeoutMs + 1_000;
+  }
+
+  private async run(): Promise<void> {
+    while (!this.stopping) {
+      const room = this.config.webhookConcurrency - this.inFlight.size;
+      if (room <= 0) {
+        await this.idle(this.config.webhookPollMs);
+        continue;
+      }
+      let claimed: ClaimedDelivery[];
+      try {
+        claimed = await this.deliveries.claimDue(room, this.leaseMs);
+      } catch (error) {
+        if (!isDatabaseUnavailable(error)) this.logger.error({ msg: 'webhook claim failed', error: (error as Error).message });
+        await this.idle(this.config.webhookPollMs * 5);
+        continue;
+      }
+      for (const delivery of claimed) {
+        const sent: Promise<void> = this.send(delivery)
+          .catch((error: Error) =>
+            this.logger.error({ msg: 'webhook attempt not recorded; the lease will retry it', deliveryId: delivery.id, error: error.message }),
+          )
+          .finally(() => {
+            this.inFlight.delete(sent);
+            this.poke();
+          });
+        this.inFlight.add(sent);
+      }
+      if (claimed.length < room) await this.idle(this.config.webhookPollMs);
+    }
+  }
+
+  /** One signed POST and its record. */
+  async send(delivery: ClaimedDelivery): Promise<void> {
+    const timestamp = new Date();
+    // During a secret rotation both secrets sign: receivers on either verify (space-separated signatures).
+    const signature = delivery.secrets.map((secret) => new Webhook(secret).sign(delivery.id, timestamp, delivery.payload)).join(' ');
+    const started = performance.now();
+    const result: DeliveryResult = { id: delivery.id, number: delivery.attempts, statusCode: null, latencyMs: 0, error: null };
+    try {
+      // Checked again before each call: a host whose DNS moved to a private address since creation is refused
+      // (the remaining window is the lookup fetch makes itself; egress rules close it).
+      await checkWebhookUrl(delivery.url, this.config.webhookAllowedHosts);
+      const response = await fetch(delivery.url, {
+        method: 'POST',
+        body: delivery.payload,
+        headers: {
+          'content-type': 'application/json',
+          'user-agent': 'onejob-webhooks/1',
+          'webhook-id': delivery.id,
+          'webhook-timestamp': String(Math.floor(timestamp.getTime() / 1000)),
+          'webhook-signature': signature,
+        },
+        // A redirect could point anywhere, including where the creation check refused: it counts as a failure.
+        redirect: 'manual',
+        signal: AbortSignal.any([AbortSignal.timeout(this.config.webhookTimeoutMs), this.shutdown.signal]),
+      });
+      await response.body?.cancel().catch(() => undefined);
+      result.statusCode = response.status;
+      if (response.status < 200 || response.status > 299) {
+        const redirect = response.status >= 300 && response.status < 400;
+        result.error = redirect ? `redirect ${response.status} not followed` : `HTTP ${response.status}`;
+      }
+    } catch (error) {
+      const e = error as Error & { cause?: { code?: string; message?: string } };
+      if (error instanceof ValidationFailedError) result.error = `refused: ${error.errors[0]?.message ?? error.message}`;
+      else if (e.name === 'TimeoutError') result.error = `timed out after ${this.config.webhookTimeoutMs} ms`;
+      else if (this.shutdown.signal.aborted) result.error = 'cut off by shutdown';
+      else result.error = e.cause?.code ?? e.cause?.message ?? e.message;
+    }
+    result.latencyMs = Math.round(performance.now() - started);
+    if (result.error === null) {
+      this.attemptsMetric.inc({ outcome: 'delivered' });
+      return this.deliveries.recordSuccess(result);
+    }
+    if (this.shutdown.signal.aborted && result.statusCode === null) return this.deliveries.release(result);
+    this.attemptsMetric.inc({ outcome: result.error.startsWith('refused: ') ? 'refused' : 'failed' });
+    const disabled = await this.deliveries.recordFailure(result, {
+      retryInMs: retryDelayMs(delivery.attempts, this.config.webhookBackoffScale),
+      disableAfterFailingMs: DISABLE_AFTER_FAILING_MS,
+      disableAfterFailedEvents: DISABLE_AFTER_FAILED_EVENTS,
+      reasonFailingFor: `every delivery failed for more than ${DISABLE_AFTER_FAILING_MS / 3_600_000} hours`,
+      reasonFailedEvents: `${DISABLE_AFTER_FAILED_EVENTS} events in a row failed every attempt`,
+    });
+    if (!disabled) return;
+    this.disabledMetric.inc();
+    this.logger.warn({ msg: 'webhook endpoint disabled', endpointId: delivery.endpointId, reason: disabled });
+  }
+
+  private poke(): void {
+    this.woken = true;
+    this.wake?.();
+  }
+
+  private idle(ms: number): Promise<void> {
+    if (this.woken) {
+      this.woken = false;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      const self = this;
+      function done() {
+        clearTimeout(timer);
+        self.wake = undefined;
+        self.woken = false;
+        resolve();
+      }
+      this.wake = done;
+    });
+  }
+}

@@ -1,0 +1,42 @@
+import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
+import { Type } from 'class-transformer';
+import { ArrayMaxSize, ArrayMinSize, ArrayUnique, IsArray, IsIn, IsInt, IsOptional, IsString, IsUUID, Length, Max, Min } from 'class-validator';
+import { WEBHOOK_EVENT_TYPES, type WebhookEventType } from '../ledger/outbox.port.js';
+
+export class CreateWebhookDto {
+  @ApiProperty({
+    description: 'Where events are POSTed. https, or http for a host in WEBHOOK_ALLOWED_HOSTS; hosts resolving to loopback, private, link-local or metadata addresses are refused (422).',
+    example: 'https://hooks.example.com/onejob',
+  })
+  @IsString()
+  @Length(1, 2000)
+  url!: string;
+
+  @ApiProperty({ enum: WEBHOOK_EVENT_TYPES, isArray: true, example: ['job.succeeded', 'job.failed'] })
+  @IsArray()
+  @ArrayMinSize(1)
+  @ArrayMaxSize(WEBHOOK_EVENT_TYPES.length)
+  @ArrayUnique()
+  @IsIn(WEBHOOK_EVENT_TYPES, { each: true })
+  events!: WebhookEventType[];
+}
+
+export class ListDeliveriesQueryDto {
+  @ApiPropertyOptional({ minimum: 1, maximum: 100, default: 20 })
+  @IsOptional()
+  @Type(() => Number)
+  @IsInt()
+  @Min(1)
+  @Max(100)
+  limit: number = 20;
+
+  @ApiPropertyOptional({ format: 'uuid', description: 'Only the deliveries announcing this job.' })
+  @IsOptional()
+  @IsUUID()
+  jobId?: string;
+
+  @ApiPropertyOptional({ enum: ['pending', 'succeeded', 'failed'] })
+  @IsOptional()
+  @IsIn(['pending', 'succeeded', 'failed'])
+  status?: 'pending' | 'succeeded' | 'failed';
+}

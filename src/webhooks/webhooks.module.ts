@@ -1,0 +1,27 @@
+import { Global, Module } from '@nestjs/common';
+import { OUTBOX } from '../ledger/outbox.port.js';
+import { WebhookDeliveriesRepository } from './webhook-deliveries.repository.js';
+import { WebhookDispatcher } from './webhook-dispatcher.js';
+import { WebhookEndpointsRepository } from './webhook-endpoints.repository.js';
+import { WebhookOutbox } from './webhook-outbox.js';
+import { WebhooksController } from './webhooks.controller.js';
+import { WebhooksService } from './webhooks.service.js';
+
+/**
+ * Global so that the ledger (the bottom of the graph, which imports nothing above it) finds the outbox port
+ * by its token without importing this module.
+ */
+@Global()
+@Module({
+  controllers: [WebhooksController],
+  providers: [
+    WebhookEndpointsRepository,
+    WebhookDeliveriesRepository,
+    WebhookOutbox,
+    { provide: OUTBOX, useExisting: WebhookOutbox },
+    WebhooksService,
+    WebhookDispatcher,
+  ],
+  exports: [OUTBOX],
+})
+export class WebhooksModule {}

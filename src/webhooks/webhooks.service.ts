@@ -1,0 +1,72 @@
+import { randomBytes } from 'node:crypto';
+import { Inject, Injectable } from '@nestjs/common';
+import { NotFoundError } from '../common/domain.errors.js';
+import { appConfig, type AppConfig } from '../config/app.config.js';
+import type { WebhookEventType } from '../ledger/outbox.port.js';
+import { WebhookDeliveriesRepository, type DeliveryPageQuery } from './webhook-deliveries.repository.js';
+import { WebhookEndpointsRepository } from './webhook-endpoints.repository.js';
+import { WebhookOutbox } from './webhook-outbox.js';
+import { checkWebhookUrl } from './webhook-url.js';
+import type { WebhookDelivery, WebhookEndpoint } from './webhook.types.js';
+import { WebhookDisabledError } from './webhooks.errors.js';
+
+/** How long the old secret still signs after a rotation. */
+const ROTATION_OVERLAP_MS = 24 * 3_600_000;
+
+/** Standard Webhooks secrets: `whsec_` and base64 of 24-64 random bytes. */
+function newSecret(): string {
+  return `whsec_${randomBytes(32).toString('base64')}`;
+}
+
+@Injectable()
+export class WebhooksService {
+  constructor(
+    @Inject(appConfig.KEY) private readonly config: AppConfig,
+    private readonly endpoints: WebhookEndpointsRepository,
+    private readonly deliveries: WebhookDeliveriesRepository,
+    private readonly outbox: WebhookOutbox,
+  ) {}
+
+  async create(ownerId: string, url: string, events: WebhookEventType[]): Promise<{ endpoint: WebhookEndpoint; secret: string }> {
+    const checked = await checkWebhookUrl(url, this.config.webhookAllowedHosts);
+    const secret = newSecret();
+    return { endpoint: await this.endpoints.insert(ownerId, checked, events, secret), secret };
+  }
+
+  list(ownerId: string): Promise<WebhookEndpoint[]> {
+    return this.endpoints.listOwned(ownerId);
+  }
+
+  async remove(ownerId: string, id: string): Promise<void> {
+    if (!(await this.endpoints.deleteOwned(ownerId, id))) throw new NotFoundError('Webhook endpoint');
+  }
+
+  async rotateSecret(ownerId: string, id: string): Promise<{ id: string; secret: string; previousSecretExpiresAt: Date }> {
+    const secret = newSecret();
+    const rotated = await this.endpoints.rotateSecret(ownerId, id, secret, ROTATION_OVERLAP_MS);
+    if (!rotated) throw new NotFoundError('Webhook endpoint');
+    return { id, secret, previousSecretExpiresAt: rotated.previousSecretExpiresAt };
+  }
+
+  async enable(ownerId: string, id: string): Promise<WebhookEndpoint> {
+    const endpoint = await this.endpoints.enableOwned(ownerId, id);
+    if (!endpoint) throw new NotFoundError('Webhook endpoint');
+    this.outbox.announced();
+    return endpoint;
+  }
+
+  async listDeliveries(ownerId: string, id: string, query: DeliveryPageQuery): Promise<WebhookDelivery[]> {
+    if (!(await this.endpoints.findOwned(ownerId, id))) throw new NotFoundError('Webhook endpoint');
+    return this.deliveries.listForEndpoint(ownerId, id, query);
+  }
+
+  async retry(ownerId: string, id: string, deliveryId: string): Promise<WebhookDelivery> {
+    const endpoint = await this.endpoints.findOwned(ownerId, id);
+    if (!endpoint) throw new NotFoundError('Webhook endpoint');
+    if (endpoint.status === 'disabled') throw new WebhookDisabledError(endpoint.disabledReason);
+    const delivery = await this.deliveries.retryNow(ownerId, id, deliveryId);
+    if (!delivery) throw new NotFoundError('Delivery');
+    this.outbox.announced();
+    return delivery;
+  }
+}

@@ -1,0 +1,112 @@
+import { bearer, startTestApp } from './helpers/app.js';
+import { provider, writeCatalog } from './helpers/catalog.js';
+import { waitFor } from './helpers/wait.js';
+
+const priceOf = (usage: { promptTokens: number; completionTokens: number }, inPerM: number, outPerM: number) =>
+  Math.round(((usage.promptTokens * inPerM + usage.completionTokens * outPerM) / 1e6) * 1e8) / 1e8;
+
+describe('cost: every attempt priced from its usage, discarded ones included', () => {
+  it('shows both attempts of a job with a discarded late result, the discarded share, and /v1/usage sums that match', async () => {
+    const catalogFile = writeCatalog((c) => {
+      c.providers.push({ name: 'slow-a', kind: 'simulated', model: 'a', timeoutMs: 200, hardTimeoutMs: 5000, onTimeout: 'failover', sideEffectFree: true, simulate: { latencyMs: 1000 }, pricing: { inputPerMTok: 3, outputPerMTok: 15, currency: 'USD' } });
+      c.providers.push({ name: 'fast-b', kind: 'simulated', model: 'b', timeoutMs: 2000, simulate: { latencyMs: 100 }, pricing: { inputPerMTok: 0.5, outputPerMTok: 1.5, currency: 'USD' } });
+    });
+    const t = await startTestApp({ role: 'all', catalogFile, workerPollMs: 10, reconcileIntervalMs: 100 });
+    try {
+      const key = await t.key('owner-cost');
+      const stranger = await t.key('owner-cost-other');
+      expect((await t.http().post('/v1/providers/fast-b/certifications').set(bearer(key)).send({ operation: 'summarize' })).body.passed).toBe(true);
+      const created = await t.http().post('/v1/jobs').set(bearer(key)).set('Idempotency-Key', 'cost-1').send({ operation: 'summarize', input: { text: 'What did this cost?' }, providers: ['slow-a', 'fast-b'] });
+      const unpriced = await t.http().post('/v1/jobs').set(bearer(key)).set('Idempotency-Key', 'cost-2').send({ operation: 'summarize', input: { text: 'free' }, providers: ['sim-primary'] });
+      const job = await waitFor(
+        async () => (await t.http().get(`/v1/jobs/${created.body.id}`).set(bearer(key))).body,
+        (j) => j.attempts?.[0]?.outcome === 'discarded',
+        20_000,
+      );
+      const [a, b] = job.attempts;
+      expect(a).toMatchObject({ provider: 'slow-a', outcome: 'discarded' });
+      expect(b).toMatchObject({ provider: 'fast-b', outcome: 'won' });
+      const costA = priceOf(a.usage, 3, 15);
+      const costB = priceOf(b.usage, 0.5, 1.5);
+      expect(costA).toBeGreaterThan(0);
+      expect(a.cost).toEqual({ amount: costA, currency: 'USD' });
+      expect(b.cost).toEqual({ amount: costB, currency: 'USD' });
+      expect(job.cost).toEqual([{ currency: 'USD', total: Math.round((costA + costB) * 1e8) / 1e8, discarded: costA }]);
+
+      const free = await waitFor(async () => (await t.http().get(`/v1/jobs/${unpriced.body.id}`).set(bearer(key))).body, (j) => j.status === 'succeeded');
+      expect(free.attempts[0].cost).toBeNull();
+      expect(free.cost).toEqual([]);
+
+      const byProvider = await t.http().get('/v1/usage').query({ groupBy: 'provider' }).set(bearer(key));
+      expect(byProvider.status).toBe(200);
+      expect(byProvider.body.groups).toEqual([
+        { key: 'fast-b', currency: 'USD', attempts: 1, promptTokens: b.usage.promptTokens, completionTokens: b.usage.completionTokens, cost: costB, discardedCost: 0 },
+        expect.objectContaining({ key: 'sim-primary', currency: null, attempts: 1, cost: 0 }),
+        { key: 'slow-a', currency: 'USD', attempts: 1, promptTokens: a.usage.promptTokens, completionTokens: a.usage.completionTokens, cost: costA, discardedCost: costA },
+      ]);
+      const byOperation = (await t.http().get('/v1/usage').query({ groupBy: 'operation' }).set(bearer(key))).body.groups;
+      expect(byOperation.find((g: any) => g.currency === 'USD')).toMatchObject({ key: 'summarize', attempts: 2, cost: Math.round((costA + costB) * 1e8) / 1e8, discardedCost: costA });
+      const byDay = (await t.http().get('/v1/usage').set(bearer(key))).body;
+      expect(byDay.groupBy).toBe('day');
+      expect(byDay.groups.find((g: any) => g.currency === 'USD').key).toBe(new Date().toISOString().slice(0, 10));
+
+      const metrics = (await t.http().get('/metrics')).text;
+      const series = (provider: string, outcome: string) => Number(new RegExp(`onejob_cost_total\\{provider="${provider}",outcome="${outcome}"\\} (\\S+)`).exec(metrics)?.[1]);
+      expect(series('slow-a', 'discarded')).toBeCloseTo(costA, 8);
+      expect(series('fast-b', 'won')).toBeCloseTo(costB, 8);
+      expect(metrics).not.toMatch(/onejob_cost_total\{provider="sim-primary"/);
+
+      expect((await t.http().get('/v1/usage').set(bearer(stranger))).body.groups).toEqual([]);
+      const future = await t.http().get('/v1/usage').query({ from: '2099-01-01T00:00:00Z' }).set(bearer(key));
+      expect(future.status).toBe(400);
+      expect((await t.http().get('/v1/usage').query({ groupBy: 'owner' }).set(bearer(key))).status).toBe(400);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('refuses new jobs past the monthly budget with 429 budget_exceeded and writes nothing; replays still answer', async () => {
+    const catalogFile = writeCatalog((c) => (provider(c, 'sim-primary').pricing = { inputPerMTok: 1000, outputPerMTok: 2000, currency: 'USD' }));
+    const t = await startTestApp({ role: 'all', catalogFile, workerPollMs: 10, reconcileIntervalMs: 100 });
+    try {
+      const key = await t.key('owner-budget');
+      const other = await t.key('owner-budget-other');
+      const post = (k: string, idempotencyKey: string) =>
+        t.http().post('/v1/jobs').set(bearer(k)).set('Idempotency-Key', idempotencyKey).send({ operation: 'summarize', input: { text: 'spend' }, providers: ['sim-primary'] });
+      const first = await post(key, 'spend-1');
+      expect(first.status).toBe(201);
+      const done = await waitFor(async () => (await t.http().get(`/v1/jobs/${first.body.id}`).set(bearer(key))).body, (j) => j.status === 'succeeded');
+      const spent = done.cost[0].total;
+      expect(spent).toBeGreaterThan(0);
+
+      expect((await t.http().get('/v1/budget').set(bearer(key))).status).toBe(404);
+      const set = await t.http().put('/v1/budget').set(bearer(key)).send({ monthlyLimit: spent, currency: 'USD' });
+      expect(set.status).toBe(200);
+      const now = new Date();
+      const reset = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1)).toISOString();
+      expect(set.body).toEqual({ monthlyLimit: spent, currency: 'USD', spent, resetsAt: reset });
+
+      const jobsBefore = (await t.dataSource.query('SELECT count(*)::int AS n FROM jobs'))[0].n;
+      const refused = await post(key, 'spend-2');
+      expect(refused.status).toBe(429);
+      expect(refused.body.code).toBe('budget_exceeded');
+      expect(refused.headers['content-type']).toMatch(/application\/problem\+json/);
+      expect(refused.body.detail).toContain(reset);
+      expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
+      expect((await t.dataSource.query('SELECT count(*)::int AS n FROM jobs'))[0].n).toBe(jobsBefore);
+
+      const replay = await post(key, 'spend-1');
+      expect(replay.status).toBe(200);
+      expect(replay.body.id).toBe(first.body.id);
+      expect((await post(other, 'spend-2')).status).toBe(201);
+
+      expect((await t.http().put('/v1/budget').set(bearer(key)).send({ monthlyLimit: spent * 100, currency: 'USD' })).status).toBe(200);
+      expect((await post(key, 'spend-2')).status).toBe(201);
+      expect((await t.http().put('/v1/budget').set(bearer(key)).send({ monthlyLimit: -1, currency: 'usd' })).status).toBe(400);
+      expect((await t.http().delete('/v1/budget').set(bearer(key))).status).toBe(204);
+      expect((await t.http().get('/v1/budget').set(bearer(key))).status).toBe(404);
+    } finally {
+      await t.close();
+    }
+  });
+});
