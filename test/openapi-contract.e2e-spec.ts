@@ -12,6 +12,7 @@ const attempt = {
   outcome: null,
   error: null,
   usage: null,
+  cost: null,
   resultDigest: null,
   startedAt: '2026-01-01T00:00:00.000Z',
   deadlineAt: '2026-01-01T00:01:00.000Z',
@@ -31,6 +32,7 @@ const job = {
   createdAt: '2026-01-01T00:00:00.000Z',
   updatedAt: '2026-01-01T00:00:00.000Z',
   completedAt: null,
+  cost: [],
   attempts: [attempt],
 };
 const getJob = (body: unknown, headers: Record<string, unknown> = {}, status = 200): ObservedResponse => ({

@@ -7,7 +7,7 @@ import { JobsService } from './jobs.service.js';
 import { clientGoneSignal, parsePreferWait } from './request-headers.js';
 
 /**
- * Owns the idempotency mapping (DESIGN §4). The service does a plain INSERT; when it collides on
+ * Owns the idempotency mapping (docs/design.md#4-http-api-all-under-v1-json). The service does a plain INSERT; when it collides on
  * UQ_jobs_owner_idempotency_key, this loads the existing job and answers 200 + Idempotent-Replayed for the
  * same fingerprint, or 409 idempotency_key_reused for another.
  */

@@ -4,7 +4,6 @@ import { assertAttemptTransition, assertJobTransition, attemptSourcesOf, canTran
 
 const legalAttempt = new Set([
   'starting>running',
-  'starting>unknown',
   'starting>failed',
   'running>succeeded',
   'running>failed',
@@ -32,7 +31,7 @@ const legalJob = new Set([
 
 const pairs = <T extends string>(values: readonly T[]) => values.flatMap((from) => values.filter((to) => to !== from).map((to) => [from, to] as [T, T]));
 
-describe('attempt state machine (DESIGN §5)', () => {
+describe('attempt state machine (docs/design.md#5-states)', () => {
   it.each(pairs(ATTEMPT_STATUSES))('%s -> %s is legal only if the design lists it', (from: AttemptStatus, to: AttemptStatus) => {
     const legal = legalAttempt.has(`${from}>${to}`);
     expect(canTransitionAttempt(from, to)).toBe(legal);
@@ -50,7 +49,7 @@ describe('attempt state machine (DESIGN §5)', () => {
   });
 });
 
-describe('job state machine (DESIGN §5)', () => {
+describe('job state machine (docs/design.md#5-states)', () => {
   it.each(pairs(JOB_STATUSES))('%s -> %s is legal only if the design lists it', (from: JobStatus, to: JobStatus) => {
     const legal = legalJob.has(`${from}>${to}`);
     expect(canTransitionJob(from, to)).toBe(legal);

@@ -2,12 +2,12 @@ import type { JobStatus } from './job.types.js';
 import type { AttemptStatus } from './attempt.types.js';
 
 /**
- * The state machine of docs/design.md#states, in one place. Beyond the diagram: `starting` may become `unknown` (the
- * reconciler finds a claimed attempt past its deadline whose worker vanished, §7) or `failed` (the request
- * could not be built, so nothing was sent).
+ * The state machine of docs/design.md#5-states, in one place. `starting` never becomes `unknown`: a worker marks an
+ * attempt `running` right before the call, so a `starting` one provably never reached its provider and ends
+ * `failed` (`not_sent`, or the prompt could not be rendered).
  */
 export const ATTEMPT_TRANSITIONS: Record<AttemptStatus, readonly AttemptStatus[]> = {
-  starting: ['running', 'unknown', 'failed'],
+  starting: ['running', 'failed'],
   running: ['succeeded', 'failed', 'unknown'],
   unknown: ['succeeded', 'failed', 'cancelled'],
   // "We stopped waiting" is not a fence: a result that still arrives competes by I5.

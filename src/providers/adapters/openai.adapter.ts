@@ -36,7 +36,7 @@ export function countOpenAiTokens(model: string, prompt: RenderedPrompt): number
 /**
  * Any OpenAI-compatible chat-completions endpoint, through the official SDK with its retries off: a retry is
  * an attempt, and only the service makes attempts. The SDK's own timeout is the hard timeout; the soft
- * deadline never aborts a call (DESIGN §7).
+ * deadline never aborts a call (docs/design.md#7-execution).
  */
 export class OpenAiAdapter implements ProviderAdapter {
   readonly capabilities = { jsonSchema: true, cancel: false, lookup: false };
