@@ -242,7 +242,15 @@ describeLocal('race suite: liveness under faults (issue 11)', () => {
       let loading = true;
       const load = createJobs(api.baseUrl, key, 'load', { loops: FULL ? 4 : 2, paceMs: FULL ? 20 : 40, count: 5000, running: () => loading });
       await sleep(1500);
+      // Killed with calls in flight: their answers die with it (the only legitimate `unknown` left at the end).
+      const inFlight = await until(
+        () => query(db.current().url, `SELECT count(*)::int AS n FROM attempts WHERE status = 'running' AND worker_id LIKE $1`, [`%:${victim.child.pid}:%`]),
+        (r) => r[0].n > 0,
+        10_000,
+        10,
+      );
       victim.kill('SIGKILL');
+      figures('victim calls in flight at SIGKILL', inFlight[0].n);
       await sleep(300);
       await db.stop();
       await sleep(3000);
