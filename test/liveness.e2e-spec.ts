@@ -58,6 +58,14 @@ describe('liveness: a provider that left the catalog (poison job)', () => {
       [heldGhost],
     );
     await api.dataSource.query(`UPDATE jobs SET status = 'unknown', next_attempt_at = NULL WHERE id = $1`, [heldGhost]);
+    // And a call in flight on it whose worker went silent: the reconciler's overdue path must cope too.
+    const runningGhost = await create('ghost-running', ['ghost-provider']);
+    await api.dataSource.query(
+      `INSERT INTO attempts (job_id, number, provider, job_version, status, deadline_at, hard_deadline_at, claimed_at, started_at, worker_id)
+       VALUES ($1, 1, 'ghost-provider', 0, 'running', now() - interval '1 minute', now() + interval '1 hour', now() - interval '2 minutes', now() - interval '2 minutes', 'gone')`,
+      [runningGhost],
+    );
+    await api.dataSource.query(`UPDATE jobs SET status = 'running', next_attempt_at = NULL WHERE id = $1`, [runningGhost]);
     const normal = await Promise.all(Array.from({ length: 6 }, (_, i) => create(`normal-${i}`)));
 
     worker = await spawnService({ DATABASE_URL: api.database.url, CATALOG_FILE: TEST_CATALOG, ROLE: 'worker', WORKER_POLL_MS: '50', RECONCILE_INTERVAL_MS: '100' });
@@ -90,6 +98,8 @@ describe('liveness: a provider that left the catalog (poison job)', () => {
     expect(worker.output()).not.toMatch(/reconcile pass failed|reconciling one attempt failed|claim failed|timeoutMs/);
     const [held] = await api.dataSource.query('SELECT status FROM attempts WHERE job_id = $1', [heldGhost]);
     expect(held.status).toBe('unknown');
+    const [overdue] = await api.dataSource.query('SELECT a.status, j.status AS job FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE a.job_id = $1', [runningGhost]);
+    expect(overdue).toEqual({ status: 'unknown', job: 'unknown' }); // it may have reached the provider: held
   }, 60_000);
 });
 
