@@ -40,7 +40,9 @@ export function clientGoneSignal(reply: FastifyReply): AbortSignal {
   const onClose = () => {
     if (!raw.writableFinished) controller.abort();
   };
-  raw.once('close', onClose);
+  // The client may have left while the guard or pipes awaited: 'close' then fired before we listened.
+  if (raw.destroyed && !raw.writableFinished) controller.abort();
+  else raw.once('close', onClose);
   return controller.signal;
 }
 

@@ -146,7 +146,7 @@ export interface paths {
         put?: never;
         /**
          * Ask for another attempt now
-         * @description Queues an attempt for a worker. Refused while an attempt is starting, running or unknown (I3), and once the job is terminal.
+         * @description Queues an attempt for a worker. Refused while an attempt is starting, running or unknown (I3), once the job is terminal, and for a named provider that is neither the primary nor certified now (I6).
          */
         post: operations["requestAttempt"];
         delete?: never;
@@ -1777,7 +1777,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code attempt_in_progress | job_terminal */
+            /** @description problem+json with code attempt_in_progress | job_terminal | provider_not_certified */
             409: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];

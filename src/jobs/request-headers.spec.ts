@@ -1,0 +1,43 @@
+import { once } from 'node:events';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { FastifyReply } from 'fastify';
+import { clientGoneSignal } from './request-headers.js';
+
+/** A real HTTP server: the handler asks for the signal only after `delayMs`, as a guard awaiting the database would. */
+async function signalAfter(delayMs: number, clientAbortsAfterMs: number): Promise<AbortSignal> {
+  let resolveSignal!: (signal: AbortSignal) => void;
+  const taken = new Promise<AbortSignal>((resolve) => (resolveSignal = resolve));
+  const server = http.createServer((_req, res) => {
+    setTimeout(() => {
+      const signal = clientGoneSignal({ raw: res } as unknown as FastifyReply);
+      resolveSignal(signal);
+      setTimeout(() => res.end('late'), 100);
+    }, delayMs);
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const controller = new AbortController();
+  const request = fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`, { signal: controller.signal }).catch(() => undefined);
+  const abort = setTimeout(() => controller.abort(), clientAbortsAfterMs);
+  const signal = await taken;
+  await new Promise((r) => setTimeout(r, 50));
+  await request;
+  clearTimeout(abort);
+  server.close();
+  return signal;
+}
+
+describe('clientGoneSignal', () => {
+  it('is aborted when the client left before the handler asked for it (the close event was already gone)', async () => {
+    expect((await signalAfter(150, 20)).aborted).toBe(true);
+  });
+
+  it('aborts when the client leaves while the handler waits', async () => {
+    expect((await signalAfter(0, 50)).aborted).toBe(true);
+  });
+
+  it('stays quiet for a client that waits for its answer', async () => {
+    expect((await signalAfter(0, 10_000)).aborted).toBe(false);
+  });
+});
