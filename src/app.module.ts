@@ -8,6 +8,7 @@ import { ProblemDetailsFilter } from './common/problem-details.filter.js';
 import { createValidationPipe } from './common/validation.js';
 import { parseEnv, type Env } from './config/env.js';
 import { DatabaseModule } from './database/database.module.js';
+import { NotificationsModule } from './database/notifications.module.js';
 import { HealthModule } from './health/health.module.js';
 import { JobsModule } from './jobs/jobs.module.js';
 import { MetricsModule } from './metrics/metrics.module.js';
@@ -32,6 +33,7 @@ export class AppModule {
         }),
         LoggingModule,
         DatabaseModule,
+        NotificationsModule,
         HealthModule,
         MetricsModule,
         AuthModule,

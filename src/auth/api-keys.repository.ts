@@ -34,6 +34,9 @@ const recordOf = (row: ApiKeyRow): ApiKeyRecord => ({
   revokedAt: row.revoked_at,
 });
 
+/** Revocations are announced here, in the revoking transaction. */
+export const API_KEYS_CHANNEL = 'onejob_api_keys';
+
 @Injectable()
 export class ApiKeysRepository {
   constructor(private readonly dataSource: DataSource) {}
@@ -46,15 +49,15 @@ export class ApiKeysRepository {
     return rows[0].id;
   }
 
-  /** One lookup on UQ_api_keys_key_hash per request: revocation and expiry hold on every replica at once. */
-  async findActiveByHash(keyHash: string): Promise<Principal | undefined> {
-    const rows: Array<{ id: string; owner_id: string; scopes: Scope[] }> = await this.dataSource.query(
-      `SELECT id, owner_id, scopes FROM api_keys
+  /** One lookup on UQ_api_keys_key_hash: the key if it is neither revoked nor expired, with its expiry. */
+  async findActiveByHash(keyHash: string): Promise<{ principal: Principal; expiresAt: Date | null } | undefined> {
+    const rows: Array<{ id: string; owner_id: string; scopes: Scope[]; expires_at: Date | null }> = await this.dataSource.query(
+      `SELECT id, owner_id, scopes, expires_at FROM api_keys
         WHERE key_hash = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`,
       [keyHash],
     );
     const row = rows[0];
-    return row && { keyId: row.id, ownerId: row.owner_id, scopes: row.scopes };
+    return row && { principal: { keyId: row.id, ownerId: row.owner_id, scopes: row.scopes }, expiresAt: row.expires_at };
   }
 
   /** Records use at most once a minute per key, whichever replica asks: the WHERE makes the others no-ops. */
@@ -75,8 +78,12 @@ export class ApiKeysRepository {
   /** Revokes once: the first revocation's time stays. Undefined when no key has this id. */
   async revokeKey(id: string): Promise<ApiKeyRecord | undefined> {
     const result: unknown = await this.dataSource.query(
-      `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1
-       RETURNING id, owner_id, scopes, created_at, expires_at, last_used_at, revoked_at`,
+      // The NOTIFY is delivered at commit: every replica's key cache drops the key as the revocation lands.
+      `WITH r AS (
+         UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1
+         RETURNING id, owner_id, scopes, created_at, expires_at, last_used_at, revoked_at
+       )
+       SELECT r.*, pg_notify('${API_KEYS_CHANNEL}', r.id::text) FROM r`,
       [id],
     );
     const rows = updatedRows<ApiKeyRow>(result);

@@ -1,11 +1,21 @@
 import { randomBytes } from 'node:crypto';
-import { Injectable, Logger } from '@nestjs/common';
+import { Injectable, Logger, Optional } from '@nestjs/common';
 import { sha256Hex } from '../common/canonical-json.js';
-import { ApiKeysRepository, type ApiKeyRecord } from './api-keys.repository.js';
+import { PgNotifications } from '../database/pg-notifications.js';
+import { API_KEYS_CHANNEL, ApiKeysRepository, type ApiKeyRecord } from './api-keys.repository.js';
 import type { Principal, Scope } from './scopes.js';
 
 const TOUCH_EVERY_MS = 60_000;
 const TOUCHED_MAX = 10_000;
+/** A bound on any cached key's age, beside the revocation NOTIFY that normally drops it. */
+const CACHE_TTL_MS = 60_000;
+const CACHE_MAX = 10_000;
+
+interface CachedKey {
+  principal: Principal;
+  expiresAt: number;
+  cachedUntil: number;
+}
 
 @Injectable()
 export class ApiKeysService {
@@ -15,8 +25,23 @@ export class ApiKeysService {
    * is and whether it still works is read from the database on every request, so a revocation holds at once.
    */
   private readonly touched = new Map<string, number>();
+  /**
+   * Key hash -> principal, used only while this process's LISTEN session is up: a revocation NOTIFYs in its own
+   * transaction (ApiKeysRepository.revokeKey), every replica drops its cache on it, and while the session is down
+   * (a notification could be missed) every request reads the database. `generation` guards the race where a lookup
+   * that started before a revocation would cache the key after the drop.
+   */
+  private readonly cache = new Map<string, CachedKey>();
+  private generation = 0;
 
-  constructor(private readonly keys: ApiKeysRepository) {}
+  constructor(
+    private readonly keys: ApiKeysRepository,
+    /** Absent in the CLI, which authenticates nothing: then nothing is cached. */
+    @Optional() private readonly notifications?: PgNotifications,
+  ) {
+    notifications?.subscribe(API_KEYS_CHANNEL, () => this.dropCache());
+    notifications?.onStateChange(() => this.dropCache());
+  }
 
   /** Creates a key and returns it in clear: the only time it exists outside the caller's hands. */
   async create(ownerId: string, scopes: Scope[], expiresAt: Date | null = null): Promise<{ id: string; key: string }> {
@@ -26,9 +51,30 @@ export class ApiKeysService {
   }
 
   async authenticate(key: string): Promise<Principal | undefined> {
-    const principal = await this.keys.findActiveByHash(sha256Hex(key));
-    if (principal) this.touch(principal.keyId);
-    return principal;
+    const hash = sha256Hex(key);
+    const now = Date.now();
+    const cached = this.cache.get(hash);
+    if (cached && cached.cachedUntil > now && cached.expiresAt > now && this.notifications?.listening) {
+      this.touch(cached.principal.keyId);
+      return cached.principal;
+    }
+    const generation = this.generation;
+    const found = await this.keys.findActiveByHash(hash);
+    if (!found) {
+      this.cache.delete(hash);
+      return undefined;
+    }
+    if (this.notifications?.listening && generation === this.generation) {
+      if (this.cache.size >= CACHE_MAX) this.cache.clear();
+      this.cache.set(hash, { principal: found.principal, expiresAt: found.expiresAt?.getTime() ?? Infinity, cachedUntil: now + CACHE_TTL_MS });
+    }
+    this.touch(found.principal.keyId);
+    return found.principal;
+  }
+
+  private dropCache(): void {
+    this.generation++;
+    this.cache.clear();
   }
 
   list(): Promise<ApiKeyRecord[]> {
