@@ -204,12 +204,19 @@ function currentRssMb(child: ChildProcess): number {
   return Number(/VmRSS:\s+(\d+)/.exec(status)![1]) / 1024;
 }
 
+/** Service settings to try without editing the bench: DB_POOL_SIZE and WORKER_CONCURRENCY pass through when set. */
+function passThrough(): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const name of ['DB_POOL_SIZE', 'WORKER_CONCURRENCY']) if (process.env[name]) env[name] = process.env[name]!;
+  return env;
+}
+
 async function startService(databaseUrl: string, role: 'api' | 'all', extraEnv: Record<string, string> = {}): Promise<{ child: ChildProcess; url: string; stop: () => Promise<void> }> {
   const port = await freePort();
   // BENCH_CPU_PROF=1: a V8 CPU profile of the service per phase, in bench/profiles/ (open it in Chrome DevTools).
   const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir=bench/profiles'] : [];
   const child = spawn(process.execPath, [...profile, 'dist/src/main.js'], {
-    env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl, ROLE: role, PORT: String(port), HOST: '127.0.0.1', CATALOG_FILE: 'bench/catalog.bench.yaml', LOG_LEVEL: process.env.LOG_LEVEL ?? 'info', ...extraEnv },
+    env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl, ROLE: role, PORT: String(port), HOST: '127.0.0.1', CATALOG_FILE: 'bench/catalog.bench.yaml', LOG_LEVEL: process.env.LOG_LEVEL ?? 'info', ...passThrough(), ...extraEnv },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   const url = `http://127.0.0.1:${port}`;
