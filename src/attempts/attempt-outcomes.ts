@@ -1,4 +1,5 @@
 import { Injectable, Logger } from '@nestjs/common';
+import { safeErrorFields } from '../common/log-safe.js';
 import { NOT_SENT, type Attempt, type AttemptError, type Usage } from '../ledger/attempt.types.js';
 import { isTerminal } from '../ledger/job.types.js';
 import { LedgerFactory, type ArrivedResult, type SettlementOutcome } from '../ledger/ledger.js';
@@ -99,7 +100,7 @@ export class AttemptOutcomes {
     const adapter = this.registry.find(cancelled.provider);
     if (adapter?.cancel) {
       await adapter.cancel(cancelled.providerRequestId ?? cancelled.id).catch((error: Error) =>
-        this.logger.warn({ msg: 'provider cancel failed', attemptId, jobId, error: error.message }),
+        this.logger.warn({ msg: 'provider cancel failed', attemptId, jobId, ...safeErrorFields(error) }),
       );
     }
     return 'failover';

@@ -1,4 +1,5 @@
 import { Injectable, Logger } from '@nestjs/common';
+import { safeErrorFields } from '../common/log-safe.js';
 import { isDatabaseUnavailable, isRetryableTransactionError } from '../database/pg-errors.js';
 import type { Attempt } from '../ledger/attempt.types.js';
 import type { Job } from '../ledger/job.types.js';
@@ -82,7 +83,7 @@ export class AttemptRunner {
 
     const hardStop = AbortSignal.any([shutdown, AbortSignal.timeout(Math.max(1, attempt.hardDeadlineAt.getTime() - Date.now()))]);
     const soft = setTimeout(
-      () => void this.outcomes.unknown(attempt.id, job.id, 'deadline_passed').catch((e: Error) => this.logger.error({ msg: 'deadline handling failed', ...log, error: e.message })),
+      () => void this.outcomes.unknown(attempt.id, job.id, 'deadline_passed').catch((e: Error) => this.logger.error({ msg: 'deadline handling failed', ...log, ...safeErrorFields(e) })),
       Math.max(0, attempt.deadlineAt.getTime() - Date.now()),
     );
     const started = process.hrtime.bigint();
@@ -140,7 +141,7 @@ export class AttemptRunner {
       } catch (error) {
         const transient = isDatabaseUnavailable(error) || isRetryableTransactionError(error);
         if (!transient || shutdown.aborted || Date.now() >= until.getTime()) throw error;
-        this.logger.warn({ msg: 'recording the outcome failed; retrying', ...log, failures, error: (error as Error).message });
+        this.logger.warn({ msg: 'recording the outcome failed; retrying', ...log, failures, ...safeErrorFields(error) });
         await sleep(Math.min(backoffMs(failures), Math.max(0, until.getTime() - Date.now())), shutdown);
       }
     }

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { safeErrorFields } from '../common/log-safe.js';
 import { hostname } from 'node:os';
 import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
 import { appConfig, type AppConfig } from '../config/app.config.js';
@@ -88,7 +89,7 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
       try {
         claimed = await this.claimBatch(Math.min(room, CLAIM_BATCH));
       } catch (error) {
-        if (!isDatabaseUnavailable(error)) this.logger.error({ msg: 'claim failed', error: (error as Error).message });
+        if (!isDatabaseUnavailable(error)) this.logger.error({ msg: 'claim failed', ...safeErrorFields(error) });
         await this.idle(this.config.workerPollMs * 5);
         continue;
       }
@@ -107,7 +108,7 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
           const info = { jobId: job.id, attemptId: attempt.id, provider: attempt.provider, claimStartedAt };
           return one && inJobTrace(job, info, () => this.runner.call(one, this.shutdown.signal));
         })
-        .catch((error: Error) => this.logger.error({ msg: 'attempt run failed; the reconciler will find it', jobId: job.id, attemptId: attempt.id, error: error.message }))
+        .catch((error: Error) => this.logger.error({ msg: 'attempt run failed; the reconciler will find it', jobId: job.id, attemptId: attempt.id, ...safeErrorFields(error) }))
         .finally(() => {
           this.inFlight.delete(run);
           this.poke();
@@ -155,7 +156,7 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
           const taken = await this.claimOne(ledger, job, starts);
           if (taken) claimed.push({ job, attempt: taken });
         } catch (error) {
-          this.logger.error({ msg: 'claim of one job failed; skipped', jobId: job.id, error: (error as Error).message });
+          this.logger.error({ msg: 'claim of one job failed; skipped', jobId: job.id, ...safeErrorFields(error) });
         }
       }
       const inserted = await ledger.startClaimed(starts);

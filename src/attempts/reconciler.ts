@@ -1,4 +1,5 @@
 import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
+import { safeErrorFields } from '../common/log-safe.js';
 import { appConfig, type AppConfig } from '../config/app.config.js';
 import { isDatabaseUnavailable } from '../database/pg-errors.js';
 import { AttemptsRepository } from '../ledger/attempts.repository.js';
@@ -41,7 +42,7 @@ export class Reconciler implements OnApplicationBootstrap, BeforeApplicationShut
       if (this.running) return;
       this.running = this.pass()
         .catch((error: Error) => {
-          if (!isDatabaseUnavailable(error)) this.logger.error({ msg: 'reconcile pass failed', error: error.message });
+          if (!isDatabaseUnavailable(error)) this.logger.error({ msg: 'reconcile pass failed', ...safeErrorFields(error) });
         })
         .finally(() => (this.running = undefined));
     }, this.config.reconcileIntervalMs);
@@ -84,7 +85,7 @@ export class Reconciler implements OnApplicationBootstrap, BeforeApplicationShut
       await work();
     } catch (error) {
       if (isDatabaseUnavailable(error)) throw error;
-      this.logger.error({ msg: 'reconciling one attempt failed; going on', attemptId: item.id, jobId: item.jobId, error: (error as Error).message });
+      this.logger.error({ msg: 'reconciling one attempt failed; going on', attemptId: item.id, jobId: item.jobId, ...safeErrorFields(error) });
     }
   }
 
@@ -111,7 +112,7 @@ export class Reconciler implements OnApplicationBootstrap, BeforeApplicationShut
         this.logger.warn({ msg: 'live jobs name a provider that is not in the catalog: it will be skipped', provider, jobs });
       }
     } catch (error) {
-      if (!isDatabaseUnavailable(error)) this.logger.error({ msg: 'start-up provider check failed', error: (error as Error).message });
+      if (!isDatabaseUnavailable(error)) this.logger.error({ msg: 'start-up provider check failed', ...safeErrorFields(error) });
     }
   }
 }

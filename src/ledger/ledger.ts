@@ -1,4 +1,5 @@
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
+import { safeErrorFields } from '../common/log-safe.js';
 import { DataSource, type EntityManager } from 'typeorm';
 import { canonicalJson, sha256Hex } from '../common/canonical-json.js';
 import { MetricsService } from '../metrics/metrics.service.js';
@@ -187,7 +188,7 @@ export class Ledger {
       try {
         effect();
       } catch (error) {
-        this.logger.error({ msg: 'post-commit effect failed', error: (error as Error).message });
+        this.logger.error({ msg: 'post-commit effect failed', ...safeErrorFields(error) });
       }
     }
   }
