@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { Wakeup } from '../common/wakeup.js';
 import { safeErrorFields } from '../common/log-safe.js';
 import { hostname } from 'node:os';
 import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
@@ -34,8 +35,7 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
   private readonly shutdown = new AbortController();
   private stopping = false;
   private loop?: Promise<void>;
-  private wake?: () => void;
-  private woken = false;
+  private readonly wakeup = new Wakeup();
   private unsubscribe?: () => void;
 
   constructor(
@@ -118,27 +118,11 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
   }
 
   private poke(): void {
-    this.woken = true;
-    this.wake?.();
+    this.wakeup.poke();
   }
 
   private idle(ms: number): Promise<void> {
-    if (this.woken) {
-      // Something happened while we were claiming: look again before sleeping.
-      this.woken = false;
-      return Promise.resolve();
-    }
-    return new Promise((resolve) => {
-      const timer = setTimeout(done, ms);
-      const self = this;
-      function done() {
-        clearTimeout(timer);
-        self.wake = undefined;
-        self.woken = false;
-        resolve();
-      }
-      this.wake = done;
-    });
+    return this.wakeup.idle(ms);
   }
 
   /**

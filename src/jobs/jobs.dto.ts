@@ -1,24 +1,19 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { Type } from 'class-transformer';
 import {
   ArrayMaxSize,
   ArrayMinSize,
   ArrayUnique,
   IsArray,
   IsIn,
-  IsInt,
   IsObject,
   IsOptional,
   IsString,
   Length,
-  Matches,
-  Max,
-  Min,
 } from 'class-validator';
+import { PageQueryDto } from '../common/page-query.dto.js';
 import { JOB_STATUSES, type JobStatus } from '../ledger/job.types.js';
 
-/** The shape of a cursor this API hands out (base64url); anything else is refused before the database sees it. */
-export const CURSOR = /^[A-Za-z0-9_-]{1,100}$/;
+export { CURSOR } from '../common/page-query.dto.js';
 
 export class CreateJobDto {
   @ApiProperty({ description: 'Name of an operation of the catalog (GET /v1/operations).', example: 'summarize', minLength: 1, maxLength: 100 })
@@ -54,23 +49,9 @@ export class CreateJobDto {
   providers?: string[];
 }
 
-export class ListJobsQueryDto {
+export class ListJobsQueryDto extends PageQueryDto {
   @ApiPropertyOptional({ enum: JOB_STATUSES })
   @IsOptional()
   @IsIn(JOB_STATUSES)
   status?: JobStatus;
-
-  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 100, default: 20 })
-  @IsOptional()
-  @Type(() => Number)
-  @IsInt()
-  @Min(1)
-  @Max(100)
-  limit: number = 20;
-
-  @ApiPropertyOptional({ description: 'The nextCursor of the previous page (opaque).', pattern: CURSOR.source })
-  @IsOptional()
-  @IsString()
-  @Matches(CURSOR, { message: 'cursor must be a cursor this API returned' })
-  cursor?: string;
 }

@@ -1,26 +1,9 @@
 import { ApiPropertyOptional } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
-import { IsIn, IsInt, IsOptional, IsString, Length, Matches, Max, Min } from 'class-validator';
+import { IsIn, IsInt, IsOptional, IsString, Length, Max, Min } from 'class-validator';
+import { PageQueryDto } from '../common/page-query.dto.js';
 import { JOB_STATUSES, type JobStatus } from '../ledger/job.types.js';
 
-const CURSOR = /^[A-Za-z0-9_-]{1,100}$/;
-const cursorMessage = { message: 'cursor must be a cursor this API returned' };
-
-class PageQueryDto {
-  @ApiPropertyOptional({ minimum: 1, maximum: 100, default: 20 })
-  @IsOptional()
-  @Type(() => Number)
-  @IsInt()
-  @Min(1)
-  @Max(100)
-  limit: number = 20;
-
-  @ApiPropertyOptional({ description: 'The nextCursor of the previous page.' })
-  @IsOptional()
-  @IsString()
-  @Matches(CURSOR, cursorMessage)
-  cursor?: string;
-}
 
 export class ListEventsQueryDto extends PageQueryDto {
   @ApiPropertyOptional({ minimum: 1, maximum: 500, default: 100 })

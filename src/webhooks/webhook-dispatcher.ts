@@ -1,4 +1,5 @@
 import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
+import { Wakeup } from '../common/wakeup.js';
 import { Counter } from 'prom-client';
 import { Webhook } from 'standardwebhooks';
 import { ValidationFailedError } from '../common/domain.errors.js';
@@ -28,8 +29,7 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
   private readonly shutdown = new AbortController();
   private stopping = false;
   private loop?: Promise<void>;
-  private wake?: () => void;
-  private woken = false;
+  private readonly wakeup = new Wakeup();
   private unsubscribe?: () => void;
   private readonly attemptsMetric: Counter<'outcome'>;
   private readonly disabledMetric: Counter;
@@ -168,25 +168,10 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
   }
 
   private poke(): void {
-    this.woken = true;
-    this.wake?.();
+    this.wakeup.poke();
   }
 
   private idle(ms: number): Promise<void> {
-    if (this.woken) {
-      this.woken = false;
-      return Promise.resolve();
-    }
-    return new Promise((resolve) => {
-      const timer = setTimeout(done, ms);
-      const self = this;
-      function done() {
-        clearTimeout(timer);
-        self.wake = undefined;
-        self.woken = false;
-        resolve();
-      }
-      this.wake = done;
-    });
+    return this.wakeup.idle(ms);
   }
 }

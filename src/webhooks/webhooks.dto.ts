@@ -1,6 +1,6 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { Type } from 'class-transformer';
-import { ArrayMaxSize, ArrayMinSize, ArrayUnique, IsArray, IsIn, IsInt, IsOptional, IsString, IsUUID, Length, Max, Min } from 'class-validator';
+import { ArrayMaxSize, ArrayMinSize, ArrayUnique, IsArray, IsIn, IsOptional, IsString, IsUUID, Length } from 'class-validator';
+import { LimitQueryDto } from '../common/page-query.dto.js';
 import { WEBHOOK_EVENT_TYPES, type WebhookEventType } from '../ledger/outbox.port.js';
 
 export class CreateWebhookDto {
@@ -21,15 +21,7 @@ export class CreateWebhookDto {
   events!: WebhookEventType[];
 }
 
-export class ListDeliveriesQueryDto {
-  @ApiPropertyOptional({ minimum: 1, maximum: 100, default: 20 })
-  @IsOptional()
-  @Type(() => Number)
-  @IsInt()
-  @Min(1)
-  @Max(100)
-  limit: number = 20;
-
+export class ListDeliveriesQueryDto extends LimitQueryDto {
   @ApiPropertyOptional({ format: 'uuid', description: 'Only the deliveries announcing this job.' })
   @IsOptional()
   @IsUUID()

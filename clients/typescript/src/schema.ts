@@ -1399,10 +1399,10 @@ export interface operations {
     listJobs: {
         parameters: {
             query?: {
-                status?: "pending" | "running" | "unknown" | "succeeded" | "failed" | "cancelled";
                 limit?: number;
                 /** @description The nextCursor of the previous page (opaque). */
                 cursor?: string;
+                status?: "pending" | "running" | "unknown" | "succeeded" | "failed" | "cancelled";
             };
             header?: never;
             path?: never;
@@ -1959,7 +1959,7 @@ export interface operations {
         parameters: {
             query?: {
                 limit?: number;
-                /** @description The nextCursor of the previous page. */
+                /** @description The nextCursor of the previous page (opaque). */
                 cursor?: string;
             };
             header?: never;
@@ -2111,7 +2111,7 @@ export interface operations {
         parameters: {
             query?: {
                 limit?: number;
-                /** @description The nextCursor of the previous page. */
+                /** @description The nextCursor of the previous page (opaque). */
                 cursor?: string;
                 /** @description Live attempts only: the ones that may need a decision. */
                 status?: "unknown" | "running" | "starting";
@@ -2193,7 +2193,7 @@ export interface operations {
         parameters: {
             query?: {
                 limit?: number;
-                /** @description The nextCursor of the previous page. */
+                /** @description The nextCursor of the previous page (opaque). */
                 cursor?: string;
                 status?: "pending" | "running" | "unknown" | "succeeded" | "failed" | "cancelled";
                 /** @description Only this owner. */
