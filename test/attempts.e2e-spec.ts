@@ -5,8 +5,8 @@ import { sleep, waitFor } from './helpers/wait.js';
 type JobBody = { id: string; status: string; version: number; result: unknown; completedBy: string | null; attempts: Array<Record<string, any>> };
 
 /** A running service (API, workers, reconciler) on its own database with a catalog variant. */
-async function startService(mutate: (catalog: RawCatalog) => void = () => undefined) {
-  const t = await startTestApp({ role: 'all', catalogFile: writeCatalog(mutate), workerPollMs: 10, reconcileIntervalMs: 100, workerConcurrency: 8 });
+async function startService(mutate: (catalog: RawCatalog) => void = () => undefined, reconcileIntervalMs = 100) {
+  const t = await startTestApp({ role: 'all', catalogFile: writeCatalog(mutate), workerPollMs: 10, reconcileIntervalMs, workerConcurrency: 8 });
   const key = await t.key('owner-attempts');
   const api = {
     t,
@@ -70,7 +70,10 @@ describe('the four seed cases: the contract with the rest of the system', () => 
   describe('3. provoked timeout', () => {
     let s: Awaited<ReturnType<typeof startService>>;
     beforeAll(async () => {
-      s = await startService();
+      // What this case proves is the worker's own deadline timer (the reconciler's path for a worker that vanished
+      // is test/process-faults.e2e-spec.ts): a reconciler pass every 100 ms could notice the deadline first on a
+      // loaded machine, so it is all but off here.
+      s = await startService(undefined, 60_000);
       await s.certify('sim-fallback');
     });
     afterAll(() => s.t.close());
@@ -100,9 +103,8 @@ describe('the four seed cases: the contract with the rest of the system', () => 
         ['sim-fallback', 'succeeded', 'won'],
       ]);
       const reasons = (await s.events(created.id)).map((e) => `${e.subject}:${e.from_status}->${e.to_status}:${e.reason}`);
-      // The worker's own deadline timer and the reconciler race to notice the deadline: either reason is right.
-      expect(reasons.filter((r) => /^attempt:running->unknown:deadline_passed(_no_worker)?$/.test(r))).toHaveLength(1);
-      expect(reasons.filter((r) => /^job:running->unknown:deadline_passed(_no_worker)?$/.test(r))).toHaveLength(1);
+      expect(reasons).toContain('attempt:running->unknown:deadline_passed');
+      expect(reasons).toContain('job:running->unknown:deadline_passed');
       expect(reasons).toContain('attempt:unknown->cancelled:resolved_by_operator');
       expect(reasons.some((r) => r.startsWith('attempt:') && r.includes('->failed'))).toBe(false);
     });
