@@ -13,6 +13,7 @@ import autocannon from 'autocannon';
 import pg from 'pg';
 import { freePort, startEmbeddedPostgres } from '../src/database/embedded-postgres.js';
 import { postgresCpuSeconds, postmasterPid, processCpuSeconds } from './cpu.js';
+import { capacityCase, capacityTable, type CapacityRow } from './capacity.js';
 import { oneSecondTable, pipelineOneSecond, type OneSecondRow } from './pipeline-1s.js';
 import type { Queryable } from '../src/database/transactions.js';
 import { AttemptsRepository } from '../src/ledger/attempts.repository.js';
@@ -20,7 +21,7 @@ import { JobsRepository } from '../src/ledger/jobs.repository.js';
 import { DuplicateIdempotencyKeyError } from '../src/ledger/ledger.errors.js';
 import { SettlementRepository } from '../src/ledger/settlement.repository.js';
 
-const CASES = ['create', 'replay', 'get', 'storm', 'pipeline', 'pipeline-1s'] as const;
+const CASES = ['create', 'replay', 'get', 'storm', 'pipeline', 'pipeline-1s', 'capacity'] as const;
 type Case = (typeof CASES)[number];
 
 interface Measure {
@@ -211,7 +212,7 @@ function passThrough(): Record<string, string> {
   return env;
 }
 
-async function startService(databaseUrl: string, role: 'api' | 'all', extraEnv: Record<string, string> = {}): Promise<{ child: ChildProcess; url: string; stop: () => Promise<void> }> {
+async function startService(databaseUrl: string, role: 'api' | 'worker' | 'all', extraEnv: Record<string, string> = {}): Promise<{ child: ChildProcess; url: string; stop: () => Promise<void> }> {
   const port = await freePort();
   // BENCH_CPU_PROF=1: a V8 CPU profile of the service per phase, in bench/profiles/ (open it in Chrome DevTools).
   const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir=bench/profiles'] : [];
@@ -267,6 +268,7 @@ async function main(): Promise<void> {
   const rows: Row[] = [];
   const serviceCpu = new Map<Case, { service: number; postgres: number | null }>();
   let oneSecond: OneSecondRow[] = [];
+  let capacity: CapacityRow | undefined;
   const pool = new pg.Pool({ connectionString: databaseUrl, max: connections });
   pool.on('error', () => undefined); // idle clients dropped by DROP DATABASE ... WITH (FORCE) at the end
   const jobs = new JobsRepository(pool as never);
@@ -304,7 +306,7 @@ async function main(): Promise<void> {
     const fingerprintOfSeed = (await pool.query('SELECT fingerprint FROM jobs LIMIT 1')).rows[0].fingerprint as string;
 
     for (const name of cases) {
-      if (name === 'pipeline' || name === 'pipeline-1s') continue;
+      if (name === 'pipeline' || name === 'pipeline-1s' || name === 'capacity') continue;
       let serviceMeasure: Measure;
       let ceiling: Measure;
       const svc = service;
@@ -431,6 +433,10 @@ async function main(): Promise<void> {
         peakRssMb,
       });
     }
+
+    if (cases.includes('capacity')) {
+      capacity = await capacityCase({ pool, run, headers, startService: (role, extraEnv) => startService(databaseUrl, role, extraEnv) });
+    }
   } finally {
     await pool.end();
     await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
@@ -449,12 +455,13 @@ async function main(): Promise<void> {
     ),
   ].join('\n');
   const header = `onejob bench: ${connections} connections, ${duration} s per case, ${cpus().length} cores, Node ${process.version}, PostgreSQL ${serverVersion}`;
-  process.stdout.write(`\n${header}\n\n${table}\n`);
+  process.stdout.write(`\n${header}\n${rows.length ? `\n${table}\n` : ''}`);
   if (oneSecond.length) process.stdout.write(`\npipeline-1s (simulated provider, 1 s latency; pg-boss 10 on the same PostgreSQL)\n\n${oneSecondTable(oneSecond)}\n`);
+  if (capacity) process.stdout.write(`\ncapacity (fake OpenAI server, 1 s latency, maxConcurrency 50, 3 worker processes + 1 API process)\n\n${capacityTable(capacity)}\n`);
   if (soak) process.stdout.write(`\nsoak: ${soak.seconds} s, RSS samples (MB) ${soak.rssMb.join(' ')}, growth last third vs first third: ${soak.growthMb} MB\n`);
   mkdirSync('bench/results', { recursive: true });
   const file = args.out ?? `bench/results/${new Date().toISOString().slice(0, 10)}.json`;
-  writeFileSync(file, `${JSON.stringify({ at: new Date().toISOString(), connections, duration, cores: cpus().length, node: process.version, postgres: serverVersion, rows, oneSecond, soak }, null, 2)}\n`);
+  writeFileSync(file, `${JSON.stringify({ at: new Date().toISOString(), connections, duration, cores: cpus().length, node: process.version, postgres: serverVersion, rows, oneSecond, capacity, soak }, null, 2)}\n`);
   process.stdout.write(`\nwritten to ${file}\n`);
 }
 

@@ -171,7 +171,9 @@ describeLocal(`race suite: provider capacity across ${WORKERS} worker process(es
     await waitFor(async () => fakes.limited.requests[0]?.answeredAt, (at) => at !== undefined, 10_000);
     const answeredAt = fakes.limited.requests[0].answeredAt!;
     // The pause is recorded once the worker has read the answer; from then on due jobs meet it in every process.
-    const paused = await waitFor(() => capacity('cap-429'), (c) => Boolean(c?.pausedUntil), 1500, 20);
+    const paused = await waitFor(() => capacity('cap-429'), (c) => Boolean(c?.pausedUntil), 1500, 20).catch((error: Error) => {
+      throw new Error(`GET /v1/providers never showed cap-429 paused after its 429: ${error.message}`);
+    });
     expect(Date.parse(paused.pausedUntil)).toBeGreaterThanOrEqual(answeredAt + 2000 - 5);
     const others = await createJobs(5, ['cap-429']);
     await untilAll([first, ...others], 'succeeded', 20_000);
@@ -253,7 +255,7 @@ describeLocal(`race suite: provider capacity across ${WORKERS} worker process(es
   );
 
   itFull(
-    `requestsPerMinute 60 over 30 s from ${WORKERS} workers: every run of arrivals fits a bucket of 1 refilled at 1/s (± ${JITTER_MS} ms), about 31 in 30 s`,
+    `requestsPerMinute 60 over 30 s from three workers: every run of arrivals fits a bucket of 1 refilled at 1/s (± ${JITTER_MS} ms), about 31 in 30 s`,
     async () => {
       fakes.rpm.reset();
       fakes.rpm.latencyMs(50);
@@ -283,7 +285,7 @@ describeLocal(`race suite: provider capacity across ${WORKERS} worker process(es
 
   // Last: it SIGKILLs a worker.
   itFull(
-    `maxConcurrency 5 across ${WORKERS} workers: the fake never serves more than 5 at once and reaches 5; a SIGKILLed worker's capacity comes back within claim + hardTimeoutMs + 5 s`,
+    `maxConcurrency 5 across three workers: the fake never serves more than 5 at once and reaches 5; a SIGKILLed worker's capacity comes back within claim + hardTimeoutMs + 5 s`,
     async () => {
       fakes.five.reset();
       fakes.five.latencyMs(400);

@@ -1,0 +1,167 @@
+/**
+ * `capacity`: a provider capped at `maxConcurrency: 50` whose calls take 1 s, served by the fake OpenAI server
+ * (kind openai, through the official SDK), with a backlog shared by three worker processes and an API process.
+ * The cap is the limit: settled/s should be within 10 % of 50/s, and the most calls the fake ever serves at once
+ * exactly 50 (issue 12; docs/benchmarks.md).
+ */
+import type { ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { parse, stringify } from 'yaml';
+import { FakeOpenAiServer } from './fake-openai.server.js';
+
+export interface CapacityRow {
+  provider: string;
+  maxConcurrency: number;
+  workers: number;
+  latencyMs: number;
+  jobs: number;
+  settledPerSecond: number;
+  /** maxConcurrency / latency: what the cap allows. */
+  target: number;
+  /** The most requests the fake served at once. */
+  fakePeak: number;
+  /** The most `running` attempts on the provider seen in the database (sampled every 200 ms). */
+  runningPeak: number;
+  createdToStartedMs: { p50: number; p99: number };
+  createdToSettledMs: { p50: number; p99: number };
+}
+
+interface Service {
+  child: ChildProcess;
+  url: string;
+  stop: () => Promise<void>;
+}
+
+export interface CapacityContext {
+  pool: pg.Pool;
+  run: string;
+  headers: Record<string, string>;
+  startService: (role: 'api' | 'worker', extraEnv: Record<string, string>) => Promise<Service>;
+}
+
+const PROVIDER = 'bench-cap';
+const MAX_CONCURRENCY = 50;
+const LATENCY_MS = 1000;
+const WORKERS = 3;
+const JOBS = 1500;
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function percentiles(values: number[]): { p50: number; p99: number } {
+  const sorted = [...values].sort((a, b) => a - b);
+  const at = (p: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] : 0);
+  return { p50: Math.round(at(50)), p99: Math.round(at(99)) };
+}
+
+/** The bench catalog plus the capped provider pointing at the fake (its URL is known only once it listens). */
+function capacityCatalog(fakeUrl: string): string {
+  const catalog = parse(readFileSync('bench/catalog.bench.yaml', 'utf8')) as { providers: unknown[] };
+  catalog.providers.push({
+    name: PROVIDER,
+    kind: 'openai',
+    model: PROVIDER,
+    baseUrl: fakeUrl,
+    apiKeyEnv: 'BENCH_FAKE_OPENAI_KEY',
+    timeoutMs: 5000,
+    hardTimeoutMs: 10_000,
+    maxConcurrency: MAX_CONCURRENCY,
+  });
+  const file = join(mkdtempSync(join(tmpdir(), 'onejob-bench-capacity-')), 'catalog.yaml');
+  writeFileSync(file, stringify(catalog));
+  return file;
+}
+
+async function createJobs(url: string, headers: Record<string, string>, prefix: string, count: number, senders: number): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: senders }, async () => {
+      for (;;) {
+        const i = next++;
+        if (i >= count) return;
+        const res = await fetch(`${url}/v1/jobs`, {
+          method: 'POST',
+          headers: { ...headers, 'idempotency-key': `${prefix}-${i}` },
+          body: JSON.stringify({ operation: 'summarize', input: { text: 'capped' }, providers: [PROVIDER] }),
+        });
+        if (res.status !== 201) throw new Error(`create answered ${res.status}`);
+        await res.arrayBuffer();
+      }
+    }),
+  );
+}
+
+export async function capacityCase(ctx: CapacityContext): Promise<CapacityRow> {
+  const fake = await new FakeOpenAiServer().start();
+  fake.latencyMs(LATENCY_MS);
+  // Jobs the earlier cases left due would be claimed first and counted nowhere.
+  await ctx.pool.query('UPDATE jobs SET next_attempt_at = NULL WHERE next_attempt_at IS NOT NULL');
+  const env = { CATALOG_FILE: capacityCatalog(fake.url), BENCH_FAKE_OPENAI_KEY: 'sk-bench' };
+  const services: Service[] = [];
+  try {
+    const api = await ctx.startService('api', env);
+    services.push(api);
+    services.push(...(await Promise.all(Array.from({ length: WORKERS }, () => ctx.startService('worker', env)))));
+    const prefix = `cap-${ctx.run}`;
+    let runningPeak = 0;
+    let creating = true;
+    let abandoned = false;
+    const deadline = Date.now() + JOBS * 100 + 120_000;
+    const sampler = (async () => {
+      for (;;) {
+        if (abandoned) return;
+        if (Date.now() > deadline) throw new Error(`the capacity backlog did not settle in time (fake peak ${fake.maxInFlight})`);
+        const { n } = (await ctx.pool.query(`SELECT count(*)::int AS n FROM attempts WHERE status = 'running' AND provider = $1`, [PROVIDER])).rows[0];
+        runningPeak = Math.max(runningPeak, n);
+        const settled = (await ctx.pool.query(`SELECT count(*)::int AS n FROM jobs WHERE idempotency_key LIKE $1 AND status = 'succeeded'`, [`${prefix}-%`])).rows[0].n;
+        if (!creating && settled >= JOBS) return;
+        await sleep(200);
+      }
+    })();
+    void sampler.catch(() => undefined); // awaited below; a rejection meanwhile must not count as unhandled
+    try {
+      await createJobs(api.url, ctx.headers, prefix, JOBS, 32);
+    } catch (error) {
+      abandoned = true;
+      await sampler.catch(() => undefined);
+      throw error;
+    }
+    creating = false;
+    await sampler;
+    const rows: Array<{ created: Date; started: Date; completed: Date }> = (
+      await ctx.pool.query(
+        `SELECT j.created_at AS created, a.started_at AS started, j.completed_at AS completed
+           FROM jobs j JOIN attempts a ON a.job_id = j.id AND a.number = 1 WHERE j.idempotency_key LIKE $1`,
+        [`${prefix}-%`],
+      )
+    ).rows;
+    const first = Math.min(...rows.map((r) => r.created.getTime()));
+    const last = Math.max(...rows.map((r) => r.completed.getTime()));
+    return {
+      provider: PROVIDER,
+      maxConcurrency: MAX_CONCURRENCY,
+      workers: WORKERS,
+      latencyMs: LATENCY_MS,
+      jobs: rows.length,
+      settledPerSecond: Math.round((rows.length / ((last - first) / 1000)) * 10) / 10,
+      target: MAX_CONCURRENCY / (LATENCY_MS / 1000),
+      fakePeak: fake.maxInFlight,
+      runningPeak,
+      createdToStartedMs: percentiles(rows.map((r) => r.started.getTime() - r.created.getTime())),
+      createdToSettledMs: percentiles(rows.map((r) => r.completed.getTime() - r.created.getTime())),
+    };
+  } finally {
+    await Promise.all(services.map((s) => s.stop()));
+    await fake.stop();
+  }
+}
+
+export function capacityTable(row: CapacityRow): string {
+  return [
+    '| provider | maxConcurrency | worker processes | latency ms | jobs | settled/s | target | % of target | fake peak concurrent | running peak (DB) | created→started p50/p99 ms | created→settled p50/p99 ms |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    `| ${row.provider} | ${row.maxConcurrency} | ${row.workers} | ${row.latencyMs} | ${row.jobs} | ${row.settledPerSecond} | ${row.target} | ${Math.round((row.settledPerSecond / row.target) * 100)}% | ${row.fakePeak} | ${row.runningPeak} | ${row.createdToStartedMs.p50} / ${row.createdToStartedMs.p99} | ${row.createdToSettledMs.p50} / ${row.createdToSettledMs.p99} |`,
+  ].join('\n');
+}
