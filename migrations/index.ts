@@ -7,6 +7,7 @@ import { AllowRetentionPurge1795977910000 } from './1795977910000-AllowRetention
 import { AddAttemptCost1795977920000 } from './1795977920000-AddAttemptCost.js';
 import { CreateOwnerBudgets1795977930000 } from './1795977930000-CreateOwnerBudgets.js';
 import { AddJobTraceContext1795978100000 } from './1795978100000-AddJobTraceContext.js';
+import { CreateProviderCapacity1795978200000 } from './1795978200000-CreateProviderCapacity.js';
 
 /** Every migration, in order. Listed by class so the same list works from TypeScript sources and from dist/. */
 export const migrations = [
@@ -19,4 +20,5 @@ export const migrations = [
   AddAttemptCost1795977920000,
   CreateOwnerBudgets1795977930000,
   AddJobTraceContext1795978100000,
+  CreateProviderCapacity1795978200000,
 ];

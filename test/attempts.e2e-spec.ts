@@ -242,12 +242,12 @@ describe('attempts beyond the seed cases', () => {
     const s = await startService();
     try {
       await s.certify('sim-fallback');
-      const created = await s.create('retry', ['sim-429', 'sim-fallback']);
+      const created = await s.create('retry', ['sim-503', 'sim-fallback']);
       const done = await s.until(created.id, terminal);
       expect(done.status).toBe('succeeded');
       expect(done.attempts.map((a) => [a.provider, a.status, a.error?.status ?? null])).toEqual([
-        ['sim-429', 'failed', 429],
-        ['sim-429', 'failed', 429],
+        ['sim-503', 'failed', 503],
+        ['sim-503', 'failed', 503],
         ['sim-fallback', 'succeeded', null],
       ]);
     } finally {

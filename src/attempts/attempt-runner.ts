@@ -5,10 +5,13 @@ import type { Attempt } from '../ledger/attempt.types.js';
 import type { Job } from '../ledger/job.types.js';
 import { LedgerFactory } from '../ledger/ledger.js';
 import { MetricsService } from '../metrics/metrics.service.js';
+import { ProviderCapacity } from '../capacity/provider-capacity.js';
+import type { ProviderSpec } from '../config/catalog.types.js';
+import { JobSignals } from '../ledger/job-signals.js';
 import { CatalogService } from '../providers/catalog.service.js';
 import { checkOutput } from '../providers/output-contract.js';
 import { renderPrompt } from '../providers/prompt.js';
-import { ProviderError, type ProviderResponse, type RenderedPrompt } from '../providers/provider.port.js';
+import { ProviderError, RATE_LIMITED, type ProviderResponse, type RenderedPrompt } from '../providers/provider.port.js';
 import { ProviderRegistry } from '../providers/provider-registry.js';
 import { traced } from '../telemetry/tracing.js';
 import { AttemptOutcomes } from './attempt-outcomes.js';
@@ -17,12 +20,14 @@ import { backoffMs } from './planner.js';
 export interface Claimed {
   job: Job;
   attempt: Attempt;
+  /** Holds a lease on a capped provider (docs/design.md#capacity): released when the call ends. */
+  leased?: boolean;
+  /** The one call that decides a half-open breaker. */
+  probe?: boolean;
 }
 
 /** An attempt marked running, with its prompt: ready to be sent. */
-export interface Ready {
-  job: Job;
-  attempt: Attempt;
+export interface Ready extends Claimed {
   prompt: RenderedPrompt;
 }
 
@@ -46,6 +51,8 @@ export class AttemptRunner {
     private readonly ledgers: LedgerFactory,
     private readonly outcomes: AttemptOutcomes,
     private readonly metrics: MetricsService,
+    private readonly capacity: ProviderCapacity,
+    private readonly signals: JobSignals,
   ) {}
 
   /**
@@ -53,12 +60,14 @@ export class AttemptRunner {
    * from this moment (a claim that waited keeps its full timeout). Returns the attempts that may be sent.
    */
   async begin(claimed: Claimed[]): Promise<Map<string, Ready>> {
-    const rendered: Array<Claimed & { prompt: RenderedPrompt }> = [];
-    for (const { job, attempt } of claimed) {
+    const rendered: Ready[] = [];
+    for (const one of claimed) {
+      const { job, attempt } = one;
       try {
-        rendered.push({ job, attempt, prompt: renderPrompt(this.catalog.operation(job.operation)!, job.input) });
+        rendered.push({ ...one, prompt: renderPrompt(this.catalog.operation(job.operation)!, job.input) });
       } catch (error) {
         // Nothing was sent: a definitive failure of this attempt, not of the provider.
+        if (one.leased) void this.capacity.release(attempt.id);
         await this.outcomes.failed(attempt.id, job.id, { reason: 'render_failed', message: (error as Error).message, retryable: false });
       }
     }
@@ -70,25 +79,33 @@ export class AttemptRunner {
     const ready = new Map<string, Ready>();
     for (const r of rendered) {
       const attempt = running.get(r.attempt.id);
-      if (attempt) ready.set(attempt.id, { job: r.job, attempt, prompt: r.prompt });
+      if (attempt) ready.set(attempt.id, { ...r, attempt });
+      else if (r.leased) void this.capacity.release(r.attempt.id); // given up before the call: its capacity is free
     }
     return ready;
   }
 
-  async call({ job, attempt, prompt }: Ready, shutdown: AbortSignal): Promise<void> {
+  async call(ready: Ready, shutdown: AbortSignal): Promise<void> {
+    const { job, attempt, prompt } = ready;
     const operation = this.catalog.operation(job.operation)!;
     const provider = this.catalog.provider(attempt.provider)!;
     const log = { jobId: job.id, attemptId: attempt.id, provider: provider.name };
     const report = <T>(work: () => Promise<T>) => this.persist(work, attempt.hardDeadlineAt, shutdown, log);
+    const health = (work: () => Promise<void>) =>
+      work().catch((e: unknown) => this.logger.error({ msg: 'provider health bookkeeping failed', ...log, ...safeErrorFields(e) }));
+    let countedTimeout = false;
 
     const hardStop = AbortSignal.any([shutdown, AbortSignal.timeout(Math.max(1, attempt.hardDeadlineAt.getTime() - Date.now()))]);
-    const soft = setTimeout(
-      () => void this.outcomes.unknown(attempt.id, job.id, 'deadline_passed').catch((e: Error) => this.logger.error({ msg: 'deadline handling failed', ...log, ...safeErrorFields(e) })),
-      Math.max(0, attempt.deadlineAt.getTime() - Date.now()),
-    );
+    const soft = setTimeout(() => {
+      // A timeout counts against the provider's breaker at once; the call goes on until the hard deadline.
+      countedTimeout = true;
+      void health(() => this.capacity.recordFailure(provider, attempt.id));
+      void this.outcomes.unknown(attempt.id, job.id, 'deadline_passed').catch((e: Error) => this.logger.error({ msg: 'deadline handling failed', ...log, ...safeErrorFields(e) }));
+    }, Math.max(0, attempt.deadlineAt.getTime() - Date.now()));
     const started = process.hrtime.bigint();
     let response: ProviderResponse | undefined;
     let failure: ProviderError | undefined;
+    this.capacity.callStarted(provider.name);
     try {
       response = await traced('onejob.provider.call', { 'onejob.provider': provider.name, 'onejob.attempt_id': attempt.id }, () =>
         this.registry.adapter(provider.name).invoke({
@@ -105,9 +122,13 @@ export class AttemptRunner {
       failure = error instanceof ProviderError ? error : new ProviderError('ambiguous', 'unexpected', (error as Error).message);
     } finally {
       clearTimeout(soft);
+      this.capacity.callEnded(provider.name);
+      if (ready.leased) void this.capacity.release(attempt.id).then(() => this.signals.jobsDue());
     }
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     this.metrics.attemptDuration.observe({ provider: provider.name, outcome: response ? 'response' : failure!.kind }, seconds);
+    // A timeout already counted at the soft deadline, or a call we aborted ourselves, is not counted (again).
+    await this.learn(ready, provider, response ? undefined : failure, countedTimeout || shutdown.aborted, health);
 
     if (response) {
       const check = checkOutput(this.catalog, operation.name, response.text);
@@ -123,10 +144,31 @@ export class AttemptRunner {
       return;
     }
     if (failure!.kind === 'definitive') {
-      await report(() => this.outcomes.failed(attempt.id, job.id, { reason: failure!.reason, message: failure!.message, retryable: failure!.retryable, status: failure!.status }));
+      const { reason, message, retryable, status, retryAfterMs } = failure!;
+      await report(() => this.outcomes.failed(attempt.id, job.id, { reason, message, retryable, status, retryAfterMs }));
     } else {
       await report(() => this.outcomes.unknown(attempt.id, job.id, failure!.reason, { message: failure!.message, shutdown: shutdown.aborted }));
     }
+  }
+
+  /**
+   * What a call teaches about its provider, for every replica (docs/design.md#capacity), recorded before the
+   * outcome so the job's next plan sees it: a rate-limit answer pauses the provider; a timeout or a retryable
+   * failure counts against its breaker; any answer to the half-open probe closes the breaker.
+   */
+  private async learn(ready: Ready, provider: ProviderSpec, failure: ProviderError | undefined, alreadyCounted: boolean, health: (work: () => Promise<void>) => Promise<void>): Promise<void> {
+    const attemptId = ready.attempt.id;
+    if (failure?.reason === RATE_LIMITED) {
+      await health(() => this.capacity.pause(provider.name, failure.retryAfterMs));
+      return;
+    }
+    // An answer, even a refusal of this request (a 4xx), shows the provider is up.
+    const counted = failure !== undefined && (failure.kind === 'ambiguous' || failure.retryable);
+    if (!counted) {
+      if (ready.probe) await health(() => this.capacity.recordProbeAnswer(provider, attemptId));
+      return;
+    }
+    if (!alreadyCounted) await health(() => this.capacity.recordFailure(provider, attemptId));
   }
 
   /**

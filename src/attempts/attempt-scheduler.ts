@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import { ProviderCapacity } from '../capacity/provider-capacity.js';
 import type { Attempt } from '../ledger/attempt.types.js';
 import { isTerminal, type Job } from '../ledger/job.types.js';
 import type { Ledger } from '../ledger/ledger.js';
@@ -17,6 +18,7 @@ export class AttemptScheduler {
   constructor(
     private readonly catalog: CatalogService,
     private readonly certification: CertificationService,
+    private readonly capacity: ProviderCapacity,
   ) {}
 
   plan(job: Job, attempts: Attempt[]): Promise<Plan> {
@@ -25,6 +27,7 @@ export class AttemptScheduler {
       attempts,
       provider: (name) => this.catalog.provider(name),
       isCertified: (provider) => this.certification.isCertified(provider, job.operation),
+      gate: (provider) => this.capacity.gate(provider),
     });
   }
 
@@ -32,7 +35,7 @@ export class AttemptScheduler {
   async scheduleAfter(ledger: Ledger, job: Job, readVersion: number, reason: string): Promise<Plan> {
     if (isTerminal(job.status)) return { kind: 'wait' };
     const plan = await this.plan(job, await ledger.listAttempts(job.id));
-    if (plan.kind === 'attempt') await ledger.moveJob(job, 'running', reason, plan.delayMs);
+    if (plan.kind === 'attempt' || plan.kind === 'defer') await ledger.moveJob(job, 'running', reason, plan.delayMs);
     if (plan.kind === 'exhausted') await this.settleExhausted(ledger, job, readVersion, plan);
     return plan;
   }

@@ -10,7 +10,14 @@ import { NOT_SENT, type Attempt } from '../ledger/attempt.types.js';
 import { JobSignals } from '../ledger/job-signals.js';
 import type { JobWithAttempts } from '../ledger/job.types.js';
 import { LedgerFactory, type Ledger } from '../ledger/ledger.js';
+import { grant, isGated, LEASE_SLACK_MS } from '../capacity/capacity.rules.js';
+import type { Lease } from '../capacity/capacity.repository.js';
+import type { ProviderState } from '../capacity/capacity.rules.js';
+import { ProviderCapacity } from '../capacity/provider-capacity.js';
+import type { ProviderSpec } from '../config/catalog.types.js';
 import { CatalogService } from '../providers/catalog.service.js';
+import { renderPrompt } from '../providers/prompt.js';
+import { ProviderRegistry } from '../providers/provider-registry.js';
 import { inJobTrace } from '../telemetry/tracing.js';
 import { AttemptRunner, type Claimed } from './attempt-runner.js';
 import { AttemptScheduler } from './attempt-scheduler.js';
@@ -45,6 +52,8 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
     private readonly catalog: CatalogService,
     private readonly runner: AttemptRunner,
     private readonly signals: JobSignals,
+    private readonly capacity: ProviderCapacity,
+    private readonly registry: ProviderRegistry,
   ) {}
 
   onApplicationBootstrap(): void {
@@ -126,33 +135,49 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
   }
 
   /**
-   * One claim transaction: lock up to `limit` due jobs, plan each, insert every new attempt (and mark the jobs
-   * running, with events) in one statement. A job whose plan fails is skipped and logged, never retried first
-   * forever: a poison job must not block the others.
+   * One claim transaction: lock up to `limit` due jobs (skipping those waiting on a provider without capacity),
+   * plan each, admit the calls each provider has capacity for (docs/design.md#capacity), and insert every new
+   * attempt (and mark the jobs running, with events) in one statement, with the leases of capped providers. A job
+   * whose plan fails is skipped and logged, never retried first forever: a poison job must not block the others.
    */
   async claimBatch(limit: number): Promise<Claimed[]> {
+    await this.capacity.refresh();
+    const blocked = this.capacity.blocked(this.catalog.listProviders());
     return this.ledgers.run(async (ledger) => {
-      const jobs = await ledger.claimDue(limit);
-      const starts: ClaimedStart[] = [];
-      const claimed: Claimed[] = [];
+      const jobs = await ledger.claimDue(limit, blocked);
+      const candidates: Candidate[] = [];
       for (const job of jobs) {
         try {
-          const taken = await this.claimOne(ledger, job, starts);
-          if (taken) claimed.push({ job, attempt: taken });
+          const candidate = await this.claimOne(ledger, job);
+          if (candidate) candidates.push(candidate);
         } catch (error) {
           this.logger.error({ msg: 'claim of one job failed; skipped', jobId: job.id, ...safeErrorFields(error) });
         }
       }
-      const inserted = await ledger.startClaimed(starts);
+      const { admitted, states } = await this.admit(ledger, candidates);
+      const claimed: Claimed[] = [];
+      const starts: ClaimedStart[] = [];
+      for (const c of admitted) {
+        if (c.queued) {
+          const attempt = await ledger.claimQueued(c.queued, this.workerId, c.spec.timeoutMs, c.spec.hardTimeoutMs);
+          if (attempt) {
+            await ledger.moveJob(c.job, 'running', 'attempt_started', null);
+            claimed.push({ job: c.job, attempt });
+          }
+        } else {
+          starts.push({ jobId: c.job.id, provider: c.spec.name, jobVersion: c.job.version, timeoutMs: c.spec.timeoutMs, hardTimeoutMs: c.spec.hardTimeoutMs, workerId: this.workerId, jobFrom: c.job.status });
+        }
+      }
       const byJob = new Map(jobs.map((j) => [j.id, j]));
-      for (const attempt of inserted) claimed.push({ job: byJob.get(attempt.jobId)!, attempt });
+      for (const attempt of await ledger.startClaimed(starts)) claimed.push({ job: byJob.get(attempt.jobId)!, attempt });
+      await this.leaseAndProbe(ledger, claimed, admitted, states);
       for (const { job } of claimed) job.status = 'running';
       return claimed;
     });
   }
 
-  /** Plans one locked job: returns a queued attempt taken over, or pushes a new one onto `starts`. */
-  private async claimOne(ledger: Ledger, job: JobWithAttempts, starts: ClaimedStart[]): Promise<Attempt | undefined> {
+  /** Plans one locked job: a queued attempt to take over, or a new attempt to start, if capacity allows. */
+  private async claimOne(ledger: Ledger, job: JobWithAttempts): Promise<Candidate | undefined> {
     const queued = job.attempts.find((a) => a.status === 'starting' && a.claimedAt === null);
     if (queued) {
       const spec = this.catalog.provider(queued.provider);
@@ -165,9 +190,7 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
         await this.scheduler.scheduleAfter(ledger, job, job.version, 'provider_unavailable');
         return undefined;
       }
-      const attempt = await ledger.claimQueued(queued, this.workerId, spec.timeoutMs, spec.hardTimeoutMs);
-      if (attempt) await ledger.moveJob(job, 'running', 'attempt_started', null);
-      return attempt;
+      return { job, spec, queued, cost: this.tokenCost(job, spec) };
     }
     const plan = await this.scheduler.plan(job, job.attempts);
     if (plan.kind === 'exhausted') {
@@ -179,8 +202,87 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
       await ledger.moveJob(job, job.status, 'nothing_to_start', null);
       return undefined;
     }
+    if (plan.kind === 'defer') {
+      this.capacity.throttled(plan.provider, plan.reason);
+      await ledger.moveJob(job, job.status, `deferred_${plan.reason}`, plan.delayMs);
+      return undefined;
+    }
     const spec = this.catalog.provider(plan.provider)!;
-    starts.push({ jobId: job.id, provider: plan.provider, jobVersion: job.version, timeoutMs: spec.timeoutMs, hardTimeoutMs: spec.hardTimeoutMs, workerId: this.workerId, jobFrom: job.status });
-    return undefined;
+    return { job, spec, cost: this.tokenCost(job, spec) };
   }
+
+  /**
+   * Under each gated provider's row lock, admits the calls it has capacity for, in claim order. The rest wait:
+   * for capacity (the job keeps its place; claims skip it while the provider has none), for the end of a pause,
+   * or, refused by an open breaker, for the next claim to plan them elsewhere.
+   */
+  private async admit(ledger: Ledger, candidates: Candidate[]): Promise<{ admitted: Candidate[]; states: Map<string, ProviderState> }> {
+    const byProvider = new Map<string, Candidate[]>();
+    const states = new Map<string, ProviderState>();
+    for (const c of candidates) if (isGated(c.spec)) byProvider.set(c.spec.name, [...(byProvider.get(c.spec.name) ?? []), c]);
+    if (!byProvider.size) return { admitted: candidates, states };
+    const refused = new Set<Candidate>();
+    for (const state of await ledger.lockProviders([...byProvider.keys()])) {
+      const asking = byProvider.get(state.provider)!;
+      const spec = asking[0].spec;
+      const decision = grant(state, spec, asking.map((c) => c.cost));
+      const rest = asking.slice(decision.granted);
+      rest.forEach((c) => refused.add(c));
+      if (decision.probe) asking[0].probe = true;
+      states.set(state.provider, decision.state);
+      if (!decision.refusal) continue;
+      this.capacity.throttled(state.provider, decision.refusal, rest.length);
+      if (decision.refusal === 'paused') {
+        const delayMs = Math.max(0, (state.pausedUntil?.getTime() ?? 0) - state.now.getTime());
+        for (const c of rest) await ledger.moveJob(c.job, c.job.status, 'deferred_paused', delayMs);
+      } else if (decision.refusal !== 'breaker_open') {
+        await ledger.waitForCapacity(rest.map((c) => c.job), state.provider);
+      }
+    }
+    return { admitted: candidates.filter((c) => !refused.has(c)), states };
+  }
+
+  /** Leases for the calls to capped providers, the probe's attempt id, and the providers' new state. */
+  private async leaseAndProbe(ledger: Ledger, claimed: Claimed[], admitted: Candidate[], states: Map<string, ProviderState>): Promise<void> {
+    if (!states.size) return;
+    const probes = new Set(admitted.filter((c) => c.probe).map((c) => c.job.id));
+    const leases: Lease[] = [];
+    for (const c of claimed) {
+      const spec = this.catalog.provider(c.attempt.provider)!;
+      if (spec.maxConcurrency !== undefined) {
+        leases.push({ attemptId: c.attempt.id, provider: spec.name, ttlMs: spec.hardTimeoutMs + LEASE_SLACK_MS });
+        c.leased = true;
+      }
+      const state = states.get(spec.name);
+      if (probes.has(c.job.id) && state) {
+        state.probeAttemptId = c.attempt.id;
+        c.probe = true;
+        const transition = { from: 'open' as const, to: 'half_open' as const };
+        ledger.afterCommit(() => this.capacity.noteTransition(spec.name, transition, state));
+      }
+    }
+    await ledger.takeLeases(leases);
+    for (const state of states.values()) await ledger.saveProvider(state);
+  }
+
+  /** Tokens a call will count against tokensPerMinute: the rendered prompt by the provider's counter, plus maxTokens. */
+  private tokenCost(job: JobWithAttempts, spec: ProviderSpec): number {
+    if (spec.tokensPerMinute === undefined) return 0;
+    const operation = this.catalog.operation(job.operation)!;
+    try {
+      return this.registry.adapter(spec.name).countPromptTokens(renderPrompt(operation, job.input)) + operation.maxTokens;
+    } catch {
+      return operation.maxTokens; // rendering fails again in the runner, which fails the attempt before any call
+    }
+  }
+}
+
+/** A planned call, before capacity is granted. */
+interface Candidate {
+  job: JobWithAttempts;
+  spec: ProviderSpec;
+  /** An attempt the API queued (owner-requested), to take over instead of inserting one. */
+  queued?: Attempt;
+  cost: number;
+  probe?: boolean;
 }

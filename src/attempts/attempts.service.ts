@@ -35,7 +35,7 @@ export class AttemptsService {
         throw new UnknownProviderError('provider', provider, "is not in the job's provider chain");
       }
       const plan = await this.scheduler.plan(job, await ledger.listAttempts(job.id));
-      const chosen = provider ?? (plan.kind === 'attempt' ? plan.provider : job.providers[0]);
+      const chosen = provider ?? (plan.kind === 'attempt' || plan.kind === 'defer' ? plan.provider : job.providers[0]);
       const spec = this.catalog.provider(chosen);
       if (!spec) throw new UnknownProviderError('provider', chosen, 'is not in the catalog');
       if (chosen !== job.providers[0] && !(await this.certification.isCertified(chosen, job.operation))) {

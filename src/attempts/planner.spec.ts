@@ -2,7 +2,9 @@ import type { ProviderSpec } from '../config/catalog.types.js';
 import type { Attempt } from '../ledger/attempt.types.js';
 import { backoffMs, planNext, type PlanContext } from './planner.js';
 
-const spec = (name: string, maxAttempts = 2) => ({ name, maxAttempts }) as ProviderSpec;
+const spec = (name: string, maxAttempts = 2) => ({ name, maxAttempts, maxDeferrals: 2 }) as ProviderSpec;
+const limited = (number: number, provider: string, retryAfterMs?: number) =>
+  ({ number, provider, status: 'failed', error: { reason: 'rate_limited', message: 'x', retryable: true, retryAfterMs } }) as Attempt;
 const attempt = (number: number, provider: string, status: Attempt['status'], retryable?: boolean) =>
   ({ number, provider, status, error: retryable === undefined ? null : { reason: 'x', message: 'x', retryable } }) as Attempt;
 
@@ -33,6 +35,27 @@ describe('planNext', () => {
 
   it('is exhausted when no certified provider is left', async () => {
     await expect(planNext(context([attempt(1, 'a', 'failed', false)], []))).resolves.toMatchObject({ kind: 'exhausted' });
+  });
+
+  it('waits out a rate limit on the same provider without counting it against maxAttempts, up to maxDeferrals', async () => {
+    const twice = [limited(1, 'a', 2000), attempt(2, 'a', 'failed', true), limited(3, 'a', 500)];
+    // Two ordinary failures would exhaust maxAttempts 2; here only one counts.
+    await expect(planNext(context(twice))).resolves.toEqual({ kind: 'attempt', provider: 'a', delayMs: 500 });
+    await expect(planNext(context([limited(1, 'a')]))).resolves.toEqual({ kind: 'attempt', provider: 'a', delayMs: 1000 });
+    const thrice = [limited(1, 'a'), limited(2, 'a'), limited(3, 'a')];
+    await expect(planNext(context(thrice))).resolves.toEqual({ kind: 'attempt', provider: 'b', delayMs: 0 });
+  });
+
+  it('goes past an open breaker to the next certified provider, or defers to the end of its cooldown', async () => {
+    const open = (sick: string[]) => (p: string) => (sick.includes(p) ? { kind: 'breaker_open' as const, untilMs: 0, delayMs: 3000 } : { kind: 'open' as const });
+    await expect(planNext({ ...context([]), gate: open(['a']) })).resolves.toEqual({ kind: 'attempt', provider: 'b', delayMs: 0 });
+    await expect(planNext({ ...context([]), gate: open(['a', 'b']) })).resolves.toEqual({ kind: 'attempt', provider: 'c', delayMs: 0 });
+    await expect(planNext({ ...context([], []), gate: open(['a']) })).resolves.toEqual({ kind: 'defer', provider: 'a', delayMs: 3000, reason: 'breaker_open' });
+  });
+
+  it('defers a paused provider to the end of its pause instead of failing over', async () => {
+    const paused = (p: string) => (p === 'a' ? { kind: 'paused' as const, untilMs: 0, delayMs: 700 } : { kind: 'open' as const });
+    await expect(planNext({ ...context([]), gate: paused })).resolves.toEqual({ kind: 'defer', provider: 'a', delayMs: 700, reason: 'paused' });
   });
 
   it('backs off exponentially with jitter, capped', () => {

@@ -1,9 +1,14 @@
+import type { Gate } from '../capacity/capacity.rules.js';
+import { DEFAULT_PAUSE_MS } from '../capacity/provider-capacity.js';
 import type { ProviderSpec } from '../config/catalog.types.js';
 import { LIVE_ATTEMPT_STATUSES, NOT_SENT, type Attempt } from '../ledger/attempt.types.js';
+import { RATE_LIMITED } from '../providers/provider.port.js';
 
 export type Plan =
   | { kind: 'attempt'; provider: string; delayMs: number }
   | { kind: 'wait' }
+  /** The provider is paused or its breaker open, and no certified fallback is usable: try again after `delayMs`. */
+  | { kind: 'defer'; provider: string; delayMs: number; reason: 'paused' | 'breaker_open' }
   | { kind: 'exhausted'; reason: 'providers_exhausted' | 'provider_unavailable'; lastError: unknown };
 
 export interface PlanContext {
@@ -13,6 +18,8 @@ export interface PlanContext {
   provider: (name: string) => ProviderSpec | undefined;
   /** I6: asked before moving the job to any provider but the primary. */
   isCertified: (provider: string) => Promise<boolean>;
+  /** Paused or breaker open (docs/design.md#capacity); open when absent. */
+  gate?: (provider: string) => Gate;
   random?: () => number;
 }
 
@@ -30,25 +37,53 @@ export function wasNotSent(attempt: Attempt): boolean {
   return attempt.status === 'failed' && attempt.error?.reason === NOT_SENT;
 }
 
+/** True for an attempt the provider refused with a rate limit: not counted against maxAttempts either. */
+export function wasRateLimited(attempt: Attempt): boolean {
+  return attempt.status === 'failed' && attempt.error?.reason === RATE_LIMITED;
+}
+
 /**
  * The next usable provider of the chain after `after` (from the start when undefined): in the catalog, and
  * certified unless it is the primary.
  */
-export async function nextProvider(context: PlanContext, after: string | undefined): Promise<string | undefined> {
+export async function nextProvider(context: PlanContext, after: string | undefined, skipBreakerOpen = false): Promise<string | undefined> {
   const start = after === undefined ? 0 : context.chain.indexOf(after) + 1;
   for (const [i, candidate] of context.chain.entries()) {
     if (i < start || !context.provider(candidate)) continue;
+    if (skipBreakerOpen && context.gate?.(candidate).kind === 'breaker_open') continue;
     if (i === 0 || (await context.isCertified(candidate))) return candidate;
   }
   return undefined;
 }
 
 /**
+ * The capacity gate on a chosen provider: an open breaker sends the job on to the next certified provider whose
+ * breaker is not open, without an attempt on the sick one, or defers it to the end of the cooldown; a pause (the
+ * provider's own 429) defers it to the pause's end.
+ */
+async function gated(context: PlanContext, plan: Extract<Plan, { kind: 'attempt' }>): Promise<Plan> {
+  const gate = context.gate?.(plan.provider) ?? { kind: 'open' };
+  if (gate.kind === 'open') return plan;
+  if (gate.kind === 'breaker_open') {
+    const other = await nextProvider(context, plan.provider, true);
+    if (other) return { kind: 'attempt', provider: other, delayMs: 0 };
+  }
+  return { kind: 'defer', provider: plan.provider, delayMs: Math.max(plan.delayMs, gate.delayMs), reason: gate.kind };
+}
+
+/**
  * What a job needs next, from its attempts so far (docs/design.md#7-execution): nothing while one is live; an
- * attempt that was never sent is simply made again; a retry with backoff on the same provider for a retryable
- * failure within its maxAttempts; otherwise the next certified provider; `exhausted` when the chain is spent.
+ * attempt that was never sent is simply made again; after a rate limit, the same provider once its pause is over,
+ * up to maxDeferrals times; a retry with backoff on the same provider for a retryable failure within its
+ * maxAttempts; otherwise the next certified provider; `exhausted` when the chain is spent. Then the capacity gate
+ * (docs/design.md#capacity) may move the attempt past an open breaker or defer it.
  */
 export async function planNext(context: PlanContext): Promise<Plan> {
+  const plan = await planIgnoringCapacity(context);
+  return plan.kind === 'attempt' ? gated(context, plan) : plan;
+}
+
+async function planIgnoringCapacity(context: PlanContext): Promise<Plan> {
   const { attempts } = context;
   if (attempts.some((a) => LIVE_ATTEMPT_STATUSES.includes(a.status))) return { kind: 'wait' };
   const last = attempts.reduce<Attempt | undefined>((latest, a) => (!latest || a.number > latest.number ? a : latest), undefined);
@@ -64,8 +99,12 @@ export async function planNext(context: PlanContext): Promise<Plan> {
   if (last.status === 'succeeded') return { kind: 'wait' };
   const spec = context.provider(last.provider);
   if (wasNotSent(last) && spec) return { kind: 'attempt', provider: last.provider, delayMs: 0 };
-  if (last.status === 'failed' && last.error?.retryable && spec) {
-    const failures = attempts.filter((a) => a.provider === last.provider && a.status === 'failed' && !wasNotSent(a)).length;
+  if (wasRateLimited(last) && spec) {
+    // The provider limited us, the job did nothing wrong: wait as long as it asked, up to maxDeferrals times.
+    const deferrals = attempts.filter((a) => a.provider === last.provider && wasRateLimited(a)).length;
+    if (deferrals <= spec.maxDeferrals) return { kind: 'attempt', provider: last.provider, delayMs: last.error?.retryAfterMs ?? DEFAULT_PAUSE_MS };
+  } else if (last.status === 'failed' && last.error?.retryable && spec) {
+    const failures = attempts.filter((a) => a.provider === last.provider && a.status === 'failed' && !wasNotSent(a) && !wasRateLimited(a)).length;
     if (failures < spec.maxAttempts) return { kind: 'attempt', provider: last.provider, delayMs: backoffMs(failures, context.random) };
   }
   const next = await nextProvider(context, last.provider);

@@ -49,11 +49,26 @@ const catalogSchema = {
               currency: { type: 'string', pattern: '^[A-Z]{3}$' },
             },
           },
+          maxConcurrency: { type: 'integer', minimum: 1, maximum: 100_000 },
+          requestsPerMinute: { type: 'integer', minimum: 1, maximum: 10_000_000 },
+          tokensPerMinute: { type: 'integer', minimum: 1, maximum: 10_000_000_000 },
+          maxDeferrals: { type: 'integer', minimum: 0, maximum: 100, default: 3 },
+          breaker: {
+            type: 'object',
+            required: ['failures', 'windowMs', 'cooldownMs'],
+            additionalProperties: false,
+            properties: {
+              failures: { type: 'integer', minimum: 1, maximum: 10_000 },
+              windowMs: { type: 'integer', minimum: 1, maximum: 86_400_000 },
+              cooldownMs: { type: 'integer', minimum: 1, maximum: 86_400_000 },
+            },
+          },
           simulate: {
             type: 'object',
             additionalProperties: false,
             properties: {
               latencyMs: { type: 'integer', minimum: 0, default: 0 },
+              retryAfterMs: { type: 'integer', minimum: 0, maximum: 3_600_000 },
               outcome: { enum: ['success', 'error', 'timeout', 'malformed', 'invalid', 'reset'], default: 'success' },
               errorStatus: { type: 'integer', minimum: 400, maximum: 599, default: 500 },
             },

@@ -7,6 +7,15 @@ export interface SimulateSpec {
   outcome: SimulatedOutcome;
   /** HTTP-like status for outcome `error`: 429 and 5xx are retryable. */
   errorStatus: number;
+  /** The Retry-After a simulated 429 (or 503) answer carries, in ms; none when absent. */
+  retryAfterMs?: number;
+}
+
+/** Opens a provider's circuit after `failures` counted failures within `windowMs`, for `cooldownMs`. */
+export interface BreakerSpec {
+  failures: number;
+  windowMs: number;
+  cooldownMs: number;
 }
 
 export interface ProviderSpec {
@@ -24,6 +33,14 @@ export interface ProviderSpec {
   simulate?: SimulateSpec;
   /** Price per million tokens; attempts on a provider without it have no cost. */
   pricing?: PricingSpec;
+  /** Calls in flight to this provider across all replicas (docs/design.md#capacity). */
+  maxConcurrency?: number;
+  requestsPerMinute?: number;
+  /** Counted as the rendered prompt's tokens plus the operation's maxTokens, per call. */
+  tokensPerMinute?: number;
+  breaker?: BreakerSpec;
+  /** Rate-limit answers a job accepts from this provider before it moves to its next certified provider. */
+  maxDeferrals: number;
 }
 
 export interface PricingSpec {

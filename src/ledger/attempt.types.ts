@@ -17,6 +17,8 @@ export interface AttemptError {
   retryable?: boolean;
   status?: number;
   details?: unknown;
+  /** A rate-limit answer's requested wait (docs/design.md#capacity). */
+  retryAfterMs?: number;
 }
 
 export interface Attempt {

@@ -86,7 +86,7 @@ export class AttemptsRepository {
            FROM p
          RETURNING *
        ), jb AS (
-         UPDATE jobs j SET status = 'running', updated_at = now(), next_attempt_at = NULL FROM p WHERE j.id = p.job_id
+         UPDATE jobs j SET status = 'running', updated_at = now(), next_attempt_at = NULL, waiting_for = NULL FROM p WHERE j.id = p.job_id
        ), ev AS (
          INSERT INTO job_events (job_id, attempt_id, subject, from_status, to_status, reason, detail)
          SELECT ins.job_id, ins.id, 'attempt', NULL, 'starting', 'claimed', jsonb_build_object('provider', ins.provider, 'number', ins.number) FROM ins

@@ -123,24 +123,41 @@ export class JobsRepository {
    * Up to `limit` jobs that need an attempt, with their attempts, locked for the caller's transaction. SKIP
    * LOCKED lets any number of workers claim side by side; a job is never handed to two of them.
    */
-  async claimDue(limit: number, manager: Queryable): Promise<JobWithAttempts[]> {
+  /** `blocked`: providers without capacity now; jobs waiting on one of them stay for a later claim. */
+  async claimDue(limit: number, blocked: string[], manager: Queryable): Promise<JobWithAttempts[]> {
     const rows = await rowsOf<JobWithAttemptsRow>(
       manager,
       `SELECT ${JOB_COLUMNS}, ${ATTEMPTS_OF_J} FROM jobs j
         WHERE j.next_attempt_at <= now() AND j.status IN ('pending', 'running', 'unknown')
+          AND (j.waiting_for IS NULL OR j.waiting_for <> ALL($2::text[]))
         ORDER BY j.next_attempt_at LIMIT $1 FOR UPDATE OF j SKIP LOCKED`,
-      [limit],
+      [limit, blocked],
     );
     return rows.map(jobWithAttemptsFromRow);
   }
 
+  /**
+   * Due jobs, locked by the caller, that must wait for capacity on `provider`: they keep their place in the queue
+   * and claims skip them while the provider has none. Returns the ids that were not waiting on it already.
+   */
+  async markWaiting(ids: string[], provider: string, manager: Queryable): Promise<string[]> {
+    const rows = await rowsOf<{ id: string }>(
+      manager,
+      `UPDATE jobs SET waiting_for = $2 WHERE id = ANY($1::uuid[]) AND waiting_for IS DISTINCT FROM $2 RETURNING id`,
+      [ids, provider],
+    );
+    return rows.map((r) => r.id);
+  }
+
   /** Bookkeeping under the caller's row lock: never touches version. `nextAttemptInMs` null clears the schedule. */
   async updateBookkeeping(id: string, status: JobStatus, nextAttemptInMs: number | null | undefined, manager: Queryable): Promise<void> {
+    // A new schedule ends any wait for capacity: the job is planned afresh when it is due.
     await manager.query(
       `UPDATE jobs SET status = $2, updated_at = now(),
               next_attempt_at = CASE WHEN $3::boolean THEN next_attempt_at
                                      WHEN $4::float8 IS NULL THEN NULL
-                                     ELSE now() + make_interval(secs => $4::float8 / 1000) END
+                                     ELSE now() + make_interval(secs => $4::float8 / 1000) END,
+              waiting_for = CASE WHEN $3::boolean THEN waiting_for ELSE NULL END
         WHERE id = $1`,
       [id, status, nextAttemptInMs === undefined, nextAttemptInMs ?? null],
     );

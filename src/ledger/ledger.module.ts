@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { CapacityModule } from '../capacity/capacity.module.js';
 import { AttemptsRepository } from './attempts.repository.js';
 import { JobEventsRepository } from './job-events.repository.js';
 import { JobSignals } from './job-signals.js';
@@ -8,7 +9,8 @@ import { SettlementRepository } from './settlement.repository.js';
 
 /** The bottom of the graph: the jobs and attempts tables, their one writer, and the wake-ups between replicas. */
 @Module({
+  imports: [CapacityModule],
   providers: [JobsRepository, AttemptsRepository, JobEventsRepository, SettlementRepository, LedgerFactory, JobSignals],
-  exports: [JobsRepository, AttemptsRepository, JobEventsRepository, LedgerFactory, JobSignals],
+  exports: [CapacityModule, JobsRepository, AttemptsRepository, JobEventsRepository, LedgerFactory, JobSignals],
 })
 export class LedgerModule {}

@@ -2,6 +2,8 @@ import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { safeErrorFields } from '../common/log-safe.js';
 import { DataSource, type EntityManager } from 'typeorm';
 import { canonicalJson, sha256Hex } from '../common/canonical-json.js';
+import { CapacityRepository, type Lease } from '../capacity/capacity.repository.js';
+import type { ProviderState } from '../capacity/capacity.rules.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { NOT_SENT, type Attempt, type AttemptStatus, type Usage } from './attempt.types.js';
 import { AttemptsRepository, type AttemptUpdate, type CallStart, type ClaimedStart, type NewAttempt } from './attempts.repository.js';
@@ -34,6 +36,7 @@ interface Repositories {
   jobs: JobsRepository;
   attempts: AttemptsRepository;
   settlements: SettlementRepository;
+  capacity: CapacityRepository;
 }
 
 /**
@@ -73,9 +76,35 @@ export class Ledger {
     return this.repos.attempts.listForJob(jobId, this.manager);
   }
 
-  /** Up to `limit` due jobs with their attempts, locked (SKIP LOCKED) until this transaction ends. */
-  claimDue(limit: number): Promise<JobWithAttempts[]> {
-    return this.repos.jobs.claimDue(limit, this.manager);
+  /**
+   * Up to `limit` due jobs with their attempts, locked (SKIP LOCKED) until this transaction ends; jobs waiting for
+   * capacity on a `blocked` provider are left for a later claim.
+   */
+  claimDue(limit: number, blocked: string[] = []): Promise<JobWithAttempts[]> {
+    return this.repos.jobs.claimDue(limit, blocked, this.manager);
+  }
+
+  /** The shared state of these providers, locked until this transaction ends (after the jobs: the lock order). */
+  lockProviders(providers: string[]): Promise<ProviderState[]> {
+    return this.repos.capacity.lock(providers, this.manager);
+  }
+
+  saveProvider(state: ProviderState): Promise<void> {
+    return this.repos.capacity.save(state, this.manager);
+  }
+
+  /** Leases for the calls this claim starts, committed with their attempts. */
+  takeLeases(leases: Lease[]): Promise<void> {
+    return this.repos.capacity.insertLeases(leases, this.manager);
+  }
+
+  /** Claimed jobs that must wait for capacity on `provider`: no attempt, their place in the queue kept. */
+  async waitForCapacity(jobs: Job[], provider: string): Promise<void> {
+    if (!jobs.length) return;
+    const started = new Set(await this.repos.jobs.markWaiting(jobs.map((j) => j.id), provider, this.manager));
+    for (const job of jobs) {
+      if (started.has(job.id)) this.events.push({ jobId: job.id, subject: 'job', from: job.status, to: job.status, reason: 'waiting_for_capacity', detail: { provider } });
+    }
   }
 
   /** A claim's new attempts, their jobs marked running and the events, in one statement. */
@@ -205,12 +234,13 @@ export class LedgerFactory {
     jobs: JobsRepository,
     attempts: AttemptsRepository,
     settlements: SettlementRepository,
+    capacity: CapacityRepository,
     private readonly events: JobEventsRepository,
     private readonly metrics: MetricsService,
     private readonly signals: JobSignals,
     @Optional() @Inject(OUTBOX) private readonly outbox?: Outbox,
   ) {
-    this.repos = { jobs, attempts, settlements };
+    this.repos = { jobs, attempts, settlements, capacity };
   }
 
   async run<T>(work: (ledger: Ledger) => Promise<T>): Promise<T> {

@@ -46,6 +46,25 @@ export class MetricsService {
     registers: [this.registry],
   });
 
+  readonly providerInflight = new Gauge({
+    name: 'onejob_provider_inflight',
+    help: "This process's provider calls in flight, by provider.",
+    labelNames: ['provider'],
+    registers: [this.registry],
+  });
+  readonly providerBreakerState = new Gauge({
+    name: 'onejob_provider_breaker_state',
+    help: 'Circuit breaker per provider as this process last read it: 0 closed, 1 half-open, 2 open.',
+    labelNames: ['provider'],
+    registers: [this.registry],
+  });
+  readonly providerThrottled = new Counter({
+    name: 'onejob_provider_throttled_total',
+    help: 'Calls held back by provider capacity, by provider and reason (concurrency, requests_per_minute, tokens_per_minute, rate_limited, paused, breaker_open).',
+    labelNames: ['provider', 'reason'],
+    registers: [this.registry],
+  });
+
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'onejob_' });
   }

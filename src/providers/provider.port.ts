@@ -50,10 +50,54 @@ export class ProviderError extends Error {
     readonly retryable = false,
     readonly status?: number,
     readonly raw?: string,
+    /** For `rate_limited`: how long the provider asked us to wait, from its headers; undefined when it did not say. */
+    readonly retryAfterMs?: number,
   ) {
     super(message);
     this.name = 'ProviderError';
   }
+}
+
+/** The reason of a rate-limit answer: retryable, not counted against maxAttempts, and pauses the provider. */
+export const RATE_LIMITED = 'rate_limited';
+
+type HeaderBag = Headers | Record<string, string | string[] | undefined> | undefined;
+
+function header(headers: HeaderBag, name: string): string | undefined {
+  if (!headers) return undefined;
+  if (typeof (headers as Headers).get === 'function') return (headers as Headers).get(name) ?? undefined;
+  const value = (headers as Record<string, string | string[] | undefined>)[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+/** OpenAI's reset durations: "1s", "6m0s", "20ms", "1h2m3.5s". */
+function parseResetDuration(text: string): number | undefined {
+  const parts = [...text.matchAll(/(\d+(?:\.\d+)?)(ms|h|m|s)/g)];
+  if (!parts.length || parts.map((p) => p[0]).join('') !== text.trim()) return undefined;
+  const unit = { h: 3_600_000, m: 60_000, s: 1000, ms: 1 } as const;
+  return Math.ceil(parts.reduce((ms, [, n, u]) => ms + Number(n) * unit[u as keyof typeof unit], 0));
+}
+
+/**
+ * How long a rate-limit answer asks us to wait: the longest of `retry-after-ms`, `Retry-After` (seconds or an
+ * HTTP date) and OpenAI's `x-ratelimit-reset-requests` / `-tokens`; undefined when none is readable. Capped at an
+ * hour, so a hostile or broken header cannot park a provider for ever.
+ */
+export function retryAfterFromHeaders(headers: HeaderBag, now = Date.now()): number | undefined {
+  const candidates: number[] = [];
+  const ms = Number(header(headers, 'retry-after-ms'));
+  if (header(headers, 'retry-after-ms') !== undefined && Number.isFinite(ms) && ms >= 0) candidates.push(ms);
+  const after = header(headers, 'retry-after')?.trim();
+  if (after) {
+    if (/^\d+(\.\d+)?$/.test(after)) candidates.push(Number(after) * 1000);
+    else if (!Number.isNaN(Date.parse(after))) candidates.push(Math.max(0, Date.parse(after) - now));
+  }
+  for (const name of ['x-ratelimit-reset-requests', 'x-ratelimit-reset-tokens']) {
+    const value = header(headers, name);
+    const parsed = value === undefined ? undefined : parseResetDuration(value);
+    if (parsed !== undefined) candidates.push(parsed);
+  }
+  return candidates.length ? Math.min(3_600_000, Math.ceil(Math.max(...candidates))) : undefined;
 }
 
 const HTTP_MESSAGES: Record<number, string> = {
@@ -73,8 +117,17 @@ export function httpErrorMessage(status: number): string {
   return HTTP_MESSAGES[status] ?? (status >= 500 ? 'the provider had a server error' : `the provider answered HTTP ${status}`);
 }
 
-export const definitiveHttpError = (status: number, raw?: string) =>
-  new ProviderError('definitive', `http_${status}`, httpErrorMessage(status), status === 408 || status === 429 || status >= 500, status, raw);
+/**
+ * An HTTP error answer. 429, and 503 with a Retry-After, are the provider limiting us (RATE_LIMITED): the job did
+ * nothing wrong (docs/design.md#capacity). Other 408 and 5xx answers are retryable; the rest of 4xx are not.
+ */
+export function definitiveHttpError(status: number, raw?: string, headers?: HeaderBag): ProviderError {
+  const retryAfterMs = retryAfterFromHeaders(headers);
+  if (status === 429 || (status === 503 && retryAfterMs !== undefined)) {
+    return new ProviderError('definitive', RATE_LIMITED, httpErrorMessage(429), true, status, raw, retryAfterMs);
+  }
+  return new ProviderError('definitive', `http_${status}`, httpErrorMessage(status), status === 408 || status >= 500, status, raw);
+}
 
 const providerLog = new Logger('ProviderError');
 
@@ -142,7 +195,7 @@ export interface SdkErrorClasses {
   APIConnectionTimeoutError: abstract new (...args: never[]) => Error;
   APIUserAbortError: abstract new (...args: never[]) => Error;
   APIConnectionError: abstract new (...args: never[]) => Error;
-  APIError: abstract new (...args: never[]) => Error & { status?: number };
+  APIError: abstract new (...args: never[]) => Error & { status?: number; headers?: Headers };
 }
 
 /** Classifies an official SDK's error: HTTP answers are definitive, transport failures by whether they were sent. */
@@ -150,6 +203,6 @@ export function classifySdkError(sdk: SdkErrorClasses, error: unknown, aborted: 
   if (error instanceof sdk.APIConnectionTimeoutError) return new ProviderError('ambiguous', 'timeout', 'no answer before the hard timeout', false, undefined, error.message);
   if (error instanceof sdk.APIUserAbortError) return classifyTransportError(error, true);
   if (error instanceof sdk.APIConnectionError) return classifyTransportError(error, aborted);
-  if (error instanceof sdk.APIError && typeof error.status === 'number') return definitiveHttpError(error.status, error.message);
+  if (error instanceof sdk.APIError && typeof error.status === 'number') return definitiveHttpError(error.status, error.message, error.headers);
   return classifyTransportError(error, aborted);
 }

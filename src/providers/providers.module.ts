@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+import { CapacityModule } from '../capacity/capacity.module.js';
 import { catalogProvider, CatalogService } from './catalog.service.js';
 import { CertificationRepository } from './certification.repository.js';
 import { CertificationService } from './certification.service.js';
@@ -7,6 +8,7 @@ import { ProvidersController } from './providers.controller.js';
 import { ProvidersService } from './providers.service.js';
 
 @Module({
+  imports: [CapacityModule],
   controllers: [ProvidersController],
   providers: [catalogProvider, CatalogService, providerRegistryProvider, CertificationRepository, CertificationService, ProvidersService],
   exports: [CatalogService, ProviderRegistry, CertificationService],

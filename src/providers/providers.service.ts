@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import { ProviderCapacity, type CapacityView } from '../capacity/provider-capacity.js';
 import type { JsonSchema } from '../config/catalog.types.js';
 import { CatalogService } from './catalog.service.js';
 import { CertificationService } from './certification.service.js';
@@ -17,6 +18,8 @@ export interface ProviderView {
   maxAttempts: number;
   contextWindow: number;
   capabilities: ProviderCapabilities;
+  /** Shared capacity, read now: caps, calls in flight, this minute's usage, a pause, the breaker (docs/design.md#capacity). */
+  capacity: CapacityView;
   certifications: Array<{ operation: string; passed: boolean; current: boolean; certified: boolean; contractDigest: string; certifiedAt: string; reportId: string }>;
 }
 
@@ -37,11 +40,13 @@ export class ProvidersService {
     private readonly catalog: CatalogService,
     private readonly registry: ProviderRegistry,
     private readonly certification: CertificationService,
+    private readonly capacity: ProviderCapacity,
   ) {}
 
   async listProviders(): Promise<ProviderView[]> {
-    const reports = await this.certification.currentCertifications();
-    return this.catalog.listProviders().map((spec) => ({
+    const specs = this.catalog.listProviders();
+    const [reports, capacity] = await Promise.all([this.certification.currentCertifications(), this.capacity.views(specs)]);
+    return specs.map((spec) => ({
       name: spec.name,
       kind: spec.kind,
       model: spec.model,
@@ -52,6 +57,7 @@ export class ProvidersService {
       maxAttempts: spec.maxAttempts,
       contextWindow: spec.contextWindow,
       capabilities: this.registry.adapter(spec.name).capabilities,
+      capacity: capacity.get(spec.name)!,
       certifications: reports
         .filter((r) => r.provider === spec.name)
         .map((r) => ({

@@ -7,6 +7,7 @@ import { OpenAiAdapter } from './openai.adapter.js';
 const spec = (baseUrl: string, hardTimeoutMs = 2000): ProviderSpec => ({
   name: 'fake',
   kind: 'openai',
+  maxDeferrals: 3,
   model: 'gpt-4o-mini',
   baseUrl,
   apiKeyEnv: 'FAKE_KEY',

@@ -84,7 +84,9 @@ export class SimulatedAdapter implements ProviderAdapter {
       throw new ProviderError('ambiguous', 'timeout', `${this.spec.name} gave no answer before the hard timeout`);
     }
     if (outcome === 'error') {
-      const error = definitiveHttpError(errorStatus, `${this.spec.name} answered ${errorStatus}`);
+      const { retryAfterMs } = this.simulate;
+      const headers = retryAfterMs === undefined ? undefined : { 'retry-after-ms': String(retryAfterMs) };
+      const error = definitiveHttpError(errorStatus, `${this.spec.name} answered ${errorStatus}`, headers);
       this.remember(request.idempotencyKey, { state: 'failed', error });
       throw error;
     }

@@ -1,0 +1,156 @@
+import { Injectable } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import { on, rowsOf, type Queryable } from '../database/transactions.js';
+import type { ProviderState } from './capacity.rules.js';
+
+interface ProviderStateRow {
+  provider: string;
+  paused_until: Date | null;
+  breaker_state: ProviderState['breaker'];
+  breaker_since: Date | null;
+  breaker_until: Date | null;
+  probe_attempt_id: string | null;
+  failures: Date[] | string;
+  request_bucket: number | null;
+  token_bucket: number | null;
+  refilled_at: Date | null;
+  window_start: Date | null;
+  requests_in_window: number;
+  tokens_in_window: string | number;
+  in_flight: string | number;
+  now: Date;
+}
+
+/** node-postgres parses timestamptz[] only when it knows the type; read it as text and parse here. */
+function parseTimestamps(value: Date[] | string): Date[] {
+  if (Array.isArray(value)) return value.map((v) => new Date(v));
+  const inner = value.replace(/^\{|\}$/g, '');
+  return inner ? inner.split(',').map((v) => new Date(v.replace(/^"|"$/g, ''))) : [];
+}
+
+function stateFromRow(row: ProviderStateRow): ProviderState {
+  return {
+    provider: row.provider,
+    pausedUntil: row.paused_until,
+    breaker: row.breaker_state,
+    breakerSince: row.breaker_since,
+    breakerUntil: row.breaker_until,
+    probeAttemptId: row.probe_attempt_id,
+    failures: parseTimestamps(row.failures),
+    requestBucket: row.request_bucket,
+    tokenBucket: row.token_bucket,
+    refilledAt: row.refilled_at,
+    windowStart: row.window_start,
+    requestsInWindow: row.requests_in_window,
+    tokensInWindow: Number(row.tokens_in_window),
+    inFlight: Number(row.in_flight),
+    now: row.now,
+  };
+}
+
+const STATE_COLUMNS = `s.provider, s.paused_until, s.breaker_state, s.breaker_since, s.breaker_until, s.probe_attempt_id,
+  s.failures::text AS failures, s.request_bucket, s.token_bucket, s.refilled_at, s.window_start, s.requests_in_window,
+  s.tokens_in_window, now() AS now,
+  (SELECT count(*) FROM provider_leases l WHERE l.provider = s.provider AND l.expires_at > now()) AS in_flight`;
+
+export interface Lease {
+  attemptId: string;
+  provider: string;
+  ttlMs: number;
+}
+
+/** provider_state and provider_leases (docs/design.md#capacity): the only SQL over them. */
+@Injectable()
+export class CapacityRepository {
+  constructor(private readonly dataSource: DataSource) {}
+
+  /** Every provider's state, unlocked: what the planner and the claim filter read at the start of a claim. */
+  async snapshot(manager?: Queryable): Promise<ProviderState[]> {
+    const rows = await rowsOf<ProviderStateRow>(on(this.dataSource, manager), `SELECT ${STATE_COLUMNS} FROM provider_state s`);
+    return rows.map(stateFromRow);
+  }
+
+  /**
+   * The states of these providers, created when missing and locked in name order (the only lock order on them,
+   * always taken after any job lock), with their live leases counted under the lock.
+   */
+  async lock(providers: string[], manager: Queryable): Promise<ProviderState[]> {
+    const names = [...new Set(providers)].sort();
+    await manager.query(`INSERT INTO provider_state (provider) SELECT unnest($1::text[]) ORDER BY 1 ON CONFLICT DO NOTHING`, [names]);
+    await manager.query(`SELECT 1 FROM provider_state WHERE provider = ANY($1::text[]) ORDER BY provider FOR UPDATE`, [names]);
+    // Read in a statement of its own, after the lock: its snapshot then sees the leases that the previous holder
+    // of the lock committed while this transaction waited (a subquery in the locking statement would not).
+    const rows = await rowsOf<ProviderStateRow>(manager, `SELECT ${STATE_COLUMNS} FROM provider_state s WHERE s.provider = ANY($1::text[])`, [names]);
+    return rows.map(stateFromRow);
+  }
+
+  async save(state: ProviderState, manager: Queryable): Promise<void> {
+    await manager.query(
+      `UPDATE provider_state SET paused_until = $2, breaker_state = $3, breaker_since = $4, breaker_until = $5,
+              probe_attempt_id = $6, failures = $7::timestamptz[], request_bucket = $8, token_bucket = $9, refilled_at = $10,
+              window_start = $11, requests_in_window = $12, tokens_in_window = $13, updated_at = now()
+        WHERE provider = $1`,
+      [
+        state.provider,
+        state.pausedUntil,
+        state.breaker,
+        state.breakerSince,
+        state.breakerUntil,
+        state.probeAttemptId,
+        state.failures.map((d) => d.toISOString()),
+        state.requestBucket,
+        state.tokenBucket,
+        state.refilledAt,
+        state.windowStart,
+        state.requestsInWindow,
+        state.tokensInWindow,
+      ],
+    );
+  }
+
+  /** Leases for calls about to start, each expiring by itself; expired ones of the same providers go at once. */
+  async insertLeases(leases: Lease[], manager: Queryable): Promise<void> {
+    if (!leases.length) return;
+    await manager.query(`DELETE FROM provider_leases WHERE provider = ANY($1::text[]) AND expires_at <= now()`, [[...new Set(leases.map((l) => l.provider))]]);
+    await manager.query(
+      `INSERT INTO provider_leases (attempt_id, provider, expires_at)
+       SELECT a, p, now() + make_interval(secs => t / 1000) FROM unnest($1::uuid[], $2::text[], $3::float8[]) AS x(a, p, t)`,
+      [leases.map((l) => l.attemptId), leases.map((l) => l.provider), leases.map((l) => l.ttlMs)],
+    );
+  }
+
+  async release(attemptId: string): Promise<void> {
+    await this.dataSource.query(`DELETE FROM provider_leases WHERE attempt_id = $1`, [attemptId]);
+  }
+
+  /** A rate-limit answer: no call to the provider starts, from any replica, before now + `ms`. */
+  async pause(provider: string, ms: number): Promise<Date> {
+    const rows = await rowsOf<{ paused_until: Date }>(
+      this.dataSource.manager,
+      `INSERT INTO provider_state AS s (provider, paused_until) VALUES ($1, now() + make_interval(secs => $2::float8 / 1000))
+       ON CONFLICT (provider) DO UPDATE SET paused_until = greatest(s.paused_until, EXCLUDED.paused_until), updated_at = now()
+       RETURNING paused_until`,
+      [provider, ms],
+    );
+    return rows[0].paused_until;
+  }
+
+  /** Calls in flight per provider, across replicas: attempts claimed and not ended (read through the live-attempt index). */
+  async inFlightByProvider(): Promise<Map<string, number>> {
+    const rows = await rowsOf<{ provider: string; n: string }>(
+      this.dataSource.manager,
+      `SELECT provider, count(*) AS n FROM attempts
+        WHERE status IN ('starting', 'running', 'unknown') AND (status = 'running' OR (status = 'starting' AND claimed_at IS NOT NULL))
+        GROUP BY provider`,
+    );
+    return new Map(rows.map((r) => [r.provider, Number(r.n)]));
+  }
+
+  /** A short transaction over one provider's locked state (breaker bookkeeping). */
+  async withLocked<T>(provider: string, work: (state: ProviderState, manager: Queryable) => Promise<T>): Promise<T> {
+    return this.dataSource.transaction(async (manager) => {
+      const [state] = await this.lock([provider], manager);
+      return work(state, manager);
+    });
+  }
+}

@@ -1,0 +1,143 @@
+import { Injectable, Logger } from '@nestjs/common';
+import { safeErrorFields } from '../common/log-safe.js';
+import type { ProviderSpec } from '../config/catalog.types.js';
+import { MetricsService } from '../metrics/metrics.service.js';
+import { CapacityRepository } from './capacity.repository.js';
+import { afterAnswer, afterFailure, gateOf, isBlocked, isGated, type BreakerState, type Gate, type ProviderState, type Refusal, type Transition } from './capacity.rules.js';
+
+const BREAKER_GAUGE: Record<BreakerState, number> = { closed: 0, half_open: 1, open: 2 };
+
+/** Without a Retry-After, a rate-limit answer pauses its provider this long. */
+export const DEFAULT_PAUSE_MS = 1_000;
+
+export interface CapacityView {
+  inFlight: number;
+  maxConcurrency: number | null;
+  requestsPerMinute: number | null;
+  tokensPerMinute: number | null;
+  requestsThisMinute: number;
+  tokensThisMinute: number;
+  pausedUntil: string | null;
+  breaker: { state: BreakerState; since: string | null; failuresInWindow: number };
+}
+
+/**
+ * Provider capacity shared by every replica (docs/design.md#capacity). Holds the state last read from PostgreSQL
+ * (refreshed at the start of every claim), records what calls teach about a provider (a rate-limit answer, a
+ * counted failure, the probe's answer), and releases leases. The grant itself happens in the claim transaction,
+ * under the provider's row lock (AttemptWorker.claimBatch).
+ */
+@Injectable()
+export class ProviderCapacity {
+  private readonly logger = new Logger(ProviderCapacity.name);
+  private states = new Map<string, ProviderState>();
+
+  constructor(
+    private readonly repository: CapacityRepository,
+    private readonly metrics: MetricsService,
+  ) {}
+
+  async refresh(): Promise<void> {
+    const states = await this.repository.snapshot();
+    this.states = new Map(states.map((s) => [s.provider, s]));
+    for (const s of states) this.metrics.providerBreakerState.set({ provider: s.provider }, BREAKER_GAUGE[s.breaker]);
+  }
+
+  /** Paused or breaker open, as of the last refresh. */
+  gate(provider: string): Gate {
+    return gateOf(this.states.get(provider));
+  }
+
+  /** Providers no call could start on now: a claim skips the jobs waiting on them. */
+  blocked(specs: ProviderSpec[]): string[] {
+    return specs.filter((spec) => {
+      const state = this.states.get(spec.name);
+      return state !== undefined && isGated(spec) && isBlocked(state, spec);
+    }).map((spec) => spec.name);
+  }
+
+  throttled(provider: string, reason: Refusal | 'rate_limited', count = 1): void {
+    this.metrics.providerThrottled.inc({ provider, reason }, count);
+  }
+
+  /** A rate-limit answer pauses the provider for every replica; it resolves once the pause is stored. */
+  async pause(provider: string, retryAfterMs: number | undefined): Promise<void> {
+    const until = await this.repository.pause(provider, retryAfterMs ?? DEFAULT_PAUSE_MS);
+    this.throttled(provider, 'rate_limited');
+    this.logger.warn({ msg: 'provider rate-limited us: paused', provider, pausedUntil: until.toISOString(), retryAfterMs });
+  }
+
+  /** A counted failure (a definitive retryable failure other than a rate limit, or a timeout); no-op without a breaker. */
+  async recordFailure(spec: ProviderSpec, attemptId: string): Promise<void> {
+    if (!spec.breaker) return;
+    await this.update(spec, (state) => afterFailure(state, spec, attemptId));
+  }
+
+  /** The probe of a half-open breaker was answered: it closes. */
+  async recordProbeAnswer(spec: ProviderSpec, attemptId: string): Promise<void> {
+    await this.update(spec, (state) => afterAnswer(state, attemptId));
+  }
+
+  async release(attemptId: string): Promise<void> {
+    await this.repository.release(attemptId).catch((error: unknown) =>
+      // The lease expires by itself; until then the provider has one call less to give.
+      this.logger.warn({ msg: 'lease release failed; it will expire', attemptId, ...safeErrorFields(error) }),
+    );
+  }
+
+  callStarted(provider: string): void {
+    this.metrics.providerInflight.inc({ provider });
+  }
+
+  callEnded(provider: string): void {
+    this.metrics.providerInflight.dec({ provider });
+  }
+
+  /** A transition to log and show; also how the in-claim grant reports the half-open one. */
+  noteTransition(provider: string, transition: Transition, state: ProviderState): void {
+    this.metrics.providerBreakerState.set({ provider }, BREAKER_GAUGE[transition.to]);
+    const log = { msg: `circuit breaker ${transition.from} -> ${transition.to}`, provider, from: transition.from, to: transition.to, until: state.breakerUntil?.toISOString() ?? null };
+    if (transition.to === 'open') this.logger.warn(log);
+    else this.logger.log(log);
+  }
+
+  /** Per provider, for GET /v1/providers: read now, not from the cache. */
+  async views(specs: ProviderSpec[]): Promise<Map<string, CapacityView>> {
+    const [states, inFlight] = await Promise.all([this.repository.snapshot(), this.repository.inFlightByProvider()]);
+    const byName = new Map(states.map((s) => [s.provider, s]));
+    return new Map(
+      specs.map((spec) => {
+        const state = byName.get(spec.name);
+        const now = state?.now.getTime() ?? Date.now();
+        const windowStart = Math.floor(now / 60_000) * 60_000;
+        const current = state?.windowStart?.getTime() === windowStart;
+        const breakerWindow = spec.breaker?.windowMs ?? 0;
+        const view: CapacityView = {
+          inFlight: spec.maxConcurrency !== undefined ? (state?.inFlight ?? 0) : (inFlight.get(spec.name) ?? 0),
+          maxConcurrency: spec.maxConcurrency ?? null,
+          requestsPerMinute: spec.requestsPerMinute ?? null,
+          tokensPerMinute: spec.tokensPerMinute ?? null,
+          requestsThisMinute: current ? state!.requestsInWindow : 0,
+          tokensThisMinute: current ? state!.tokensInWindow : 0,
+          pausedUntil: state?.pausedUntil && state.pausedUntil.getTime() > now ? state.pausedUntil.toISOString() : null,
+          breaker: {
+            state: state?.breaker ?? 'closed',
+            since: state?.breakerSince?.toISOString() ?? null,
+            failuresInWindow: state ? state.failures.filter((t) => t.getTime() > now - breakerWindow).length : 0,
+          },
+        };
+        return [spec.name, view];
+      }),
+    );
+  }
+
+  private async update(spec: ProviderSpec, change: (state: ProviderState) => { state: ProviderState; transition?: Transition }): Promise<void> {
+    const result = await this.repository.withLocked(spec.name, async (state, manager) => {
+      const next = change(state);
+      if (next.state !== state) await this.repository.save(next.state, manager);
+      return next;
+    });
+    this.states.set(spec.name, result.state);
+    if (result.transition) this.noteTransition(spec.name, result.transition, result.state);
+  }
+}
