@@ -25,6 +25,11 @@ const BREAKER = { failures: 5, windowMs: 10_000, cooldownMs: 3000 };
 const FIVE_HARD_TIMEOUT_MS = 2500;
 const LEASE_GRACE_MS = 5000;
 
+/** CAPACITY_FIGURES=1 prints what each case measured. */
+const figures = (label: string, value: unknown) => {
+  if (process.env.CAPACITY_FIGURES === '1') console.log(label, JSON.stringify(value));
+};
+
 /** Runs whole only under `npm run test:race`; listed as skipped, with the reason, by `npm test`. */
 const itFull = (name: string, fn: () => Promise<void>, timeoutMs: number) =>
   FULL ? it(name, fn, timeoutMs) : it.skip(`${name} [npm run test:race]`, fn);
@@ -153,6 +158,7 @@ describeLocal(`race suite: provider capacity across ${WORKERS} worker process(es
     ).map((r) => Math.round(Number(r.ms)));
     const peak = fakes.one.maxInFlight;
     await cancelAll(backlog);
+    figures('no head-of-line blocking', { peak, waiting, delaysMs: delays });
 
     // The cap held: one call at a time, so the backlog was still there while the uncapped jobs ran.
     expect(peak).toBe(1);
@@ -179,6 +185,7 @@ describeLocal(`race suite: provider capacity across ${WORKERS} worker process(es
     await untilAll([first, ...others], 'succeeded', 20_000);
 
     const later = fakes.limited.requests.slice(1);
+    figures('429 pause', { pausedUntilAfterAnswerMs: Date.parse(paused.pausedUntil) - answeredAt, laterArrivalsMs: later.map((r) => r.at - answeredAt) });
     expect(later).toHaveLength(6);
     // Not one request within 2 s of the 429, from any worker.
     expect(later.filter((r) => r.at < answeredAt + 2000).map((r) => r.at - answeredAt)).toEqual([]);
@@ -238,6 +245,7 @@ describeLocal(`race suite: provider capacity across ${WORKERS} worker process(es
         // Exactly one request while the breaker was half-open (before the probe's answer).
         expect(after.filter((r) => r.at < probe.answeredAt!)).toHaveLength(1);
         await waitFor(() => capacity('cap-sick'), (c) => c?.breaker?.state === 'closed', 5000, 50);
+        figures('breaker', { openSince, probeAfterCooldownMs: probe.at - openSince - BREAKER.cooldownMs, requestsAfterCooldown: after.length });
 
         // Closed: the provider takes jobs again.
         const healed = await createJobs(1, chain);
@@ -276,6 +284,8 @@ describeLocal(`race suite: provider capacity across ${WORKERS} worker process(es
       }
       expect(violations.slice(0, 10)).toEqual([]);
       const inWindow = arrivals.filter((at) => at <= t0 + 30_000).length;
+      const gaps = arrivals.slice(1).map((at, i) => at - arrivals[i]);
+      figures('requests per minute', { inWindow, minGapMs: Math.min(...gaps), maxGapMs: Math.max(...gaps) });
       // 31 at most (1 + 30 s * 1/s); at least 27 (a waiting job is claimed at the next poll after the token).
       expect(inWindow).toBeLessThanOrEqual(31);
       expect(inWindow).toBeGreaterThanOrEqual(27);
@@ -303,6 +313,7 @@ describeLocal(`race suite: provider capacity across ${WORKERS} worker process(es
         10,
       );
       victim.kill('SIGKILL');
+      const killedAt = Date.now();
       expect((await victim.exited).signal).toBe('SIGKILL');
       const held = await query(
         `SELECT job_id, extract(epoch FROM claimed_at) * 1000 AS claimed FROM attempts
@@ -310,15 +321,16 @@ describeLocal(`race suite: provider capacity across ${WORKERS} worker process(es
         [`%:${victim.child.pid}:%`],
       );
       expect(held.length).toBeGreaterThan(0);
+      const expiry = Math.max(...held.map((h) => Number(h.claimed))) + FIVE_HARD_TIMEOUT_MS + LEASE_GRACE_MS;
       const heldJobs = new Set(held.map((h) => h.job_id as string));
 
-      // Every job the victim did not hold finishes, on the four slots left.
+      // Every job the victim did not hold finishes, on the slots left.
       const rest = ids.filter((id) => !heldJobs.has(id));
       await untilAll(rest, 'succeeded', 30_000);
       expect(fakes.five.maxInFlight).toBe(5);
+      figures('SIGKILL', { heldByVictim: held.length, msFromKillToExpiry: expiry - killedAt });
 
       // Its leases expire by themselves: right after, a new backlog finds all five slots again.
-      const expiry = Math.max(...held.map((h) => Number(h.claimed))) + FIVE_HARD_TIMEOUT_MS + LEASE_GRACE_MS;
       await sleep(Math.max(0, expiry + 300 - Date.now()));
       fakes.five.resetPeak();
       const again = await createJobs(20, ['cap-five']);
