@@ -205,10 +205,10 @@ function currentRssMb(child: ChildProcess): number {
   return Number(/VmRSS:\s+(\d+)/.exec(status)![1]) / 1024;
 }
 
-/** Service settings to try without editing the bench: DB_POOL_SIZE and WORKER_CONCURRENCY pass through when set. */
+/** Service settings to try without editing the bench: DB_POOL_SIZE, WORKER_CONCURRENCY and WORKER_POLL_MS pass through when set. */
 function passThrough(): Record<string, string> {
   const env: Record<string, string> = {};
-  for (const name of ['DB_POOL_SIZE', 'WORKER_CONCURRENCY']) if (process.env[name]) env[name] = process.env[name]!;
+  for (const name of ['DB_POOL_SIZE', 'WORKER_CONCURRENCY', 'WORKER_POLL_MS']) if (process.env[name]) env[name] = process.env[name]!;
   return env;
 }
 

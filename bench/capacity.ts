@@ -27,6 +27,12 @@ export interface CapacityRow {
   runningPeak: number;
   createdToStartedMs: { p50: number; p99: number };
   createdToSettledMs: { p50: number; p99: number };
+  /** An attempt's claim (its lease taken) to its end (lease given back): the provider's 1 s plus the service's share. */
+  claimedToFinishedMs: { p50: number; p99: number };
+  /** Where the rest of that goes (the fake knows each call's attempt by its Idempotency-Key): claim to the request's
+   * arrival at the fake, and the fake's answer to the attempt's end. */
+  claimToArrivalMs: { p50: number; p99: number };
+  answerToFinishedMs: { p50: number; p99: number };
 }
 
 interface Service {
@@ -130,13 +136,18 @@ export async function capacityCase(ctx: CapacityContext): Promise<CapacityRow> {
     }
     creating = false;
     await sampler;
-    const rows: Array<{ created: Date; started: Date; completed: Date }> = (
+    const rows: Array<{ created: Date; started: Date; completed: Date; claimed: Date; finished: Date; id: string }> = (
       await ctx.pool.query(
-        `SELECT j.created_at AS created, a.started_at AS started, j.completed_at AS completed
+        `SELECT j.created_at AS created, a.started_at AS started, j.completed_at AS completed, a.claimed_at AS claimed, a.finished_at AS finished, a.id
            FROM jobs j JOIN attempts a ON a.job_id = j.id AND a.number = 1 WHERE j.idempotency_key LIKE $1`,
         [`${prefix}-%`],
       )
     ).rows;
+    const calls = new Map(fake.requests.map((r) => [String(r.headers['idempotency-key']), r]));
+    const joined = rows.flatMap((r) => {
+      const call = calls.get(r.id);
+      return call?.answeredAt ? [{ row: r, call: { at: call.at, answeredAt: call.answeredAt } }] : [];
+    });
     const first = Math.min(...rows.map((r) => r.created.getTime()));
     const last = Math.max(...rows.map((r) => r.completed.getTime()));
     return {
@@ -151,6 +162,9 @@ export async function capacityCase(ctx: CapacityContext): Promise<CapacityRow> {
       runningPeak,
       createdToStartedMs: percentiles(rows.map((r) => r.started.getTime() - r.created.getTime())),
       createdToSettledMs: percentiles(rows.map((r) => r.completed.getTime() - r.created.getTime())),
+      claimedToFinishedMs: percentiles(rows.map((r) => r.finished.getTime() - r.claimed.getTime())),
+      claimToArrivalMs: percentiles(joined.map(({ row, call }) => call.at - row.claimed.getTime())),
+      answerToFinishedMs: percentiles(joined.map(({ row, call }) => row.finished.getTime() - call.answeredAt)),
     };
   } finally {
     await Promise.all(services.map((s) => s.stop()));
@@ -160,8 +174,8 @@ export async function capacityCase(ctx: CapacityContext): Promise<CapacityRow> {
 
 export function capacityTable(row: CapacityRow): string {
   return [
-    '| provider | maxConcurrency | worker processes | latency ms | jobs | settled/s | target | % of target | fake peak concurrent | running peak (DB) | created→started p50/p99 ms | created→settled p50/p99 ms |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
-    `| ${row.provider} | ${row.maxConcurrency} | ${row.workers} | ${row.latencyMs} | ${row.jobs} | ${row.settledPerSecond} | ${row.target} | ${Math.round((row.settledPerSecond / row.target) * 100)}% | ${row.fakePeak} | ${row.runningPeak} | ${row.createdToStartedMs.p50} / ${row.createdToStartedMs.p99} | ${row.createdToSettledMs.p50} / ${row.createdToSettledMs.p99} |`,
+    '| provider | maxConcurrency | worker processes | latency ms | jobs | settled/s | target | % of target | fake peak concurrent | running peak (DB) | created→started p50/p99 ms | created→settled p50/p99 ms | attempt claimed→finished p50/p99 ms | of which claim→request p50/p99 | answer→finished p50/p99 |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    `| ${row.provider} | ${row.maxConcurrency} | ${row.workers} | ${row.latencyMs} | ${row.jobs} | ${row.settledPerSecond} | ${row.target} | ${Math.round((row.settledPerSecond / row.target) * 100)}% | ${row.fakePeak} | ${row.runningPeak} | ${row.createdToStartedMs.p50} / ${row.createdToStartedMs.p99} | ${row.createdToSettledMs.p50} / ${row.createdToSettledMs.p99} | ${row.claimedToFinishedMs.p50} / ${row.claimedToFinishedMs.p99} | ${row.claimToArrivalMs.p50} / ${row.claimToArrivalMs.p99} | ${row.answerToFinishedMs.p50} / ${row.answerToFinishedMs.p99} |`,
   ].join('\n');
 }
