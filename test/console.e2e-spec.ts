@@ -123,6 +123,7 @@ describe('the console in a real browser', () => {
     const fallback = page.locator('#providers-table tbody tr', { hasText: 'sim-fallback' });
     await fallback.waitFor();
     await expect(fallback.locator('.cert-current').count()).resolves.toBeGreaterThanOrEqual(1);
+    await expect(fallback.locator('.breaker').textContent()).resolves.toBe('closed');
     await page.screenshot({ path: `${SHOTS}/3-providers.png` });
 
     await page.getByRole('link', { name: 'Last hour' }).click();

@@ -10,7 +10,7 @@ import { NOT_SENT, type Attempt } from '../ledger/attempt.types.js';
 import { JobSignals } from '../ledger/job-signals.js';
 import type { JobWithAttempts } from '../ledger/job.types.js';
 import { LedgerFactory, type Ledger } from '../ledger/ledger.js';
-import { grant, isGated, LEASE_SLACK_MS } from '../capacity/capacity.rules.js';
+import { grant, isGated, LEASE_SLACK_MS, msUntilRoom } from '../capacity/capacity.rules.js';
 import type { Lease } from '../capacity/capacity.repository.js';
 import type { ProviderState } from '../capacity/capacity.rules.js';
 import { ProviderCapacity } from '../capacity/provider-capacity.js';
@@ -44,6 +44,8 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
   private loop?: Promise<void>;
   private readonly wakeup = new Wakeup();
   private unsubscribe?: () => void;
+  /** When the emptiest rate bucket that held back a job last has room again (epoch ms); Infinity when none did. */
+  private refilledAt = Infinity;
 
   constructor(
     @Inject(appConfig.KEY) private readonly config: AppConfig,
@@ -104,7 +106,8 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
       }
       if (claimed.length) this.launch(claimed, claimStartedAt);
       // A short batch means nothing more is due now: sleep until woken. A full one: claim again at once.
-      if (claimed.length < Math.min(room, CLAIM_BATCH)) await this.idle(this.config.workerPollMs);
+      // (or, when a rate bucket held jobs back, until it has refilled: a bucket holds only a second's worth).
+      if (claimed.length < Math.min(room, CLAIM_BATCH)) await this.idle(Math.min(this.config.workerPollMs, Math.max(0, this.refilledAt - Date.now())));
     }
   }
 
@@ -222,6 +225,7 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
     for (const c of candidates) if (isGated(c.spec)) byProvider.set(c.spec.name, [...(byProvider.get(c.spec.name) ?? []), c]);
     if (!byProvider.size) return { admitted: candidates, states };
     const refused = new Set<Candidate>();
+    this.refilledAt = Infinity;
     for (const state of await ledger.lockProviders([...byProvider.keys()])) {
       const asking = byProvider.get(state.provider)!;
       const spec = asking[0].spec;
@@ -237,6 +241,8 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
         for (const c of rest) await ledger.moveJob(c.job, c.job.status, 'deferred_paused', delayMs);
       } else if (decision.refusal !== 'breaker_open') {
         await ledger.waitForCapacity(rest.map((c) => c.job), state.provider);
+        const refillMs = msUntilRoom(decision.state, spec, rest[0].cost);
+        if (refillMs !== undefined) this.refilledAt = Math.min(this.refilledAt, Date.now() + refillMs);
       }
     }
     return { admitted: candidates.filter((c) => !refused.has(c)), states };

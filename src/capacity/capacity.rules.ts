@@ -149,6 +149,20 @@ export function grant(state: ProviderState, spec: ProviderSpec, costs: number[])
   return { granted, refusal: granted < costs.length ? refusal : undefined, probe, state: next };
 }
 
+/** After a refusal by a rate bucket: how long until the next call (costing `cost` tokens) fits; undefined otherwise. */
+export function msUntilRoom(state: ProviderState, spec: ProviderSpec, cost: number): number | undefined {
+  const waits: number[] = [];
+  if (spec.requestsPerMinute !== undefined && state.requestBucket !== null && state.requestBucket < 1) {
+    waits.push((1 - state.requestBucket) / bucketShape(spec.requestsPerMinute).perMs);
+  }
+  if (spec.tokensPerMinute !== undefined && state.tokenBucket !== null) {
+    const { capacity, perMs } = bucketShape(spec.tokensPerMinute);
+    const need = Math.min(cost, capacity);
+    if (state.tokenBucket < need) waits.push((need - state.tokenBucket) / perMs);
+  }
+  return waits.length ? Math.ceil(Math.max(...waits)) : undefined;
+}
+
 export interface Transition {
   from: BreakerState;
   to: BreakerState;

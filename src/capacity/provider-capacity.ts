@@ -2,6 +2,7 @@ import { Injectable, Logger } from '@nestjs/common';
 import { safeErrorFields } from '../common/log-safe.js';
 import type { ProviderSpec } from '../config/catalog.types.js';
 import { MetricsService } from '../metrics/metrics.service.js';
+import type { CapacityView } from '../providers/providers.view.js';
 import { CapacityRepository } from './capacity.repository.js';
 import { afterAnswer, afterFailure, gateOf, isBlocked, isGated, type BreakerState, type Gate, type ProviderState, type Refusal, type Transition } from './capacity.rules.js';
 
@@ -9,17 +10,6 @@ const BREAKER_GAUGE: Record<BreakerState, number> = { closed: 0, half_open: 1, o
 
 /** Without a Retry-After, a rate-limit answer pauses its provider this long. */
 export const DEFAULT_PAUSE_MS = 1_000;
-
-export interface CapacityView {
-  inFlight: number;
-  maxConcurrency: number | null;
-  requestsPerMinute: number | null;
-  tokensPerMinute: number | null;
-  requestsThisMinute: number;
-  tokensThisMinute: number;
-  pausedUntil: string | null;
-  breaker: { state: BreakerState; since: string | null; failuresInWindow: number };
-}
 
 /**
  * Provider capacity shared by every replica (docs/design.md#capacity). Holds the state last read from PostgreSQL

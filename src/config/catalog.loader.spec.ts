@@ -21,3 +21,30 @@ describe('catalog pricing', () => {
     expect(() => validateCatalog(catalog(pricing))).toThrow(/providers\[0\]\.pricing/);
   });
 });
+
+describe('catalog capacity fields', () => {
+  const withFields = (fields: Record<string, unknown>) => {
+    const c = catalog(undefined);
+    Object.assign(c.providers[0], fields);
+    return c;
+  };
+
+  it('are optional; maxDeferrals defaults to 3', () => {
+    const [p] = validateCatalog(withFields({})).providers;
+    expect(p).toMatchObject({ maxDeferrals: 3 });
+    expect(p.maxConcurrency).toBeUndefined();
+    const [q] = validateCatalog(withFields({ maxConcurrency: 5, requestsPerMinute: 60, tokensPerMinute: 1000, breaker: { failures: 5, windowMs: 1000, cooldownMs: 500 }, maxDeferrals: 0 })).providers;
+    expect(q).toMatchObject({ maxConcurrency: 5, requestsPerMinute: 60, tokensPerMinute: 1000, breaker: { failures: 5, windowMs: 1000, cooldownMs: 500 }, maxDeferrals: 0 });
+  });
+
+  it.each([
+    [{ maxConcurrency: 0 }, 'maxConcurrency'],
+    [{ requestsPerMinute: 1.5 }, 'requestsPerMinute'],
+    [{ tokensPerMinute: -1 }, 'tokensPerMinute'],
+    [{ breaker: { failures: 5, windowMs: 1000 } }, 'breaker'],
+    [{ breaker: { failures: 0, windowMs: 1000, cooldownMs: 1 } }, 'breaker.failures'],
+    [{ maxDeferrals: 'many' }, 'maxDeferrals'],
+  ])('refuses %j, naming the field', (fields, field) => {
+    expect(() => validateCatalog(withFields(fields))).toThrow(new RegExp(`providers\\[0\\]\\.${field.replace('.', '\\.')}`));
+  });
+});

@@ -3,7 +3,8 @@ import { ApiCreatedResponse, ApiOkResponse, ApiProperty, ApiTags } from '@nestjs
 import { IsString, Length } from 'class-validator';
 import { RequireScopes } from '../auth/auth.decorators.js';
 import { ApiEndpoint } from '../common/api-docs.js';
-import { ProvidersService, type OperationView, type ProviderView } from './providers.service.js';
+import { ProvidersService } from './providers.service.js';
+import { OperationView, ProviderView } from './providers.view.js';
 import type { CertificationReport } from './certification.types.js';
 
 export class CertifyDto {
@@ -14,7 +15,6 @@ export class CertifyDto {
 }
 
 const object = { schema: { type: 'object', additionalProperties: true } };
-const list = { schema: { type: 'array', items: { type: 'object', additionalProperties: true } } };
 
 @ApiTags('catalog')
 @Controller({ version: '1' })
@@ -23,14 +23,14 @@ export class ProvidersController {
 
   @Get('providers')
   @ApiEndpoint({ operationId: 'listProviders', summary: 'The providers of the catalog, each with its certifications per operation', problems: [] })
-  @ApiOkResponse(list)
+  @ApiOkResponse({ type: ProviderView, isArray: true })
   listProviders(): Promise<ProviderView[]> {
     return this.providers.listProviders();
   }
 
   @Get('operations')
   @ApiEndpoint({ operationId: 'listOperations', summary: 'The operations of the catalog, with their schemas and default chains', problems: [] })
-  @ApiOkResponse(list)
+  @ApiOkResponse({ type: OperationView, isArray: true })
   listOperations(): OperationView[] {
     return this.providers.listOperations();
   }

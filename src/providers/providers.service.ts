@@ -1,37 +1,10 @@
 import { Injectable } from '@nestjs/common';
-import { ProviderCapacity, type CapacityView } from '../capacity/provider-capacity.js';
-import type { JsonSchema } from '../config/catalog.types.js';
+import { ProviderCapacity } from '../capacity/provider-capacity.js';
 import { CatalogService } from './catalog.service.js';
 import { CertificationService } from './certification.service.js';
 import type { CertificationReport } from './certification.types.js';
 import { ProviderRegistry } from './provider-registry.js';
-import type { ProviderCapabilities } from './provider.port.js';
-
-export interface ProviderView {
-  name: string;
-  kind: string;
-  model: string;
-  timeoutMs: number;
-  hardTimeoutMs: number;
-  onTimeout: string;
-  sideEffectFree: boolean;
-  maxAttempts: number;
-  contextWindow: number;
-  capabilities: ProviderCapabilities;
-  /** Shared capacity, read now: caps, calls in flight, this minute's usage, a pause, the breaker (docs/design.md#capacity). */
-  capacity: CapacityView;
-  certifications: Array<{ operation: string; passed: boolean; current: boolean; certified: boolean; contractDigest: string; certifiedAt: string; reportId: string }>;
-}
-
-export interface OperationView {
-  name: string;
-  temperature: number;
-  maxTokens: number;
-  inputSchema: JsonSchema;
-  outputSchema: JsonSchema;
-  providers: string[];
-  goldenCases: number;
-}
+import type { OperationView, ProviderView } from './providers.view.js';
 
 /** The catalog as the API shows it. */
 @Injectable()
@@ -55,6 +28,7 @@ export class ProvidersService {
       onTimeout: spec.onTimeout,
       sideEffectFree: spec.sideEffectFree,
       maxAttempts: spec.maxAttempts,
+      maxDeferrals: spec.maxDeferrals,
       contextWindow: spec.contextWindow,
       capabilities: this.registry.adapter(spec.name).capabilities,
       capacity: capacity.get(spec.name)!,

@@ -477,6 +477,17 @@ export interface components {
                 promptTokens: number;
             } | null;
         };
+        BreakerView: {
+            /** @description Counted failures (timeouts, retryable failures) within the window. */
+            failuresInWindow: number;
+            /**
+             * Format: date-time
+             * @description When it entered this state; null if it never left closed.
+             */
+            since: string | null;
+            /** @enum {string} */
+            state: "closed" | "open" | "half_open";
+        };
         BudgetView: {
             currency: string;
             monthlyLimit: number;
@@ -484,6 +495,22 @@ export interface components {
             resetsAt: string;
             /** @description Spent this calendar month (UTC) in `currency`. */
             spent: number;
+        };
+        CapacityView: {
+            breaker: components["schemas"]["BreakerView"];
+            /** @description Calls in flight across all replicas (live leases for a capped provider). */
+            inFlight: number;
+            maxConcurrency: number | null;
+            /**
+             * Format: date-time
+             * @description No call starts before this: the provider's own rate-limit answer asked for it.
+             */
+            pausedUntil: string | null;
+            requestsPerMinute: number | null;
+            /** @description Calls started in the current clock minute (rate-limited providers). */
+            requestsThisMinute: number;
+            tokensPerMinute: number | null;
+            tokensThisMinute: number;
         };
         CertifyDto: {
             /**
@@ -684,6 +711,23 @@ export interface components {
             latencyP95Ms: number | null;
             succeeded: number;
         };
+        OperationView: {
+            /** @description Golden cases certification runs. */
+            goldenCases: number;
+            /** @description JSON Schema of a job input. */
+            inputSchema: {
+                [key: string]: unknown;
+            };
+            maxTokens: number;
+            name: string;
+            /** @description JSON Schema a result must satisfy. */
+            outputSchema: {
+                [key: string]: unknown;
+            };
+            /** @description The default provider chain, primary first. */
+            providers: string[];
+            temperature: number;
+        };
         OpsJobPageView: {
             items: components["schemas"]["OpsJobSummaryView"][];
             nextCursor: string | null;
@@ -779,6 +823,26 @@ export interface components {
             /** @example urn:onejob:problem:validation_failed */
             type: string;
         };
+        ProviderCapabilitiesView: {
+            cancel: boolean;
+            /** @description The endpoint can constrain output to a JSON schema. */
+            jsonSchema: boolean;
+            /** @description The adapter can ask what became of a request (the reconciler uses it for unknown attempts). */
+            lookup: boolean;
+        };
+        ProviderCertificationView: {
+            /** @description What failover asks: passed and current. */
+            certified: boolean;
+            /** Format: date-time */
+            certifiedAt: string;
+            contractDigest: string;
+            /** @description Run against the catalog's current contract for the operation. */
+            current: boolean;
+            operation: string;
+            passed: boolean;
+            /** Format: uuid */
+            reportId: string;
+        };
         ProviderHealthView: {
             /** @description Attempts started in the window. */
             attempts: number;
@@ -793,6 +857,24 @@ export interface components {
             timeouts: number;
             /** @description Of those, still unknown now. */
             unknownNow: number;
+        };
+        ProviderView: {
+            capabilities: components["schemas"]["ProviderCapabilitiesView"];
+            /** @description Shared capacity, read now (docs/design.md#capacity). */
+            capacity: components["schemas"]["CapacityView"];
+            certifications: components["schemas"]["ProviderCertificationView"][];
+            contextWindow: number;
+            hardTimeoutMs: number;
+            /** @enum {string} */
+            kind: "simulated" | "openai" | "anthropic";
+            maxAttempts: number;
+            maxDeferrals: number;
+            model: string;
+            name: string;
+            /** @enum {string} */
+            onTimeout: "hold" | "failover";
+            sideEffectFree: boolean;
+            timeoutMs: number;
         };
         RequestAttemptDto: {
             /** @description A provider of the job's chain; default: the one the job would use next. */
@@ -2058,9 +2140,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        [key: string]: unknown;
-                    }[];
+                    "application/json": components["schemas"]["OperationView"][];
                 };
             };
             /** @description problem+json with code unauthorized */
@@ -2444,9 +2524,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": {
-                        [key: string]: unknown;
-                    }[];
+                    "application/json": components["schemas"]["ProviderView"][];
                 };
             };
             /** @description problem+json with code unauthorized */

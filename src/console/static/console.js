@@ -299,6 +299,8 @@ async function loadProviders() {
       ...operations.map((o) => el('th', { scope: 'col', text: `cert: ${o.name}` })),
       ...counts.map((c) => el('th', { scope: 'col', class: 'num', text: countNames[c] })),
       el('th', { scope: 'col', class: 'num', text: 'p95' }),
+      el('th', { scope: 'col', class: 'num', text: 'In flight' }),
+      el('th', { scope: 'col', text: 'Breaker' }),
     ),
   );
   $('#providers-table tbody').replaceChildren(
@@ -316,9 +318,27 @@ async function loadProviders() {
         }),
         ...counts.map((c) => el('td', { class: 'num', text: String(h?.[c] ?? 0) })),
         el('td', { class: 'num', text: h?.latencyP95Ms == null ? '–' : ms(h.latencyP95Ms) }),
+        el('td', { class: 'num', text: capacityText(p.capacity) }),
+        el('td', {}, el('span', { class: `breaker breaker-${p.capacity.breaker.state}`, title: breakerTitle(p.capacity), text: breakerText(p.capacity) })),
       );
     }),
   );
+}
+
+/** "3 / 50" with a cap; a pause asked for by the provider's 429 is shown next to it. */
+function capacityText(c) {
+  const inFlight = c.maxConcurrency == null ? String(c.inFlight) : `${c.inFlight} / ${c.maxConcurrency}`;
+  return c.pausedUntil ? `${inFlight} (paused until ${new Date(c.pausedUntil).toLocaleTimeString()})` : inFlight;
+}
+
+function breakerText(c) {
+  return c.breaker.state.replace('_', '-');
+}
+
+function breakerTitle(c) {
+  const since = c.breaker.since ? ` since ${c.breaker.since}` : '';
+  const rate = c.requestsPerMinute == null ? '' : `; ${c.requestsThisMinute}/${c.requestsPerMinute} requests this minute`;
+  return `${c.breaker.failuresInWindow} failures in the window${since}${rate}`;
 }
 
 // ---- activity ----
