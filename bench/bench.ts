@@ -377,7 +377,7 @@ async function main(): Promise<void> {
         await jobs.insertJob({ ownerId: 'bench-ceiling', idempotencyKey: `p-${run}-${loop}-${i}`, fingerprint: 'f'.repeat(64), ...NEW_JOB }, manager(pool));
         let claimed: { jobId: string; attemptId: string } | undefined;
         await transaction(pool, async (m) => {
-          const [job] = await jobs.claimDue(1, [], m);
+          const [job] = await jobs.claimDue(1, { providers: [], rooms: [] }, m);
           if (!job) return;
           const [attempt] = await attempts.insertClaimed(
             [{ jobId: job.id, provider: 'bench-zero', jobVersion: job.version, timeoutMs: 5000, hardTimeoutMs: 10000, workerId: 'bench', jobFrom: job.status }],

@@ -10,7 +10,7 @@ type JobBody = { id: string; status: string; error?: { reason: string }; attempt
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const terminal = (job: JobBody) => ['succeeded', 'failed', 'cancelled'].includes(job.status);
 
-const CAPPED = { name: 'sim-capped', kind: 'simulated', model: 'c', timeoutMs: 3000, maxConcurrency: 3, simulate: { latencyMs: 300 } };
+const CAPPED = { name: 'sim-capped', kind: 'simulated', model: 'c', timeoutMs: 3000, maxConcurrency: 3, simulate: { latencyMs: 500 } };
 const LIMITED = { name: 'sim-limited', kind: 'simulated', model: 'l', timeoutMs: 3000, maxAttempts: 1, maxDeferrals: 2, simulate: { latencyMs: 5, outcome: 'error', errorStatus: 429, retryAfterMs: 800 } };
 const BROKEN = { name: 'sim-broken', kind: 'simulated', model: 'b', timeoutMs: 3000, maxAttempts: 1, breaker: { failures: 2, windowMs: 10_000, cooldownMs: 1500 }, simulate: { latencyMs: 5, outcome: 'error', errorStatus: 500 } };
 
@@ -57,7 +57,7 @@ describe('provider capacity (one process)', () => {
       }
     })();
     await sleep(200);
-    // The backlog needs 15 / 3 * 300 ms = 1.5 s; a job on another provider must not wait for it.
+    // The backlog needs 15 / 3 * 500 ms = 2.5 s; a job on another provider must not wait for it.
     const other = await s.create('uncapped', ['sim-primary']);
     const done = await s.until(other.id, terminal, 5_000);
     const capacityMidway = await s.provider('sim-capped');
@@ -70,8 +70,9 @@ describe('provider capacity (one process)', () => {
     sampling = false;
     await sampler;
     expect(most).toBe(3);
-    const [leases] = await s.t.dataSource.query(`SELECT count(*)::int AS n FROM provider_leases`);
-    expect(leases.n).toBe(0); // every lease was given back
+    // Every lease is given back (the release runs beside the settlement, so it may land just after it).
+    const leases = await waitFor(async () => (await s.t.dataSource.query(`SELECT count(*)::int AS n FROM provider_leases`))[0].n as number, (n) => n === 0, 3_000);
+    expect(leases).toBe(0);
   });
 
   it("honours a 429's Retry-After for every job on the provider, without counting it against maxAttempts, up to maxDeferrals", async () => {

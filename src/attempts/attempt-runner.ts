@@ -123,7 +123,7 @@ export class AttemptRunner {
     } finally {
       clearTimeout(soft);
       this.capacity.callEnded(provider.name);
-      if (ready.leased) void this.capacity.release(attempt.id).then(() => this.signals.jobsDue());
+      if (ready.leased) void this.capacity.release(attempt.id).then(() => this.signals.capacityFreed());
     }
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     this.metrics.attemptDuration.observe({ provider: provider.name, outcome: response ? 'response' : failure!.kind }, seconds);

@@ -61,7 +61,18 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
   onApplicationBootstrap(): void {
     if (this.config.role === 'api') return;
     this.unsubscribe = this.signals.onDue(() => this.poke());
-    this.loop = this.claimLoop();
+    this.loop = this.releaseStaleWaits().then(() => this.claimLoop());
+  }
+
+  /** Jobs left waiting on a provider this catalog does not name would never be claimed: plan them afresh. */
+  private async releaseStaleWaits(): Promise<void> {
+    const known = this.catalog.listProviders().map((p) => p.name);
+    try {
+      const released = await this.ledgers.run((ledger) => ledger.releaseWaitsOutside(known));
+      if (released) this.logger.warn({ msg: 'jobs waited for capacity on providers no longer in the catalog; planned afresh', count: released });
+    } catch (error) {
+      if (!isDatabaseUnavailable(error)) this.logger.error({ msg: 'releasing stale capacity waits failed', ...safeErrorFields(error) });
+    }
   }
 
   /** SIGTERM: stop claiming, give in-flight attempts SHUTDOWN_GRACE_MS, then abort them (they become `unknown`). */
@@ -145,9 +156,9 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
    */
   async claimBatch(limit: number): Promise<Claimed[]> {
     await this.capacity.refresh();
-    const blocked = this.capacity.blocked(this.catalog.listProviders());
+    const waiting = this.capacity.rooms(this.catalog.listProviders(), limit);
     return this.ledgers.run(async (ledger) => {
-      const jobs = await ledger.claimDue(limit, blocked);
+      const jobs = await ledger.claimDue(limit, waiting);
       const candidates: Candidate[] = [];
       for (const job of jobs) {
         try {

@@ -1,5 +1,5 @@
 import type { ProviderSpec } from '../config/catalog.types.js';
-import { afterAnswer, afterFailure, gateOf, grant, isBlocked, type ProviderState } from './capacity.rules.js';
+import { afterAnswer, afterFailure, gateOf, grant, roomFor, type ProviderState } from './capacity.rules.js';
 
 const T0 = new Date('2026-11-30T10:00:00.000Z');
 const at = (ms: number) => new Date(T0.getTime() + ms);
@@ -95,10 +95,14 @@ describe('breaker', () => {
     expect(afterFailure(half, s, 'probe')).toMatchObject({ transition: { from: 'half_open', to: 'open' }, state: { breakerUntil: at(2000) } });
   });
 
-  it('blocks claims of waiting jobs only while no call could start', () => {
-    expect(isBlocked(state({ inFlight: 2 }), spec({ maxConcurrency: 2 }))).toBe(true);
-    expect(isBlocked(state({ inFlight: 1 }), spec({ maxConcurrency: 2 }))).toBe(false);
-    expect(isBlocked(state({ requestBucket: 0.2, refilledAt: T0 }), spec({ requestsPerMinute: 60 }))).toBe(true);
-    expect(isBlocked(state({ requestBucket: 0.2, refilledAt: at(-900) }), spec({ requestsPerMinute: 60 }))).toBe(false);
+  it('gives waiting jobs the room the provider has now, and none while it is paused; an open breaker holds none back', () => {
+    expect(roomFor(state({ inFlight: 2 }), spec({ maxConcurrency: 2 }), 64)).toBe(0);
+    expect(roomFor(state({ inFlight: 1 }), spec({ maxConcurrency: 5 }), 64)).toBe(4);
+    expect(roomFor(undefined, spec({ maxConcurrency: 5 }), 3)).toBe(3);
+    expect(roomFor(state({ requestBucket: 0.2, refilledAt: T0 }), spec({ requestsPerMinute: 60 }), 64)).toBe(0);
+    expect(roomFor(state({ requestBucket: 0.2, refilledAt: at(-900) }), spec({ requestsPerMinute: 60 }), 64)).toBe(1);
+    expect(roomFor(state({ pausedUntil: at(10) }), spec({ maxConcurrency: 5 }), 64)).toBe(0);
+    expect(roomFor(state({ breaker: 'open', breakerUntil: at(1000) }), spec({ breaker: { failures: 1, windowMs: 1, cooldownMs: 1 } }), 64)).toBe(64);
+    expect(roomFor(undefined, spec({}), 64)).toBe(64);
   });
 });

@@ -29,6 +29,12 @@ export type Gate = { kind: 'open' } | { kind: 'paused' | 'breaker_open'; untilMs
 
 export type Refusal = 'concurrency' | 'requests_per_minute' | 'tokens_per_minute' | 'paused' | 'breaker_open';
 
+/** How many waiting jobs a claim may take per provider (docs/design.md#capacity). */
+export interface WaitingRoom {
+  providers: string[];
+  rooms: number[];
+}
+
 /** Slack on a lease past the call's hard timeout: claim-to-call time, clock skew between the worker and PostgreSQL. */
 export const LEASE_SLACK_MS = 5_000;
 
@@ -72,13 +78,21 @@ export function gateOf(state: ProviderState | undefined): Gate {
   return { kind: 'open' };
 }
 
-/** True when no call could start now: claims then skip the jobs that wait on this provider. */
-export function isBlocked(state: ProviderState, spec: ProviderSpec): boolean {
-  if (gateOf(state).kind !== 'open') return true;
+/**
+ * How many of the jobs waiting for capacity on this provider a claim should take now, at most `limit`: none while
+ * it is paused, at its concurrency cap or out of tokens. An open breaker does not hold them: they are claimed and
+ * planned past it.
+ */
+export function roomFor(state: ProviderState | undefined, spec: ProviderSpec, limit: number): number {
+  if (!isGated(spec)) return limit;
+  let room = limit;
+  if (spec.maxConcurrency !== undefined) room = Math.min(room, spec.maxConcurrency - (state?.inFlight ?? 0));
+  if (!state) return Math.max(0, room);
+  if (gateOf(state).kind === 'paused') return 0;
   const fresh = refill(state, spec);
-  if (spec.maxConcurrency !== undefined && state.inFlight >= spec.maxConcurrency) return true;
-  if (fresh.requestBucket !== null && fresh.requestBucket < 1) return true;
-  return fresh.tokenBucket !== null && fresh.tokenBucket <= 0;
+  if (fresh.requestBucket !== null) room = Math.min(room, Math.floor(fresh.requestBucket));
+  if (fresh.tokenBucket !== null && fresh.tokenBucket <= 0) room = 0;
+  return Math.max(0, room);
 }
 
 export interface Grant {

@@ -4,7 +4,7 @@ import type { ProviderSpec } from '../config/catalog.types.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import type { CapacityView } from '../providers/providers.view.js';
 import { CapacityRepository } from './capacity.repository.js';
-import { afterAnswer, afterFailure, gateOf, isBlocked, isGated, type BreakerState, type Gate, type ProviderState, type Refusal, type Transition } from './capacity.rules.js';
+import { afterAnswer, afterFailure, gateOf, roomFor, type WaitingRoom, type BreakerState, type Gate, type ProviderState, type Refusal, type Transition } from './capacity.rules.js';
 
 const BREAKER_GAUGE: Record<BreakerState, number> = { closed: 0, half_open: 1, open: 2 };
 
@@ -38,12 +38,9 @@ export class ProviderCapacity {
     return gateOf(this.states.get(provider));
   }
 
-  /** Providers no call could start on now: a claim skips the jobs waiting on them. */
-  blocked(specs: ProviderSpec[]): string[] {
-    return specs.filter((spec) => {
-      const state = this.states.get(spec.name);
-      return state !== undefined && isGated(spec) && isBlocked(state, spec);
-    }).map((spec) => spec.name);
+  /** Per provider, how many jobs waiting on it for capacity a claim of `limit` jobs should take (roomFor). */
+  rooms(specs: ProviderSpec[], limit: number): WaitingRoom {
+    return { providers: specs.map((s) => s.name), rooms: specs.map((s) => roomFor(this.states.get(s.name), s, limit)) };
   }
 
   throttled(provider: string, reason: Refusal | 'rate_limited', count = 1): void {

@@ -57,6 +57,15 @@ export class JobSignals implements OnApplicationShutdown {
     this.scheduleFlush();
   }
 
+  /**
+   * Capacity this process held became free (a lease given back): its own workers wake to use it. Other replicas
+   * are not told: each refills the capacity it gives back, and a crashed replica's expired leases are found by the
+   * others' polls. One NOTIFY per call would have every replica race for every freed slot.
+   */
+  capacityFreed(): void {
+    this.wakeDue();
+  }
+
   /** A job became terminal. Local waiters wake at once; other replicas' by NOTIFY. */
   jobSettled(jobId: string): void {
     this.wakeJob(jobId);

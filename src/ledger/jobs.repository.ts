@@ -1,3 +1,4 @@
+import type { WaitingRoom } from '../capacity/capacity.rules.js';
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { uniqueViolationOf } from '../database/pg-errors.js';
@@ -121,24 +122,36 @@ export class JobsRepository {
 
   /**
    * Up to `limit` jobs that need an attempt, with their attempts, locked for the caller's transaction. SKIP
-   * LOCKED lets any number of workers claim side by side; a job is never handed to two of them.
+   * LOCKED lets any number of workers claim side by side; a job is never handed to two of them. Jobs waiting for
+   * capacity (docs/design.md#capacity) are read from their own index, at most `rooms[i]` for `providers[i]`: a
+   * backlog on a capped provider costs a claim nothing while that provider has no room.
    */
-  /** `blocked`: providers without capacity now; jobs waiting on one of them stay for a later claim. */
-  async claimDue(limit: number, blocked: string[], manager: Queryable): Promise<JobWithAttempts[]> {
+  async claimDue(limit: number, waiting: WaitingRoom, manager: Queryable): Promise<JobWithAttempts[]> {
     const rows = await rowsOf<JobWithAttemptsRow>(
       manager,
-      `SELECT ${JOB_COLUMNS}, ${ATTEMPTS_OF_J} FROM jobs j
-        WHERE j.next_attempt_at <= now() AND j.status IN ('pending', 'running', 'unknown')
-          AND (j.waiting_for IS NULL OR j.waiting_for <> ALL($2::text[]))
-        ORDER BY j.next_attempt_at LIMIT $1 FOR UPDATE OF j SKIP LOCKED`,
-      [limit, blocked],
+      `WITH free AS (
+         SELECT id, next_attempt_at FROM jobs
+          WHERE next_attempt_at <= now() AND waiting_for IS NULL AND status IN ('pending', 'running', 'unknown')
+          ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED
+       ), waiting AS (
+         SELECT w.id, w.next_attempt_at FROM unnest($2::text[], $3::int[]) AS q(provider, room)
+          CROSS JOIN LATERAL (
+            SELECT id, next_attempt_at FROM jobs
+             WHERE waiting_for = q.provider AND next_attempt_at <= now() AND status IN ('pending', 'running', 'unknown')
+             ORDER BY next_attempt_at LIMIT q.room FOR UPDATE SKIP LOCKED
+          ) w
+       ), picked AS (
+         SELECT id FROM (SELECT * FROM free UNION ALL SELECT * FROM waiting) x ORDER BY next_attempt_at LIMIT $1
+       )
+       SELECT ${JOB_COLUMNS}, ${ATTEMPTS_OF_J} FROM jobs j WHERE j.id IN (SELECT id FROM picked) ORDER BY j.next_attempt_at`,
+      [limit, waiting.providers, waiting.rooms],
     );
     return rows.map(jobWithAttemptsFromRow);
   }
 
   /**
    * Due jobs, locked by the caller, that must wait for capacity on `provider`: they keep their place in the queue
-   * and claims skip them while the provider has none. Returns the ids that were not waiting on it already.
+   * and claims take them only as the provider has room. Returns the ids that were not waiting on it already.
    */
   async markWaiting(ids: string[], provider: string, manager: Queryable): Promise<string[]> {
     const rows = await rowsOf<{ id: string }>(
@@ -147,6 +160,16 @@ export class JobsRepository {
       [ids, provider],
     );
     return rows.map((r) => r.id);
+  }
+
+  /** Jobs waiting on providers this catalog does not name (a catalog change) are planned afresh. */
+  async releaseWaitsOutside(known: string[], manager: Queryable): Promise<number> {
+    const rows = await rowsOf<{ id: string }>(
+      manager,
+      `UPDATE jobs SET waiting_for = NULL WHERE waiting_for IS NOT NULL AND NOT (waiting_for = ANY($1::text[])) RETURNING id`,
+      [known],
+    );
+    return rows.length;
   }
 
   /** Bookkeeping under the caller's row lock: never touches version. `nextAttemptInMs` null clears the schedule. */

@@ -3,7 +3,7 @@ import { safeErrorFields } from '../common/log-safe.js';
 import { DataSource, type EntityManager } from 'typeorm';
 import { canonicalJson, sha256Hex } from '../common/canonical-json.js';
 import { CapacityRepository, type Lease } from '../capacity/capacity.repository.js';
-import type { ProviderState } from '../capacity/capacity.rules.js';
+import type { ProviderState, WaitingRoom } from '../capacity/capacity.rules.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { NOT_SENT, type Attempt, type AttemptStatus, type Usage } from './attempt.types.js';
 import { AttemptsRepository, type AttemptUpdate, type CallStart, type ClaimedStart, type NewAttempt } from './attempts.repository.js';
@@ -77,11 +77,16 @@ export class Ledger {
   }
 
   /**
-   * Up to `limit` due jobs with their attempts, locked (SKIP LOCKED) until this transaction ends; jobs waiting for
-   * capacity on a `blocked` provider are left for a later claim.
+   * Up to `limit` due jobs with their attempts, locked (SKIP LOCKED) until this transaction ends; of the jobs
+   * waiting for capacity, at most the room each provider has.
    */
-  claimDue(limit: number, blocked: string[] = []): Promise<JobWithAttempts[]> {
-    return this.repos.jobs.claimDue(limit, blocked, this.manager);
+  claimDue(limit: number, waiting: WaitingRoom = { providers: [], rooms: [] }): Promise<JobWithAttempts[]> {
+    return this.repos.jobs.claimDue(limit, waiting, this.manager);
+  }
+
+  /** At a worker's start: jobs waiting on a provider the catalog no longer names are planned afresh. */
+  releaseWaitsOutside(known: string[]): Promise<number> {
+    return this.repos.jobs.releaseWaitsOutside(known, this.manager);
   }
 
   /** The shared state of these providers, locked until this transaction ends (after the jobs: the lock order). */
