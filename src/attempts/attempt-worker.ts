@@ -12,7 +12,7 @@ import type { JobWithAttempts } from '../ledger/job.types.js';
 import { LedgerFactory, type Ledger } from '../ledger/ledger.js';
 import { grant, isGated, LEASE_SLACK_MS, msUntilRoom } from '../capacity/capacity.rules.js';
 import type { Lease } from '../capacity/capacity.repository.js';
-import type { ProviderState } from '../capacity/capacity.rules.js';
+import type { BreakerState, ProviderState } from '../capacity/capacity.rules.js';
 import { ProviderCapacity } from '../capacity/provider-capacity.js';
 import type { ProviderSpec } from '../config/catalog.types.js';
 import { CatalogService } from '../providers/catalog.service.js';
@@ -243,7 +243,7 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
       const decision = grant(state, spec, asking.map((c) => c.cost));
       const rest = asking.slice(decision.granted);
       rest.forEach((c) => refused.add(c));
-      if (decision.probe) asking[0].probe = true;
+      if (decision.probe) asking[0].probeFrom = state.breaker;
       states.set(state.provider, decision.state);
       if (!decision.refusal) continue;
       this.capacity.throttled(state.provider, decision.refusal, rest.length);
@@ -262,7 +262,7 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
   /** Leases for the calls to capped providers, the probe's attempt id, and the providers' new state. */
   private async leaseAndProbe(ledger: Ledger, claimed: Claimed[], admitted: Candidate[], states: Map<string, ProviderState>): Promise<void> {
     if (!states.size) return;
-    const probes = new Set(admitted.filter((c) => c.probe).map((c) => c.job.id));
+    const probes = new Map(admitted.filter((c) => c.probeFrom).map((c) => [c.job.id, c.probeFrom!]));
     const leases: Lease[] = [];
     for (const c of claimed) {
       const spec = this.catalog.provider(c.attempt.provider)!;
@@ -271,10 +271,11 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
         c.leased = true;
       }
       const state = states.get(spec.name);
-      if (probes.has(c.job.id) && state) {
+      const from = probes.get(c.job.id);
+      if (from && state) {
         state.probeAttemptId = c.attempt.id;
         c.probe = true;
-        const transition = { from: 'open' as const, to: 'half_open' as const };
+        const transition = { from, to: 'half_open' as const };
         ledger.afterCommit(() => this.capacity.noteTransition(spec.name, transition, state));
       }
     }
@@ -301,5 +302,6 @@ interface Candidate {
   /** An attempt the API queued (owner-requested), to take over instead of inserting one. */
   queued?: Attempt;
   cost: number;
-  probe?: boolean;
+  /** The breaker's state before this call became its probe (open, or half-open with a lost probe). */
+  probeFrom?: BreakerState;
 }
