@@ -29,6 +29,9 @@ export interface CapacityRow {
   createdToSettledMs: { p50: number; p99: number };
   /** An attempt's claim (its lease taken) to its end (lease given back): the provider's 1 s plus the service's share. */
   claimedToFinishedMs: { p50: number; p99: number };
+  /** Sampled every 200 ms between the end of creation and the last 100 jobs: leases held, and requests at the fake. */
+  steadyMeanLeases: number;
+  steadyMeanAtProvider: number;
   /** Where the rest of that goes (the fake knows each call's attempt by its Idempotency-Key): claim to the request's
    * arrival at the fake, and the fake's answer to the attempt's end. */
   claimToArrivalMs: { p50: number; p99: number };
@@ -99,6 +102,8 @@ async function createJobs(url: string, headers: Record<string, string>, prefix: 
   );
 }
 
+const mean = (xs: number[]) => (xs.length ? Math.round((xs.reduce((a, b) => a + b, 0) / xs.length) * 10) / 10 : 0);
+
 export async function capacityCase(ctx: CapacityContext): Promise<CapacityRow> {
   const fake = await new FakeOpenAiServer().start();
   fake.latencyMs(LATENCY_MS);
@@ -112,6 +117,7 @@ export async function capacityCase(ctx: CapacityContext): Promise<CapacityRow> {
     services.push(...(await Promise.all(Array.from({ length: WORKERS }, () => ctx.startService('worker', env)))));
     const prefix = `cap-${ctx.run}`;
     let runningPeak = 0;
+    const steady: Array<{ leases: number; atProvider: number }> = [];
     let creating = true;
     let abandoned = false;
     const deadline = Date.now() + JOBS * 100 + 120_000;
@@ -122,6 +128,11 @@ export async function capacityCase(ctx: CapacityContext): Promise<CapacityRow> {
         const { n } = (await ctx.pool.query(`SELECT count(*)::int AS n FROM attempts WHERE status = 'running' AND provider = $1`, [PROVIDER])).rows[0];
         runningPeak = Math.max(runningPeak, n);
         const settled = (await ctx.pool.query(`SELECT count(*)::int AS n FROM jobs WHERE idempotency_key LIKE $1 AND status = 'succeeded'`, [`${prefix}-%`])).rows[0].n;
+        if (!creating && settled < JOBS - 2 * MAX_CONCURRENCY) {
+          // Steady state: where a slot's time goes (held by a lease vs. a request actually at the provider).
+          const { held } = (await ctx.pool.query(`SELECT count(*)::int AS held FROM provider_leases WHERE provider = $1 AND expires_at > now()`, [PROVIDER])).rows[0];
+          steady.push({ leases: held, atProvider: fake.inFlight });
+        }
         if (!creating && settled >= JOBS) return;
         await sleep(200);
       }
@@ -160,6 +171,8 @@ export async function capacityCase(ctx: CapacityContext): Promise<CapacityRow> {
       target: MAX_CONCURRENCY / (LATENCY_MS / 1000),
       fakePeak: fake.maxInFlight,
       runningPeak,
+      steadyMeanLeases: mean(steady.map((x) => x.leases)),
+      steadyMeanAtProvider: mean(steady.map((x) => x.atProvider)),
       createdToStartedMs: percentiles(rows.map((r) => r.started.getTime() - r.created.getTime())),
       createdToSettledMs: percentiles(rows.map((r) => r.completed.getTime() - r.created.getTime())),
       claimedToFinishedMs: percentiles(rows.map((r) => r.finished.getTime() - r.claimed.getTime())),
@@ -174,8 +187,8 @@ export async function capacityCase(ctx: CapacityContext): Promise<CapacityRow> {
 
 export function capacityTable(row: CapacityRow): string {
   return [
-    '| provider | maxConcurrency | worker processes | latency ms | jobs | settled/s | target | % of target | fake peak concurrent | running peak (DB) | created→started p50/p99 ms | created→settled p50/p99 ms | attempt claimed→finished p50/p99 ms | of which claim→request p50/p99 | answer→finished p50/p99 |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
-    `| ${row.provider} | ${row.maxConcurrency} | ${row.workers} | ${row.latencyMs} | ${row.jobs} | ${row.settledPerSecond} | ${row.target} | ${Math.round((row.settledPerSecond / row.target) * 100)}% | ${row.fakePeak} | ${row.runningPeak} | ${row.createdToStartedMs.p50} / ${row.createdToStartedMs.p99} | ${row.createdToSettledMs.p50} / ${row.createdToSettledMs.p99} | ${row.claimedToFinishedMs.p50} / ${row.claimedToFinishedMs.p99} | ${row.claimToArrivalMs.p50} / ${row.claimToArrivalMs.p99} | ${row.answerToFinishedMs.p50} / ${row.answerToFinishedMs.p99} |`,
+    '| provider | maxConcurrency | worker processes | latency ms | jobs | settled/s | target | % of target | fake peak concurrent | running peak (DB) | steady mean: leases held / at the provider | created→started p50/p99 ms | created→settled p50/p99 ms | attempt claimed→finished p50/p99 ms | of which claim→request p50/p99 | answer→finished p50/p99 |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    `| ${row.provider} | ${row.maxConcurrency} | ${row.workers} | ${row.latencyMs} | ${row.jobs} | ${row.settledPerSecond} | ${row.target} | ${Math.round((row.settledPerSecond / row.target) * 100)}% | ${row.fakePeak} | ${row.runningPeak} | ${row.steadyMeanLeases} / ${row.steadyMeanAtProvider} | ${row.createdToStartedMs.p50} / ${row.createdToStartedMs.p99} | ${row.createdToSettledMs.p50} / ${row.createdToSettledMs.p99} | ${row.claimedToFinishedMs.p50} / ${row.claimedToFinishedMs.p99} | ${row.claimToArrivalMs.p50} / ${row.claimToArrivalMs.p99} | ${row.answerToFinishedMs.p50} / ${row.answerToFinishedMs.p99} |`,
   ].join('\n');
 }

@@ -237,6 +237,20 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
     if (!byProvider.size) return { admitted: candidates, states };
     const refused = new Set<Candidate>();
     this.refilledAt = Infinity;
+    // Beyond the room the provider had when this claim began, nobody can be admitted: those wait at once, without
+    // queueing for the provider's lock (a fresh backlog on a full provider then costs one UPDATE per claim).
+    for (const [provider, asking] of byProvider) {
+      const room = this.capacity.roomOf(asking[0].spec, asking.length);
+      if (room >= asking.length) continue;
+      const over = asking.splice(room);
+      over.forEach((c) => refused.add(c));
+      this.capacity.throttled(provider, this.capacity.shortOf(asking[0]?.spec ?? over[0].spec), over.length);
+      await ledger.waitForCapacity(over.map((c) => c.job), provider);
+      const refillMs = this.capacity.msUntilRoom(asking[0]?.spec ?? over[0].spec, over[0].cost);
+      if (refillMs !== undefined) this.refilledAt = Math.min(this.refilledAt, Date.now() + refillMs);
+      if (!asking.length) byProvider.delete(provider);
+    }
+    if (!byProvider.size) return { admitted: candidates.filter((c) => !refused.has(c)), states };
     for (const state of await ledger.lockProviders([...byProvider.keys()])) {
       const asking = byProvider.get(state.provider)!;
       const spec = asking[0].spec;

@@ -4,7 +4,7 @@ import type { ProviderSpec } from '../config/catalog.types.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import type { CapacityView } from '../providers/providers.view.js';
 import { CapacityRepository } from './capacity.repository.js';
-import { afterAnswer, afterFailure, gateOf, roomFor, type WaitingRoom, type BreakerState, type Gate, type ProviderState, type Refusal, type Transition } from './capacity.rules.js';
+import { afterAnswer, afterFailure, gateOf, msUntilRoom, refill, roomFor, type WaitingRoom, type BreakerState, type Gate, type ProviderState, type Refusal, type Transition } from './capacity.rules.js';
 
 const BREAKER_GAUGE: Record<BreakerState, number> = { closed: 0, half_open: 1, open: 2 };
 
@@ -41,6 +41,26 @@ export class ProviderCapacity {
   /** Per provider, how many jobs waiting on it for capacity a claim of `limit` jobs should take (roomFor). */
   rooms(specs: ProviderSpec[], limit: number): WaitingRoom {
     return { providers: specs.map((s) => s.name), rooms: specs.map((s) => roomFor(this.states.get(s.name), s, limit)) };
+  }
+
+  /** roomFor one provider, from the state read at the start of this claim. */
+  roomOf(spec: ProviderSpec, limit: number): number {
+    return roomFor(this.states.get(spec.name), spec, limit);
+  }
+
+  /** Which limit left no room, as of the last read: the reason throttled calls are counted under. */
+  shortOf(spec: ProviderSpec): Refusal {
+    const state = this.states.get(spec.name);
+    if (state && gateOf(state).kind === 'paused') return 'paused';
+    if (spec.maxConcurrency !== undefined && (state?.inFlight ?? 0) >= spec.maxConcurrency) return 'concurrency';
+    const fresh = state && refill(state, spec);
+    return fresh?.requestBucket !== null && fresh?.requestBucket !== undefined && fresh.requestBucket < 1 ? 'requests_per_minute' : 'tokens_per_minute';
+  }
+
+  /** How long until this provider's rate buckets could admit a call of `cost` tokens, as of the last read. */
+  msUntilRoom(spec: ProviderSpec, cost: number): number | undefined {
+    const state = this.states.get(spec.name);
+    return state && msUntilRoom(refill(state, spec), spec, cost);
   }
 
   throttled(provider: string, reason: Refusal | 'rate_limited', count = 1): void {
