@@ -39,6 +39,11 @@ interface Row {
   ratio: number;
   /** PostgreSQL alone (pgbench, prepared statements) running the same statements; absent without pgbench. */
   postgres?: { tps: number; latencyMs: number };
+  /**
+   * The same with unnamed statements (`-M extended`: parsed and planned every time), as the service sends them:
+   * it names none, so that it runs behind PgBouncer in transaction mode (src/database/data-source.options.ts).
+   */
+  postgresUnnamed?: { tps: number; latencyMs: number };
   /** The service's CPU seconds per 1,000 requests (or settled jobs), and PostgreSQL's. */
   cpuPer1000?: { service: number; postgres: number | null };
   peakRssMb: number;
@@ -144,15 +149,16 @@ function pgbenchBinary(): string | undefined {
 }
 
 /**
- * PostgreSQL's own ceiling for one case: pgbench (C, prepared statements) running `script` (the statements of
- * one request) at the same concurrency. No Node, no driver: what the database alone can do here.
+ * PostgreSQL's own ceiling for one case: pgbench (C, prepared statements, or unnamed ones with `extended`) running
+ * `script` (the statements of one request) at the same concurrency. No Node, no driver: what the database alone
+ * can do here.
  */
-function pgbenchCeiling(databaseUrl: string, script: string, seconds: number): { tps: number; latencyMs: number } | undefined {
+function pgbenchCeiling(databaseUrl: string, script: string, seconds: number, mode: 'prepared' | 'extended' = 'prepared'): { tps: number; latencyMs: number } | undefined {
   const binary = pgbenchBinary();
   if (!binary) return undefined;
   const file = join(mkdtempSync(join(tmpdir(), 'onejob-pgbench-')), 'case.sql');
   writeFileSync(file, script);
-  const result = spawnSync(binary, ['-n', '-M', 'prepared', '-c', String(connections), '-j', String(Math.min(connections, cpus().length)), '-T', String(seconds), '-f', file, databaseUrl], {
+  const result = spawnSync(binary, ['-n', '-M', mode, '-c', String(connections), '-j', String(Math.min(connections, cpus().length)), '-T', String(seconds), '-f', file, databaseUrl], {
     encoding: 'utf8',
   });
   const tps = /tps = ([\d.]+) \(without initial connection time\)/.exec(result.stdout);
@@ -346,7 +352,8 @@ async function main(): Promise<void> {
       }
       const script = name === 'create' || name === 'replay' || name === 'get' ? PGBENCH_SCRIPTS[name] : undefined;
       const postgres = script ? pgbenchCeiling(databaseUrl, script, duration) : undefined;
-      rows.push({ case: name, service: serviceMeasure, ceiling, ratio: serviceMeasure.rps / ceiling.rps, postgres, cpuPer1000: serviceCpu.get(name), peakRssMb: peakRssMb(service.child) });
+      const postgresUnnamed = script ? pgbenchCeiling(databaseUrl, script, duration, 'extended') : undefined;
+      rows.push({ case: name, service: serviceMeasure, ceiling, ratio: serviceMeasure.rps / ceiling.rps, postgres, postgresUnnamed, cpuPer1000: serviceCpu.get(name), peakRssMb: peakRssMb(service.child) });
     }
     const apiPeak = peakRssMb(service.child);
     await service.stop();
@@ -447,11 +454,11 @@ async function main(): Promise<void> {
   const fmt = (n: number, digits = 0) => n.toFixed(digits);
   const create = rows.find((r) => r.case === 'create');
   const table = [
-    '| case | service req/s | p50 ms | p99 ms | `pg` ceiling req/s | ratio | PostgreSQL alone tps | ratio | CPU s/1000 service + PostgreSQL | non-2xx | peak RSS MB |',
-    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| case | service req/s | p50 ms | p99 ms | `pg` ceiling req/s | ratio | PostgreSQL alone tps | ratio | unnamed statements tps | ratio | CPU s/1000 service + PostgreSQL | non-2xx | peak RSS MB |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
     ...rows.map(
       (r) =>
-        `| ${r.case} | ${fmt(r.service.rps)} | ${fmt(r.service.p50, 1)} | ${fmt(r.service.p99, 1)} | ${fmt(r.ceiling.rps)} | ${fmt(r.ratio * 100)}% | ${r.postgres ? fmt(r.postgres.tps) : r.case === 'pipeline' && create ? `create: ${fmt(create.service.rps)}` : ''} | ${r.postgres ? `${fmt((r.service.rps / r.postgres.tps) * 100)}%` : r.case === 'pipeline' && create ? `${fmt((r.service.rps / create.service.rps) * 100)}% of create` : ''} | ${r.cpuPer1000 ? `${r.cpuPer1000.service} + ${r.cpuPer1000.postgres ?? 'n/a'}` : ''} | ${r.service.non2xx ?? 0}${r.service.designed ? ` (${r.service.designed})` : ''} | ${fmt(r.peakRssMb)} |`,
+        `| ${r.case} | ${fmt(r.service.rps)} | ${fmt(r.service.p50, 1)} | ${fmt(r.service.p99, 1)} | ${fmt(r.ceiling.rps)} | ${fmt(r.ratio * 100)}% | ${r.postgres ? fmt(r.postgres.tps) : r.case === 'pipeline' && create ? `create: ${fmt(create.service.rps)}` : ''} | ${r.postgres ? `${fmt((r.service.rps / r.postgres.tps) * 100)}%` : r.case === 'pipeline' && create ? `${fmt((r.service.rps / create.service.rps) * 100)}% of create` : ''} | ${r.postgresUnnamed ? fmt(r.postgresUnnamed.tps) : ''} | ${r.postgresUnnamed ? `${fmt((r.service.rps / r.postgresUnnamed.tps) * 100)}%` : ''} | ${r.cpuPer1000 ? `${r.cpuPer1000.service} + ${r.cpuPer1000.postgres ?? 'n/a'}` : ''} | ${r.service.non2xx ?? 0}${r.service.designed ? ` (${r.service.designed})` : ''} | ${fmt(r.peakRssMb)} |`,
     ),
   ].join('\n');
   const header = `onejob bench: ${connections} connections, ${duration} s per case, ${cpus().length} cores, Node ${process.version}, PostgreSQL ${serverVersion}`;

@@ -14,6 +14,11 @@ export interface OneSecondRow {
   inFlightCap: number;
   jobs: number;
   settledPerSecond: number;
+  /**
+   * Jobs started per second once the last job was created (those not started by then ÷ the time to start them):
+   * the workers alone on a backlog, without the creates competing for the machine. Null when too few were left.
+   */
+  startedPerSecondAfterCreates: number | null;
   ideal: number;
   createdToStartedMs: { p50: number; p99: number };
   createdToSettledMs: { p50: number; p99: number };
@@ -119,12 +124,16 @@ function summarize(
 ): OneSecondRow {
   const first = Math.min(...rows.map((r) => r.created.getTime()));
   const last = Math.max(...rows.map((r) => r.completed.getTime()));
+  const lastCreated = Math.max(...rows.map((r) => r.created.getTime()));
+  const startedAfter = rows.map((r) => r.started.getTime()).filter((t) => t > lastCreated);
+  const lastStarted = Math.max(lastCreated, ...startedAfter);
   return {
     system,
     phase,
     inFlightCap: window,
     jobs: rows.length,
     settledPerSecond: Math.round((rows.length / ((last - first) / 1000)) * 10) / 10,
+    startedPerSecondAfterCreates: startedAfter.length >= 100 ? Math.round((startedAfter.length / ((lastStarted - lastCreated) / 1000)) * 10) / 10 : null,
     ideal: window / (LATENCY_MS / 1000),
     createdToStartedMs: percentiles(rows.map((r) => r.started.getTime() - r.created.getTime())),
     createdToSettledMs: percentiles(rows.map((r) => r.completed.getTime() - r.created.getTime())),
@@ -179,11 +188,11 @@ export async function pipelineOneSecond(ctx: OneSecondContext): Promise<OneSecon
 
 export function oneSecondTable(rows: OneSecondRow[]): string {
   return [
-    '| system | phase | in-flight cap | jobs | settled/s | ideal | % of ideal | created→started p50/p99 ms | created→settled p50/p99 ms | peak in flight | CPU ms/job process + PostgreSQL | peak RSS MB |',
-    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
+    '| system | phase | in-flight cap | jobs | settled/s | started/s after the last create | ideal | % of ideal | created→started p50/p99 ms | created→settled p50/p99 ms | peak in flight | CPU ms/job process + PostgreSQL | peak RSS MB |',
+    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
     ...rows.map(
       (r) =>
-        `| ${r.system} | ${r.phase} | ${r.inFlightCap} | ${r.jobs} | ${r.settledPerSecond} | ${r.ideal} | ${Math.round((r.settledPerSecond / r.ideal) * 100)}% | ${r.createdToStartedMs.p50} / ${r.createdToStartedMs.p99} | ${r.createdToSettledMs.p50} / ${r.createdToSettledMs.p99} | ${r.peakInFlight} | ${r.cpuMsPerJob.process} + ${r.cpuMsPerJob.postgres ?? 'n/a'} | ${r.peakRssMb ?? ''} |`,
+        `| ${r.system} | ${r.phase} | ${r.inFlightCap} | ${r.jobs} | ${r.settledPerSecond} | ${r.startedPerSecondAfterCreates ?? ''} | ${r.ideal} | ${Math.round((r.settledPerSecond / r.ideal) * 100)}% | ${r.createdToStartedMs.p50} / ${r.createdToStartedMs.p99} | ${r.createdToSettledMs.p50} / ${r.createdToSettledMs.p99} | ${r.peakInFlight} | ${r.cpuMsPerJob.process} + ${r.cpuMsPerJob.postgres ?? 'n/a'} | ${r.peakRssMb ?? ''} |`,
     ),
   ].join('\n');
 }

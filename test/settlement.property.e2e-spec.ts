@@ -1,7 +1,9 @@
+import { jest } from '@jest/globals';
 import fc from 'fast-check';
 import { AttemptOutcomes } from '../src/attempts/attempt-outcomes.js';
 import { AttemptWorker } from '../src/attempts/attempt-worker.js';
 import { LedgerFactory } from '../src/ledger/ledger.js';
+import { SettlementRepository } from '../src/ledger/settlement.repository.js';
 import { AttemptsService } from '../src/attempts/attempts.service.js';
 import type { Principal } from '../src/auth/scopes.js';
 import { canonicalJson, sha256Hex } from '../src/common/canonical-json.js';
@@ -125,4 +127,60 @@ describe('settlement under random interleavings (property, real PostgreSQL)', ()
     expect(seen[0]).toEqual({ succeeded: expect.any(Number), cancelled: expect.any(Number), failed: expect.any(Number), discarded: expect.any(Number), unknown: expect.any(Number) });
     for (const value of Object.values(seen[0])) expect(value).toBeGreaterThan(0);
   }, 120_000);
+
+  it('settles results that arrive together in shared statements, each as if alone: one winner per job, late ones discarded, repeats duplicate', async () => {
+    const jobs = t.app.get(JobsService);
+    const outcomes = t.app.get(AttemptOutcomes);
+    const worker = t.app.get(AttemptWorker);
+    const ledgers = t.app.get(LedgerFactory);
+    const statements = jest.spyOn(t.app.get(SettlementRepository), 'settleResults');
+    const owner = 'batch';
+    const count = 40;
+    await t.dataSource.query('UPDATE jobs SET next_attempt_at = NULL');
+    const created = await Promise.all(Array.from({ length: count }, (_, i) => jobs.create(owner, `b-${i}`, { operation: 'summarize', input: { text: 'x' }, providers: ['p1', 'p2'] })));
+    const first = await worker.claimBatch(count);
+    expect(first).toHaveLength(count);
+    await ledgers.markRunning(first.map(({ attempt }) => ({ id: attempt.id, timeoutMs: 60_000, hardTimeoutMs: 120_000 })));
+    // Half the jobs fail over (p1's attempt unknown, then given up for p2): two attempts that may both answer.
+    const racing = first.slice(0, count / 2);
+    for (const { job, attempt } of racing) await outcomes.unknown(attempt.id, job.id, 'timeout');
+    const second = await worker.claimBatch(count);
+    expect(second).toHaveLength(count / 2);
+    await ledgers.markRunning(second.map(({ attempt }) => ({ id: attempt.id, timeoutMs: 60_000, hardTimeoutMs: 120_000 })));
+
+    const valueOf = (attemptId: string) => ({ summary: `batched ${attemptId}` });
+    const results = [...first, ...second, ...second.slice(0, 5)].map(({ job, attempt }) => ({ jobId: job.id, attemptId: attempt.id }));
+    statements.mockClear();
+    const answers = await Promise.all(
+      results.map(({ jobId, attemptId }) => outcomes.succeeded(attemptId, jobId, { value: valueOf(attemptId), usage: { promptTokens: 1, completionTokens: 1 }, providerRequestId: null })),
+    );
+    // Shared statements, or this test proved nothing about batches.
+    expect(statements.mock.calls.length).toBeLessThan(results.length / 4);
+    expect(answers.filter((a) => a === 'duplicate')).toHaveLength(5);
+    expect(answers.filter((a) => a === 'won')).toHaveLength(count);
+    expect(answers.filter((a) => a === 'discarded')).toHaveLength(count / 2);
+
+    for (const job of created) {
+      const [row] = await t.dataSource.query('SELECT status, version, result, completed_by FROM jobs WHERE id = $1', [job.id]);
+      const attempts = await t.dataSource.query('SELECT id, status, outcome, result_digest FROM attempts WHERE job_id = $1', [job.id]);
+      const winners = attempts.filter((a: { outcome: string }) => a.outcome === 'won');
+      expect(row.status).toBe('succeeded');
+      expect(row.version).toBe(1);
+      expect(winners).toHaveLength(1);
+      expect(row.completed_by).toBe(winners[0].id);
+      expect(row.result).toEqual(valueOf(winners[0].id));
+      for (const a of attempts) expect(a.result_digest).toBe(sha256Hex(canonicalJson(valueOf(a.id))));
+      expect(attempts.filter((a: { outcome: string }) => a.outcome === 'discarded')).toHaveLength(attempts.length - 1);
+      const events = await t.dataSource.query(
+        `SELECT subject, attempt_id, reason FROM job_events WHERE job_id = $1 AND reason IN ('result_won', 'result_discarded') ORDER BY id`,
+        [job.id],
+      );
+      // One event per attempt's result (the repeats add none), and the job's own after its winner's.
+      expect(events.filter((e: { subject: string }) => e.subject === 'attempt')).toHaveLength(attempts.length);
+      expect(events.filter((e: { subject: string }) => e.subject === 'job')).toEqual([{ subject: 'job', attempt_id: null, reason: 'result_won' }]);
+      const winnerAt = events.findIndex((e: { attempt_id: string }) => e.attempt_id === winners[0].id);
+      expect(events.findIndex((e: { subject: string }) => e.subject === 'job')).toBeGreaterThan(winnerAt);
+    }
+    statements.mockRestore();
+  }, 60_000);
 });

@@ -12,6 +12,7 @@ import { JobSignals } from './job-signals.js';
 import type { Job, JobStatus, JobWithAttempts } from './job.types.js';
 import { JobsRepository } from './jobs.repository.js';
 import { OUTBOX, type Announcement, type Outbox } from './outbox.port.js';
+import { SettlementBatcher } from './settlement-batcher.js';
 import { SettlementRepository } from './settlement.repository.js';
 import { assertAttemptTransition, assertJobTransition, attemptSourcesOf } from './state-machine.js';
 
@@ -233,6 +234,7 @@ export class Ledger {
 export class LedgerFactory {
   private readonly logger = new Logger('Ledger');
   private readonly repos: Repositories;
+  private readonly settlements: SettlementBatcher;
 
   constructor(
     private readonly dataSource: DataSource,
@@ -246,6 +248,7 @@ export class LedgerFactory {
     @Optional() @Inject(OUTBOX) private readonly outbox?: Outbox,
   ) {
     this.repos = { jobs, attempts, settlements, capacity };
+    this.settlements = new SettlementBatcher((writes) => settlements.settleResults(writes, this.dataSource.manager));
   }
 
   async run<T>(work: (ledger: Ledger) => Promise<T>): Promise<T> {
@@ -265,15 +268,21 @@ export class LedgerFactory {
 
   /**
    * Exactly one winner (I5): the first valid result to arrive takes the job by compare-and-swap; a later one
-   * keeps only its digest. One autocommit statement (SettlementRepository.settleResult) locks, decides, writes
-   * and records; metrics, the race log line and wake-ups follow it.
+   * keeps only its digest. One autocommit statement (SettlementRepository.settleResults) locks, decides, writes
+   * and records, for this result and the others that arrived with it (SettlementBatcher); metrics, the race log
+   * line and wake-ups follow it.
    */
   async settleResult(jobId: string, attemptId: string, arrived: ArrivedResult): Promise<{ outcome: SettlementOutcome; provider: string }> {
     const digest = sha256Hex(canonicalJson(arrived.value));
-    const settled = await this.repos.settlements.settleResult(
-      { jobId, attemptId, eligibleFrom: SUCCEEDED_FROM, value: arrived.value, usage: arrived.usage, providerRequestId: arrived.providerRequestId, resultDigest: digest },
-      this.dataSource.manager,
-    );
+    const settled = await this.settlements.submit({
+      jobId,
+      attemptId,
+      eligibleFrom: SUCCEEDED_FROM,
+      value: arrived.value,
+      usage: arrived.usage,
+      providerRequestId: arrived.providerRequestId,
+      resultDigest: digest,
+    });
     if (!settled) throw new Error(`attempt ${attemptId} of job ${jobId} was not found`);
     const provider = settled.provider;
     if (settled.priorOutcome !== null) return { outcome: 'duplicate', provider }; // the same result delivered twice (worker and lookup)

@@ -37,17 +37,29 @@ export interface SettledResult {
  */
 @Injectable()
 export class SettlementRepository {
-  /**
-   * One autocommit statement settles a result: it locks the job, then the attempt (the attempt's row is found
-   * through an InitPlan on the locked job, so the order holds), makes the compare-and-swap on the job
-   * (`version = read version AND completed_by IS NULL`), writes the attempt's outcome (won, or discarded with the
-   * payload's digest only) and the events. Undefined when the attempt is not the job's.
-   */
+  /** One result: a batch of one (settleResults). Undefined when the attempt is not the job's. */
   async settleResult(write: ArrivedResultWrite, manager: Queryable): Promise<SettledResult | undefined> {
+    return (await this.settleResults([write], manager)).get(write.attemptId);
+  }
+
+  /**
+   * One autocommit statement settles a batch of results, each exactly as if alone (I5): it locks the jobs in id
+   * order, then their attempts in id order (the attempts' scan waits for every job lock through an InitPlan, so
+   * the job-then-attempt order of every other writer holds and two batches cannot deadlock), makes each
+   * compare-and-swap on the job (`version = read version AND completed_by IS NULL`), writes each attempt's
+   * outcome (won, or discarded with the payload's digest only), the events and the winners' outbox rows.
+   * Callers send at most one result per job in a batch. The map has no entry for an attempt that is not its
+   * job's.
+   */
+  async settleResults(writes: ArrivedResultWrite[], manager: Queryable): Promise<Map<string, SettledResult>> {
+    if (!writes.length) return new Map();
+    const eligibleFrom = writes[0].eligibleFrom;
+    if (writes.some((w) => w.eligibleFrom.join() !== eligibleFrom.join())) throw new Error('a settlement batch shares one eligibleFrom');
     const rows = await rowsOf<{
+      attempt_id: string;
       version: number | null;
       announced: number;
-      attempt_from: AttemptStatus | null;
+      attempt_from: AttemptStatus;
       attempt_to: AttemptStatus | null;
       prior_outcome: string | null;
       provider: string;
@@ -57,66 +69,87 @@ export class SettlementRepository {
       winner: string | null;
     }>(
       manager,
-      `WITH j AS MATERIALIZED (
-         SELECT id, status, version, completed_by FROM jobs WHERE id = $1 FOR UPDATE
+      `WITH p AS MATERIALIZED (
+         SELECT * FROM jsonb_to_recordset($1::jsonb)
+                    AS p(job_id uuid, attempt_id uuid, value jsonb, usage jsonb, provider_request_id text, result_digest text)
+       ), j AS MATERIALIZED (
+         SELECT id, status, version, completed_by FROM jobs WHERE id IN (SELECT job_id FROM p) ORDER BY id FOR UPDATE
        ), a AS MATERIALIZED (
-         SELECT x.id, x.status, x.outcome, x.job_version, x.provider FROM attempts x
-          WHERE x.id = $2 AND x.job_id = (SELECT id FROM j) FOR UPDATE
+         SELECT x.id, x.job_id, x.status, x.outcome, x.job_version, x.provider FROM attempts x
+          WHERE x.id IN (SELECT attempt_id FROM p) AND x.job_id = ANY ((SELECT array_agg(id) FROM j)::uuid[])
+          ORDER BY x.id FOR UPDATE
        ), won AS (
-         UPDATE jobs SET status = 'succeeded', result = $3::jsonb, completed_by = $2, version = version + 1,
+         UPDATE jobs t SET status = 'succeeded', result = p.value, completed_by = a.id, version = t.version + 1,
                 completed_at = now(), updated_at = now(), next_attempt_at = NULL
-          WHERE id = $1 AND completed_by IS NULL
-            AND version = (SELECT job_version FROM a WHERE outcome IS NULL AND status = ANY($4::text[]))
-          RETURNING version, owner_id, operation, idempotency_key, completed_at
+           FROM a JOIN p ON p.attempt_id = a.id
+          WHERE t.id = a.job_id AND t.completed_by IS NULL AND t.version = a.job_version
+            AND a.outcome IS NULL AND a.status = ANY($2::text[])
+          RETURNING t.id, t.version, t.owner_id, t.operation, t.idempotency_key, t.completed_at, t.completed_by, t.result
        ), outbox AS (
          -- The transactional outbox (docs/operations.md#webhooks): the owner's subscribed endpoints get the
          -- announcement in this same statement, so a committed win is always announced and a loss never is.
          INSERT INTO webhook_deliveries (endpoint_id, owner_id, job_id, event_type, payload)
-         SELECT w.id, won.owner_id, $1, 'job.succeeded',
+         SELECT w.id, won.owner_id, won.id, 'job.succeeded',
                 jsonb_build_object('type', 'job.succeeded', 'timestamp', now(), 'data', jsonb_build_object(
-                  'jobId', $1::uuid, 'attemptId', NULL, 'status', 'succeeded', 'operation', won.operation,
-                  'idempotencyKey', won.idempotency_key, 'version', won.version, 'result', $3::jsonb, 'error', NULL,
-                  'completedBy', $2::uuid, 'completedAt', won.completed_at))
+                  'jobId', won.id, 'attemptId', NULL, 'status', 'succeeded', 'operation', won.operation,
+                  'idempotencyKey', won.idempotency_key, 'version', won.version, 'result', won.result, 'error', NULL,
+                  'completedBy', won.completed_by, 'completedAt', won.completed_at))
            FROM won JOIN webhook_endpoints w ON w.owner_id = won.owner_id AND w.status = 'enabled' AND 'job.succeeded' = ANY (w.events)
-          RETURNING 1
+          RETURNING job_id
        ), att AS (
-         UPDATE attempts x SET status = CASE WHEN a.status = ANY($4::text[]) THEN 'succeeded' ELSE x.status END,
-                outcome = CASE WHEN EXISTS (SELECT 1 FROM won) THEN 'won' ELSE 'discarded' END,
-                usage = $5::jsonb, provider_request_id = COALESCE($6, x.provider_request_id), result_digest = $7,
-                finished_at = COALESCE(x.finished_at, now())
-           FROM a WHERE x.id = a.id AND a.outcome IS NULL
-          RETURNING x.status, x.outcome
+         UPDATE attempts x SET status = CASE WHEN a.status = ANY($2::text[]) THEN 'succeeded' ELSE x.status END,
+                outcome = CASE WHEN won.id IS NOT NULL THEN 'won' ELSE 'discarded' END,
+                usage = p.usage, provider_request_id = COALESCE(p.provider_request_id, x.provider_request_id),
+                result_digest = p.result_digest, finished_at = COALESCE(x.finished_at, now())
+           FROM a JOIN p ON p.attempt_id = a.id LEFT JOIN won ON won.completed_by = a.id
+          WHERE x.id = a.id AND a.outcome IS NULL
+          RETURNING x.id, x.status, x.outcome
        ), ev AS (
          INSERT INTO job_events (job_id, attempt_id, subject, from_status, to_status, reason, detail)
-         SELECT $1, $2, 'attempt', a.status, att.status,
+         SELECT a.job_id, a.id, 'attempt', a.status, att.status,
                 CASE WHEN att.outcome = 'won' THEN 'result_won' ELSE 'result_discarded' END,
                 CASE WHEN att.outcome = 'won' THEN NULL
-                     ELSE jsonb_build_object('resultDigest', $7::text, 'readVersion', a.job_version, 'jobVersion', j.version,
+                     ELSE jsonb_build_object('resultDigest', p.result_digest, 'readVersion', a.job_version, 'jobVersion', j.version,
                                              'winner', j.completed_by, 'jobStatus', j.status) END
-           FROM att, a, j
+           FROM att JOIN a ON a.id = att.id JOIN p ON p.attempt_id = a.id JOIN j ON j.id = a.job_id
          UNION ALL
-         SELECT $1, NULL, 'job', j.status, 'succeeded', 'result_won', jsonb_build_object('attemptId', $2::uuid, 'version', won.version) FROM won, j
+         SELECT won.id, NULL, 'job', j.status, 'succeeded', 'result_won', jsonb_build_object('attemptId', won.completed_by, 'version', won.version)
+           FROM won JOIN j ON j.id = won.id
        )
-       SELECT (SELECT version FROM won) AS version, (SELECT count(*)::int FROM outbox) AS announced, a.status AS attempt_from, (SELECT status FROM att) AS attempt_to,
-              a.outcome AS prior_outcome, a.provider, j.status AS job_from, j.version AS job_version,
-              a.job_version AS read_version, j.completed_by AS winner
-         FROM a, j`,
-      [write.jobId, write.attemptId, JSON.stringify(write.value), write.eligibleFrom, JSON.stringify(write.usage), write.providerRequestId, write.resultDigest],
+       SELECT a.id AS attempt_id, won.version, (SELECT count(*)::int FROM outbox o WHERE o.job_id = a.job_id) AS announced,
+              a.status AS attempt_from, att.status AS attempt_to, a.outcome AS prior_outcome, a.provider,
+              j.status AS job_from, j.version AS job_version, a.job_version AS read_version, j.completed_by AS winner
+         FROM a JOIN j ON j.id = a.job_id LEFT JOIN att ON att.id = a.id LEFT JOIN won ON won.completed_by = a.id`,
+      [
+        JSON.stringify(
+          writes.map((w) => ({
+            job_id: w.jobId,
+            attempt_id: w.attemptId,
+            value: w.value,
+            usage: w.usage,
+            provider_request_id: w.providerRequestId,
+            result_digest: w.resultDigest,
+          })),
+        ),
+        eligibleFrom,
+      ],
     );
-    const row = rows[0];
-    if (!row) return undefined;
-    return {
-      version: row.version,
-      announced: row.announced,
-      attemptFrom: row.attempt_from!,
-      attemptTo: row.attempt_to ?? row.attempt_from!,
-      priorOutcome: row.prior_outcome,
-      provider: row.provider,
-      jobFrom: row.job_from,
-      jobVersion: row.job_version,
-      readVersion: row.read_version,
-      winner: row.winner,
-    };
+    const settled = new Map<string, SettledResult>();
+    for (const row of rows) {
+      settled.set(row.attempt_id, {
+        version: row.version,
+        announced: row.announced,
+        attemptFrom: row.attempt_from,
+        attemptTo: row.attempt_to ?? row.attempt_from,
+        priorOutcome: row.prior_outcome,
+        provider: row.provider,
+        jobFrom: row.job_from,
+        jobVersion: row.job_version,
+        readVersion: row.read_version,
+        winner: row.winner,
+      });
+    }
+    return settled;
   }
 
   /** A final failure goes through the same compare-and-swap. Undefined when something else settled first. */
