@@ -153,7 +153,7 @@ describeLocal('race suite: liveness under faults (issue 11)', () => {
   it('batched claims across 3 worker processes that never hear NOTIFY: one claim per attempt, unique numbers, every job settles, first attempts start within a poll period', async () => {
     const database = await createTestDatabase();
     const catalogFile = writeCatalog((c) => {
-      c.providers.push({ name: 'race-429', kind: 'simulated', model: 'race-429', timeoutMs: 2000, hardTimeoutMs: 5000, maxAttempts: 3, simulate: { latencyMs: 5, outcome: 'error', errorStatus: 429 } });
+      c.providers.push({ name: 'race-503', kind: 'simulated', model: 'race-503', timeoutMs: 2000, hardTimeoutMs: 5000, maxAttempts: 3, simulate: { latencyMs: 5, outcome: 'error', errorStatus: 503 } });
     }, RACE_CATALOG);
     const pollMs = 200;
     const env = { DATABASE_URL: database.url, CATALOG_FILE: catalogFile, RECONCILE_INTERVAL_MS: '500' };
@@ -175,7 +175,7 @@ describeLocal('race suite: liveness under faults (issue 11)', () => {
       const created = await createJobs(api.baseUrl, key, 'claim', {
         loops: 3,
         count: FULL ? 300 : 60,
-        body: (i) => ({ operation: 'summarize', input: { text: `claim ${i}` }, providers: i % 3 === 0 ? ['race-429'] : undefined }),
+        body: (i) => ({ operation: 'summarize', input: { text: `claim ${i}` }, providers: i % 3 === 0 ? ['race-503'] : undefined }),
       });
       expect(created.every((c) => c.status === 201)).toBe(true);
       const ids = created.map((c) => c.id!);
@@ -186,14 +186,14 @@ describeLocal('race suite: liveness under faults (issue 11)', () => {
         60_000,
       );
       const jobs = await query(database.url, 'SELECT id, status, providers FROM jobs WHERE id = ANY($1)', [ids]);
-      for (const job of jobs) expect(job.status).toBe(job.providers[0] === 'race-429' ? 'failed' : 'succeeded');
+      for (const job of jobs) expect(job.status).toBe(job.providers[0] === 'race-503' ? 'failed' : 'succeeded');
       const attempts = await query(database.url, 'SELECT id, job_id, number, worker_id, status FROM attempts WHERE job_id = ANY($1) ORDER BY job_id, number', [ids]);
       const perJob = new Map<string, number[]>();
       for (const a of attempts) perJob.set(a.job_id, [...(perJob.get(a.job_id) ?? []), a.number]);
       for (const job of jobs) {
         const numbers = perJob.get(job.id) ?? [];
         expect(numbers).toEqual(numbers.map((_, i) => i + 1)); // 1..n, no number twice, no gap
-        expect(numbers.length).toBe(job.providers[0] === 'race-429' ? 3 : 1);
+        expect(numbers.length).toBe(job.providers[0] === 'race-503' ? 3 : 1);
       }
       const claims = await query(
         database.url,
