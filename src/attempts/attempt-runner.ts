@@ -123,7 +123,11 @@ export class AttemptRunner {
     } finally {
       clearTimeout(soft);
       this.capacity.callEnded(provider.name);
-      if (ready.leased) void this.capacity.release(attempt.id).then(() => this.signals.capacityFreed());
+      if (ready.leased) {
+        // The lease goes to this process's next claim on the same provider, or back (docs/design.md#capacity).
+        if (this.capacity.keepSpare(provider, attempt.id)) this.signals.capacityFreed();
+        else void this.capacity.release(attempt.id).then(() => this.signals.capacityFreed());
+      }
     }
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
     this.metrics.attemptDuration.observe({ provider: provider.name, outcome: response ? 'response' : failure!.kind }, seconds);

@@ -10,7 +10,7 @@ import { NOT_SENT, type Attempt } from '../ledger/attempt.types.js';
 import { JobSignals } from '../ledger/job-signals.js';
 import type { JobWithAttempts } from '../ledger/job.types.js';
 import { LedgerFactory, type Ledger } from '../ledger/ledger.js';
-import { grant, isGated, LEASE_SLACK_MS, msUntilRoom } from '../capacity/capacity.rules.js';
+import { grant, isGated, LEASE_SLACK_MS, msUntilRoom, type WaitingRoom } from '../capacity/capacity.rules.js';
 import type { Lease } from '../capacity/capacity.repository.js';
 import type { BreakerState, ProviderState } from '../capacity/capacity.rules.js';
 import { ProviderCapacity } from '../capacity/provider-capacity.js';
@@ -60,7 +60,10 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
 
   onApplicationBootstrap(): void {
     if (this.config.role === 'api') return;
-    this.unsubscribe = this.signals.onDue(() => this.poke());
+    this.unsubscribe = this.signals.onDue((waitingFor) => {
+      // A job born waiting on a provider with no room now is no reason to claim: the room's return wakes us.
+      if (waitingFor.some((name) => name === '' || this.hasRoom(name))) this.poke();
+    });
     this.loop = this.releaseStaleWaits().then(() => this.claimLoop());
   }
 
@@ -89,6 +92,7 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
         await Promise.allSettled(this.inFlight);
       }
     }
+    await this.capacity.releaseSpares(); // no claim will take them any more
   }
 
   /** Attempts running in this process now. */
@@ -140,6 +144,11 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
     }
   }
 
+  private hasRoom(provider: string): boolean {
+    const spec = this.catalog.provider(provider);
+    return !spec || this.capacity.roomOf(spec, 1) > 0;
+  }
+
   private poke(): void {
     this.wakeup.poke();
   }
@@ -157,6 +166,19 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
   async claimBatch(limit: number): Promise<Claimed[]> {
     await this.capacity.refresh();
     const waiting = this.capacity.rooms(this.catalog.listProviders(), limit);
+    const handedOver: string[] = [];
+    try {
+      return await this.claimInTransaction(limit, waiting, handedOver);
+    } catch (error) {
+      // Rolled back: the leases it moved still name their finished calls. Give them back rather than let them expire.
+      if (handedOver.length) await this.capacity.releaseSpares(handedOver);
+      throw error;
+    } finally {
+      await this.capacity.releaseSpares();
+    }
+  }
+
+  private claimInTransaction(limit: number, waiting: WaitingRoom, handedOver: string[]): Promise<Claimed[]> {
     return this.ledgers.run(async (ledger) => {
       const jobs = await ledger.claimDue(limit, waiting);
       const candidates: Candidate[] = [];
@@ -184,7 +206,7 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
       }
       const byJob = new Map(jobs.map((j) => [j.id, j]));
       for (const attempt of await ledger.startClaimed(starts)) claimed.push({ job: byJob.get(attempt.jobId)!, attempt });
-      await this.leaseAndProbe(ledger, claimed, admitted, states);
+      await this.leaseAndProbe(ledger, claimed, admitted, states, handedOver);
       for (const { job } of claimed) job.status = 'running';
       return claimed;
     });
@@ -237,10 +259,16 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
     if (!byProvider.size) return { admitted: candidates, states };
     const refused = new Set<Candidate>();
     this.refilledAt = Infinity;
-    // Beyond the room the provider had when this claim began, nobody can be admitted: those wait at once, without
-    // queueing for the provider's lock (a fresh backlog on a full provider then costs one UPDATE per claim).
     for (const [provider, asking] of byProvider) {
-      const room = this.capacity.roomOf(asking[0].spec, asking.length);
+      // Leases this process's finished calls left: handed over without the provider's lock.
+      for (const c of asking.splice(0, this.capacity.spareCount(provider))) c.onSpare = true;
+      if (!asking.length) {
+        byProvider.delete(provider);
+        continue;
+      }
+      // Beyond the room the provider had when this claim began, nobody can be admitted: those wait at once,
+      // without queueing for the provider's lock (a fresh backlog on a full provider then costs one UPDATE).
+      const room = this.capacity.sharedRoomOf(asking[0].spec, asking.length);
       if (room >= asking.length) continue;
       const over = asking.splice(room);
       over.forEach((c) => refused.add(c));
@@ -274,14 +302,25 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
   }
 
   /** Leases for the calls to capped providers, the probe's attempt id, and the providers' new state. */
-  private async leaseAndProbe(ledger: Ledger, claimed: Claimed[], admitted: Candidate[], states: Map<string, ProviderState>): Promise<void> {
+  private async leaseAndProbe(ledger: Ledger, claimed: Claimed[], admitted: Candidate[], states: Map<string, ProviderState>, handedOver: string[]): Promise<void> {
+    const onSpare = new Set(admitted.filter((c) => c.onSpare).map((c) => c.job.id));
+    const moves: Array<{ from: string; to: string; ttlMs: number }> = [];
+    for (const c of claimed) {
+      if (!onSpare.has(c.job.id)) continue;
+      const spec = this.catalog.provider(c.attempt.provider)!;
+      const [from] = this.capacity.takeSpares(spec.name, 1);
+      moves.push({ from, to: c.attempt.id, ttlMs: spec.hardTimeoutMs + LEASE_SLACK_MS });
+      handedOver.push(from);
+      c.leased = true;
+    }
+    if ((await ledger.handOverLeases(moves)) < moves.length) throw new Error('a lease expired before it was handed over; the claim is retried');
     if (!states.size) return;
     const probes = new Map(admitted.filter((c) => c.probeFrom).map((c) => [c.job.id, c.probeFrom!]));
-    const leases: Lease[] = [];
+    const leases = new Map<string, Lease[]>();
     for (const c of claimed) {
       const spec = this.catalog.provider(c.attempt.provider)!;
-      if (spec.maxConcurrency !== undefined) {
-        leases.push({ attemptId: c.attempt.id, provider: spec.name, ttlMs: spec.hardTimeoutMs + LEASE_SLACK_MS });
+      if (spec.maxConcurrency !== undefined && !c.leased) {
+        leases.set(spec.name, [...(leases.get(spec.name) ?? []), { attemptId: c.attempt.id, ttlMs: spec.hardTimeoutMs + LEASE_SLACK_MS }]);
         c.leased = true;
       }
       const state = states.get(spec.name);
@@ -293,8 +332,7 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
         ledger.afterCommit(() => this.capacity.noteTransition(spec.name, transition, state));
       }
     }
-    await ledger.takeLeases(leases);
-    for (const state of states.values()) await ledger.saveProvider(state);
+    for (const state of states.values()) await ledger.saveProvider(state, leases.get(state.provider) ?? []);
   }
 
   /** Tokens a call will count against tokensPerMinute: the rendered prompt by the provider's counter, plus maxTokens. */
@@ -318,4 +356,6 @@ interface Candidate {
   cost: number;
   /** The breaker's state before this call became its probe (open, or half-open with a lost probe). */
   probeFrom?: BreakerState;
+  /** Admitted on a lease this process's finished call left (ProviderCapacity.keepSpare). */
+  onSpare?: boolean;
 }

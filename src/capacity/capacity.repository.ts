@@ -55,7 +55,6 @@ const STATE_COLUMNS = `s.provider, s.paused_until, s.breaker_state, s.breaker_si
 
 export interface Lease {
   attemptId: string;
-  provider: string;
   ttlMs: number;
 }
 
@@ -76,8 +75,12 @@ export class CapacityRepository {
    */
   async lock(providers: string[], manager: Queryable): Promise<ProviderState[]> {
     const names = [...new Set(providers)].sort();
-    await manager.query(`INSERT INTO provider_state (provider) SELECT unnest($1::text[]) ORDER BY 1 ON CONFLICT DO NOTHING`, [names]);
-    await manager.query(`SELECT 1 FROM provider_state WHERE provider = ANY($1::text[]) ORDER BY provider FOR UPDATE`, [names]);
+    const lockSql = `SELECT provider FROM provider_state WHERE provider = ANY($1::text[]) ORDER BY provider FOR UPDATE`;
+    if ((await rowsOf(manager, lockSql, [names])).length < names.length) {
+      // First use of a provider: its row is made once, then locked like the others.
+      await manager.query(`INSERT INTO provider_state (provider) SELECT unnest($1::text[]) ORDER BY 1 ON CONFLICT DO NOTHING`, [names]);
+      await manager.query(lockSql, [names]);
+    }
     // Read in a statement of its own, after the lock: its snapshot then sees the leases that the previous holder
     // of the lock committed while this transaction waited (a subquery in the locking statement would not).
     const rows = await rowsOf<ProviderStateRow>(manager, `SELECT ${STATE_COLUMNS} FROM provider_state s WHERE s.provider = ANY($1::text[])`, [names]);
@@ -85,8 +88,22 @@ export class CapacityRepository {
   }
 
   async save(state: ProviderState, manager: Queryable): Promise<void> {
+    await this.commitGrant(state, [], manager);
+  }
+
+  /**
+   * One statement for a claim's grant: the provider's new state, the leases of the calls it admitted, and the
+   * provider's expired leases gone. Under the provider's row lock (lock), like every change to its capacity.
+   */
+  async commitGrant(state: ProviderState, leases: Lease[], manager: Queryable): Promise<void> {
     await manager.query(
-      `UPDATE provider_state SET paused_until = $2, breaker_state = $3, breaker_since = $4, breaker_until = $5,
+      `WITH expired AS (
+         DELETE FROM provider_leases WHERE provider = $1 AND expires_at <= now() AND cardinality($14::uuid[]) > 0
+       ), taken AS (
+         INSERT INTO provider_leases (attempt_id, provider, expires_at)
+         SELECT a, $1, now() + make_interval(secs => t / 1000) FROM unnest($14::uuid[], $15::float8[]) AS x(a, t)
+       )
+       UPDATE provider_state SET paused_until = $2, breaker_state = $3, breaker_since = $4, breaker_until = $5,
               probe_attempt_id = $6, failures = $7::timestamptz[], request_bucket = $8, token_bucket = $9, refilled_at = $10,
               window_start = $11, requests_in_window = $12, tokens_in_window = $13, updated_at = now()
         WHERE provider = $1`,
@@ -104,19 +121,31 @@ export class CapacityRepository {
         state.windowStart,
         state.requestsInWindow,
         state.tokensInWindow,
+        leases.map((l) => l.attemptId),
+        leases.map((l) => l.ttlMs),
       ],
     );
   }
 
-  /** Leases for calls about to start, each expiring by itself; expired ones of the same providers go at once. */
-  async insertLeases(leases: Lease[], manager: Queryable): Promise<void> {
-    if (!leases.length) return;
-    await manager.query(`DELETE FROM provider_leases WHERE provider = ANY($1::text[]) AND expires_at <= now()`, [[...new Set(leases.map((l) => l.provider))]]);
-    await manager.query(
-      `INSERT INTO provider_leases (attempt_id, provider, expires_at)
-       SELECT a, p, now() + make_interval(secs => t / 1000) FROM unnest($1::uuid[], $2::text[], $3::float8[]) AS x(a, p, t)`,
-      [leases.map((l) => l.attemptId), leases.map((l) => l.provider), leases.map((l) => l.ttlMs)],
+  async releaseAll(attemptIds: string[]): Promise<void> {
+    await this.dataSource.query(`DELETE FROM provider_leases WHERE attempt_id = ANY($1::uuid[])`, [attemptIds]);
+  }
+
+  /**
+   * Hands finished calls' leases to new attempts, each with a fresh expiry. Returns how many moved: fewer than
+   * asked means a lease had expired and gone, and the caller must not start that call on it.
+   */
+  async handOver(moves: Array<{ from: string; to: string; ttlMs: number }>, manager: Queryable): Promise<number> {
+    if (!moves.length) return 0;
+    const rows = await rowsOf<{ attempt_id: string }>(
+      manager,
+      `UPDATE provider_leases l SET attempt_id = x.to_id, expires_at = now() + make_interval(secs => x.ttl / 1000)
+         FROM unnest($1::uuid[], $2::uuid[], $3::float8[]) AS x(from_id, to_id, ttl)
+        WHERE l.attempt_id = x.from_id AND l.expires_at > now()
+        RETURNING l.attempt_id`,
+      [moves.map((m) => m.from), moves.map((m) => m.to), moves.map((m) => m.ttlMs)],
     );
+    return rows.length;
   }
 
   async release(attemptId: string): Promise<void> {

@@ -43,6 +43,11 @@ export function isGated(spec: ProviderSpec): boolean {
   return spec.maxConcurrency !== undefined || spec.requestsPerMinute !== undefined || spec.tokensPerMinute !== undefined || spec.breaker !== undefined;
 }
 
+/** A provider capped by maxConcurrency alone: a finished call's lease may pass straight to the next call. */
+export function handsOver(spec: ProviderSpec): boolean {
+  return spec.maxConcurrency !== undefined && spec.requestsPerMinute === undefined && spec.tokensPerMinute === undefined && spec.breaker === undefined;
+}
+
 /**
  * Token buckets refilled continuously at the per-minute rate, holding one second's worth (at least one request or
  * token): providers enforce per-minute limits over shorter periods, so a whole minute's burst would be refused.
@@ -88,7 +93,9 @@ export function roomFor(state: ProviderState | undefined, spec: ProviderSpec, li
   let room = limit;
   if (spec.maxConcurrency !== undefined) room = Math.min(room, spec.maxConcurrency - (state?.inFlight ?? 0));
   if (!state) return Math.max(0, room);
-  if (gateOf(state).kind === 'paused') return 0;
+  const gate = gateOf(state).kind;
+  if (gate === 'paused') return 0;
+  if (gate === 'breaker_open') return limit; // planned past the open breaker, whatever its leases
   const fresh = refill(state, spec);
   if (fresh.requestBucket !== null) room = Math.min(room, Math.floor(fresh.requestBucket));
   if (fresh.tokenBucket !== null && fresh.tokenBucket <= 0) room = 0;

@@ -4,7 +4,7 @@ import type { ProviderSpec } from '../config/catalog.types.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import type { CapacityView } from '../providers/providers.view.js';
 import { CapacityRepository } from './capacity.repository.js';
-import { afterAnswer, afterFailure, gateOf, msUntilRoom, refill, roomFor, type WaitingRoom, type BreakerState, type Gate, type ProviderState, type Refusal, type Transition } from './capacity.rules.js';
+import { afterAnswer, afterFailure, gateOf, handsOver, msUntilRoom, refill, roomFor, type WaitingRoom, type BreakerState, type Gate, type ProviderState, type Refusal, type Transition } from './capacity.rules.js';
 
 const BREAKER_GAUGE: Record<BreakerState, number> = { closed: 0, half_open: 1, open: 2 };
 
@@ -21,6 +21,8 @@ export const DEFAULT_PAUSE_MS = 1_000;
 export class ProviderCapacity {
   private readonly logger = new Logger(ProviderCapacity.name);
   private states = new Map<string, ProviderState>();
+  /** Leases of finished calls, by provider, waiting to be handed to this process's next attempts (keepSpare). */
+  private readonly spares = new Map<string, string[]>();
 
   constructor(
     private readonly repository: CapacityRepository,
@@ -38,14 +40,19 @@ export class ProviderCapacity {
     return gateOf(this.states.get(provider));
   }
 
-  /** Per provider, how many jobs waiting on it for capacity a claim of `limit` jobs should take (roomFor). */
+  /** Per provider, how many jobs waiting on it for capacity a claim of `limit` jobs should take (roomFor, and spares). */
   rooms(specs: ProviderSpec[], limit: number): WaitingRoom {
-    return { providers: specs.map((s) => s.name), rooms: specs.map((s) => roomFor(this.states.get(s.name), s, limit)) };
+    return { providers: specs.map((s) => s.name), rooms: specs.map((s) => this.roomOf(s, limit)) };
   }
 
-  /** roomFor one provider, from the state read at the start of this claim. */
-  roomOf(spec: ProviderSpec, limit: number): number {
+  /** roomFor one provider, from the state read at the start of this claim: what other claims could take too. */
+  sharedRoomOf(spec: ProviderSpec, limit: number): number {
     return roomFor(this.states.get(spec.name), spec, limit);
+  }
+
+  /** sharedRoomOf, plus the leases this process's finished calls left for it. */
+  roomOf(spec: ProviderSpec, limit: number): number {
+    return Math.min(limit, roomFor(this.states.get(spec.name), spec, limit) + this.spareCount(spec.name));
   }
 
   /** Which limit left no room, as of the last read: the reason throttled calls are counted under. */
@@ -83,6 +90,38 @@ export class ProviderCapacity {
   /** The probe of a half-open breaker was answered: it closes. */
   async recordProbeAnswer(spec: ProviderSpec, attemptId: string): Promise<void> {
     await this.update(spec, (state) => afterAnswer(state, attemptId));
+  }
+
+  /**
+   * A finished call's lease on a provider capped by maxConcurrency alone, kept for this process's next claim: that
+   * claim hands it to a new attempt (one UPDATE, no lock: the provider's calls in flight do not change) instead of
+   * giving it back and taking another. What the claim does not use it releases (releaseSpares).
+   */
+  keepSpare(spec: ProviderSpec, attemptId: string): boolean {
+    if (!handsOver(spec)) return false;
+    this.spares.set(spec.name, [...(this.spares.get(spec.name) ?? []), attemptId]);
+    return true;
+  }
+
+  spareCount(provider: string): number {
+    return this.spares.get(provider)?.length ?? 0;
+  }
+
+  takeSpares(provider: string, count: number): string[] {
+    const pool = this.spares.get(provider) ?? [];
+    const taken = pool.splice(0, count);
+    if (!pool.length) this.spares.delete(provider);
+    return taken;
+  }
+
+  /** Gives back every spare lease not handed over (after each claim, and at shutdown), or these leases. */
+  async releaseSpares(leases?: string[]): Promise<void> {
+    const ids = leases ?? [...this.spares.values()].flat();
+    if (!leases) this.spares.clear();
+    if (!ids.length) return;
+    await this.repository.releaseAll(ids).catch((error: unknown) =>
+      this.logger.warn({ msg: 'lease release failed; they will expire', count: ids.length, ...safeErrorFields(error) }),
+    );
   }
 
   async release(attemptId: string): Promise<void> {

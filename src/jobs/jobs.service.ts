@@ -7,6 +7,7 @@ import { JobsRepository } from '../ledger/jobs.repository.js';
 import { LedgerFactory } from '../ledger/ledger.js';
 import { JobTerminalError } from '../ledger/ledger.errors.js';
 import { MetricsService } from '../metrics/metrics.service.js';
+import { isGated } from '../capacity/capacity.rules.js';
 import { CatalogService } from '../providers/catalog.service.js';
 import { currentTraceparent, traced } from '../telemetry/tracing.js';
 import { BudgetExceededError, BudgetsService } from '../usage/budgets.service.js';
@@ -65,6 +66,10 @@ export class JobsService {
       if (!(error instanceof BudgetExceededError) || !(await this.jobs.findOwnedByKey(ownerId, idempotencyKey))) throw error;
     });
 
+    const providers = command.providers ?? operation.providers;
+    const primary = this.catalog.provider(providers[0])!;
+    // A job for a capped provider queues behind its cap from the start: claims take it as the provider has room.
+    const waitingFor = isGated(primary) ? primary.name : null;
     const job = await traced('onejob.job.create', { 'onejob.operation': operation.name }, () =>
       this.jobs.insertJob({
         ownerId,
@@ -72,11 +77,12 @@ export class JobsService {
         fingerprint: fingerprintOf(command),
         operation: operation.name,
         input: command.input,
-        providers: command.providers ?? operation.providers,
+        providers,
         traceContext: currentTraceparent(),
+        waitingFor,
       }),
     );
-    this.signals.jobsDue();
+    this.signals.jobsDue(waitingFor);
     this.metrics.jobsCreated.inc({ operation: operation.name });
     if (waitSeconds > 0) return this.waitForTerminal(ownerId, job.id, waitSeconds, gone);
     return { ...job, attempts: [] };

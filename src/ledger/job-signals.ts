@@ -20,22 +20,23 @@ const COALESCE_MS = 10;
 @Injectable()
 export class JobSignals implements OnApplicationShutdown {
   private readonly waiters = new Map<string, Set<() => void>>();
-  private readonly dueListeners = new Set<() => void>();
+  private readonly dueListeners = new Set<(waitingFor: string[]) => void>();
   private readonly settledToSend = new Set<string>();
-  private dueToSend = false;
+  /** '' for jobs any worker may claim; a provider's name for jobs born waiting for its capacity. */
+  private readonly dueToSend = new Set<string>();
   private flushTimer?: NodeJS.Timeout;
 
   constructor(
     private readonly dataSource: DataSource,
     private readonly notifications: PgNotifications,
   ) {
-    notifications.subscribe(DUE, () => this.wakeDue());
+    notifications.subscribe(DUE, (payload) => this.wakeDue(payload.split(',')));
     notifications.subscribe(SETTLED, (payload) => {
       for (const id of payload.split(',')) if (id) this.wakeJob(id);
     });
     notifications.onStateChange(() => {
       // Up: whatever was raised before we listened; down: what we may miss from now on. Either way, look once.
-      this.wakeDue();
+      this.wakeDue(['']);
       for (const id of [...this.waiters.keys()]) this.wakeJob(id);
     });
   }
@@ -50,10 +51,14 @@ export class JobSignals implements OnApplicationShutdown {
     await this.flush();
   }
 
-  /** A job became claimable. Local workers wake at once; other replicas by NOTIFY. */
-  jobsDue(): void {
-    this.wakeDue();
-    this.dueToSend = true;
+  /**
+   * A job became claimable. Local workers wake at once; other replicas by NOTIFY. `waitingFor`: the job was born
+   * waiting for capacity on that provider, and only a worker that sees room on it needs to wake.
+   */
+  jobsDue(waitingFor?: string | null): void {
+    const key = waitingFor ?? '';
+    this.wakeDue([key]);
+    this.dueToSend.add(key);
     this.scheduleFlush();
   }
 
@@ -63,7 +68,7 @@ export class JobSignals implements OnApplicationShutdown {
    * others' polls. One NOTIFY per call would have every replica race for every freed slot.
    */
   capacityFreed(): void {
-    this.wakeDue();
+    this.wakeDue(['']);
   }
 
   /** A job became terminal. Local waiters wake at once; other replicas' by NOTIFY. */
@@ -73,8 +78,8 @@ export class JobSignals implements OnApplicationShutdown {
     this.scheduleFlush();
   }
 
-  /** Called whenever a job may be claimable; returns the unsubscribe. */
-  onDue(listener: () => void): () => void {
+  /** Called whenever a job may be claimable, with what it waits for ('' for nothing); returns the unsubscribe. */
+  onDue(listener: (waitingFor: string[]) => void): () => void {
     this.dueListeners.add(listener);
     return () => this.dueListeners.delete(listener);
   }
@@ -111,8 +116,8 @@ export class JobSignals implements OnApplicationShutdown {
     for (const wake of set) wake();
   }
 
-  private wakeDue(): void {
-    for (const listener of this.dueListeners) listener();
+  private wakeDue(waitingFor: string[]): void {
+    for (const listener of this.dueListeners) listener(waitingFor);
   }
 
   private scheduleFlush(): void {
@@ -122,11 +127,11 @@ export class JobSignals implements OnApplicationShutdown {
   private async flush(): Promise<void> {
     this.flushTimer = undefined;
     const ids = [...this.settledToSend];
-    const due = this.dueToSend;
+    const due = [...this.dueToSend];
     this.settledToSend.clear();
-    this.dueToSend = false;
+    this.dueToSend.clear();
     const payloads: Array<[string, string]> = [];
-    if (due) payloads.push([DUE, '']);
+    if (due.length) payloads.push([DUE, due.join(',')]);
     for (let i = 0; i < ids.length; i += IDS_PER_NOTIFY) payloads.push([SETTLED, ids.slice(i, i + IDS_PER_NOTIFY).join(',')]);
     if (!payloads.length || !this.dataSource.isInitialized) return;
     const selects = payloads.map((_, i) => `pg_notify($${2 * i + 1}, $${2 * i + 2})`).join(', ');

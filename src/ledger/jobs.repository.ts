@@ -14,6 +14,8 @@ export interface NewJob {
   input: unknown;
   providers: string[];
   traceContext?: string | null;
+  /** Born waiting for capacity on its primary provider when that one is capped (docs/design.md#capacity). */
+  waitingFor?: string | null;
 }
 
 export interface JobPageQuery {
@@ -44,15 +46,15 @@ export class JobsRepository {
       const rows = await rowsOf<JobRow>(
         on(this.dataSource, manager),
         `WITH j AS (
-           INSERT INTO jobs (owner_id, idempotency_key, fingerprint, operation, input, providers, trace_context)
-           VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7)
+           INSERT INTO jobs (owner_id, idempotency_key, fingerprint, operation, input, providers, trace_context, waiting_for)
+           VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8)
            RETURNING *
          ), e AS (
            INSERT INTO job_events (job_id, subject, from_status, to_status, reason)
            SELECT id, 'job', NULL, 'pending', 'created' FROM j
          )
          SELECT ${JOB_COLUMNS} FROM j`,
-        [job.ownerId, job.idempotencyKey, job.fingerprint, job.operation, JSON.stringify(job.input), job.providers, job.traceContext ?? null],
+        [job.ownerId, job.idempotencyKey, job.fingerprint, job.operation, JSON.stringify(job.input), job.providers, job.traceContext ?? null, job.waitingFor ?? null],
       );
       return jobFromRow(rows[0]);
     } catch (error) {

@@ -95,13 +95,14 @@ export class Ledger {
     return this.repos.capacity.lock(providers, this.manager);
   }
 
-  saveProvider(state: ProviderState): Promise<void> {
-    return this.repos.capacity.save(state, this.manager);
+  /** Finished calls' leases handed to this claim's attempts (ProviderCapacity.keepSpare); returns how many moved. */
+  handOverLeases(moves: Array<{ from: string; to: string; ttlMs: number }>): Promise<number> {
+    return this.repos.capacity.handOver(moves, this.manager);
   }
 
-  /** Leases for the calls this claim starts, committed with their attempts. */
-  takeLeases(leases: Lease[]): Promise<void> {
-    return this.repos.capacity.insertLeases(leases, this.manager);
+  /** A provider's state after this claim's grant, and the leases of the calls it starts, committed with their attempts. */
+  saveProvider(state: ProviderState, leases: Lease[]): Promise<void> {
+    return this.repos.capacity.commitGrant(state, leases, this.manager);
   }
 
   /** Claimed jobs that must wait for capacity on `provider`: no attempt, their place in the queue kept. */
