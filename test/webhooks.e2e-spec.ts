@@ -206,7 +206,12 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
       const seen = forJob(receiver.received, jobId);
       expect(seen.map((r) => r.answered)).toEqual(['hold', 200]);
       expect(seen[1].webhookId).toBe(seen[0].webhookId);
-      const [row] = await api.dataSource.query('SELECT status, attempts FROM webhook_deliveries WHERE job_id = $1', [jobId]);
+      // The receiver answers before the dispatcher records the answer: wait for the record.
+      const row = await waitFor(
+        async () => (await api.dataSource.query('SELECT status, attempts FROM webhook_deliveries WHERE job_id = $1', [jobId]))[0],
+        (r: { status: string }) => r.status !== 'pending',
+        5_000,
+      );
       expect(row).toEqual({ status: 'succeeded', attempts: 2 });
     } finally {
       victim.kill('SIGKILL');
