@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { parse, stringify } from 'yaml';
 import { FakeOpenAiServer } from './fake-openai.server.js';
+import { createJobs, percentiles, sleep } from './load.js';
 
 export interface CapacityRow {
   provider: string;
@@ -59,14 +60,6 @@ const LATENCY_MS = 1000;
 const WORKERS = 3;
 const JOBS = 1500;
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-function percentiles(values: number[]): { p50: number; p99: number } {
-  const sorted = [...values].sort((a, b) => a - b);
-  const at = (p: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] : 0);
-  return { p50: Math.round(at(50)), p99: Math.round(at(99)) };
-}
-
 /** The bench catalog plus the capped provider pointing at the fake (its URL is known only once it listens). */
 function capacityCatalog(fakeUrl: string): string {
   const catalog = parse(readFileSync('bench/catalog.bench.yaml', 'utf8')) as { providers: unknown[] };
@@ -85,25 +78,6 @@ function capacityCatalog(fakeUrl: string): string {
   return file;
 }
 
-async function createJobs(url: string, headers: Record<string, string>, prefix: string, count: number, senders: number): Promise<void> {
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: senders }, async () => {
-      for (;;) {
-        const i = next++;
-        if (i >= count) return;
-        const res = await fetch(`${url}/v1/jobs`, {
-          method: 'POST',
-          headers: { ...headers, 'idempotency-key': `${prefix}-${i}` },
-          body: JSON.stringify({ operation: 'summarize', input: { text: 'capped' }, providers: [PROVIDER] }),
-        });
-        if (res.status !== 201) throw new Error(`create answered ${res.status}`);
-        await res.arrayBuffer();
-      }
-    }),
-  );
-}
-
 const mean = (xs: number[]) => (xs.length ? Math.round((xs.reduce((a, b) => a + b, 0) / xs.length) * 10) / 10 : 0);
 
 export async function capacityCase(ctx: CapacityContext): Promise<CapacityRow> {
@@ -120,7 +94,7 @@ export async function capacityCase(ctx: CapacityContext): Promise<CapacityRow> {
     // The backlog exists before the workers start: the case measures the cap shared by three workers, not the
     // create path (the pipeline cases measure that), which would share the two cores with them meanwhile.
     const createStarted = Date.now();
-    await createJobs(api.url, ctx.headers, prefix, JOBS, 32);
+    await createJobs(api.url, ctx.headers, { prefix, count: JOBS, senders: 32, provider: PROVIDER, text: 'capped' });
     const createdPerSecond = Math.round((JOBS / ((Date.now() - createStarted) / 1000)) * 10) / 10;
     services.push(...(await Promise.all(Array.from({ length: WORKERS }, () => ctx.startService('worker', env)))));
     let runningPeak = 0;

@@ -7,6 +7,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import pg from 'pg';
 import { postgresCpuSeconds, processCpuSeconds } from './cpu.js';
+import { createJobs, percentiles, sleep } from './load.js';
 
 export interface OneSecondRow {
   system: 'onejob' | 'pg-boss';
@@ -46,36 +47,6 @@ export interface OneSecondContext {
 const LATENCY_MS = 1000;
 const DEFAULT_WINDOW = 256;
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-function percentiles(values: number[]): { p50: number; p99: number } {
-  const sorted = [...values].sort((a, b) => a - b);
-  const at = (p: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] : 0);
-  return { p50: Math.round(at(50)), p99: Math.round(at(99)) };
-}
-
-/** `senders` loops POST `count` jobs; with `rate` > 0 they are spread at that many per second. */
-async function createJobs(url: string, headers: Record<string, string>, prefix: string, count: number, senders: number, rate = 0): Promise<void> {
-  const started = Date.now();
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: senders }, async () => {
-      for (;;) {
-        const i = next++;
-        if (i >= count) return;
-        if (rate > 0) await sleep(Math.max(0, started + (i * 1000) / rate - Date.now()));
-        const res = await fetch(`${url}/v1/jobs`, {
-          method: 'POST',
-          headers: { ...headers, 'idempotency-key': `${prefix}-${i}` },
-          body: JSON.stringify({ operation: 'summarize', input: { text: 'one second' }, providers: ['bench-1s'] }),
-        });
-        if (res.status !== 201) throw new Error(`create answered ${res.status}`);
-        await res.arrayBuffer();
-      }
-    }),
-  );
-}
-
 /** Polls `count()` until it reaches `target`, sampling `inFlight()` for the peak. */
 async function until(target: number, count: () => Promise<number>, inFlight: () => Promise<number>, timeoutMs: number): Promise<number> {
   let peak = 0;
@@ -98,7 +69,7 @@ async function onejobPhase(ctx: OneSecondContext, service: Service, phase: OneSe
     async () => (await ctx.pool.query(`SELECT count(*)::int AS n FROM attempts WHERE status = 'running' AND provider = 'bench-1s'`)).rows[0].n,
     jobs * 50 + 120_000,
   );
-  await createJobs(service.url, ctx.headers, prefix, jobs, rate > 0 ? 16 : 64, rate);
+  await createJobs(service.url, ctx.headers, { prefix, count: jobs, senders: rate > 0 ? 16 : 64, provider: 'bench-1s', text: 'one second', rate });
   const peakInFlight = await sampler;
   const cpu = processCpuSeconds(service.child.pid!) - cpu0;
   const pgCpu = ctx.postmaster ? postgresCpuSeconds(ctx.postmaster) - pg0 : null;
