@@ -4,11 +4,18 @@ import type { AddressInfo } from 'node:net';
 import type { FastifyReply } from 'fastify';
 import { clientGoneSignal } from './request-headers.js';
 
-/** A real HTTP server: the handler asks for the signal only after `delayMs`, as a guard awaiting the database would. */
+/**
+ * A real HTTP server: the handler asks for the signal only after `delayMs`, as a guard awaiting the database would.
+ * The client leaves `clientAbortsAfterMs` after the server has the request (counted from its arrival, so a slow
+ * machine cannot abort a request the server never saw).
+ */
 async function signalAfter(delayMs: number, clientAbortsAfterMs: number): Promise<AbortSignal> {
   let resolveSignal!: (signal: AbortSignal) => void;
   const taken = new Promise<AbortSignal>((resolve) => (resolveSignal = resolve));
+  const controller = new AbortController();
+  let abort: NodeJS.Timeout | undefined;
   const server = http.createServer((_req, res) => {
+    abort = setTimeout(() => controller.abort(), clientAbortsAfterMs);
     setTimeout(() => {
       const signal = clientGoneSignal({ raw: res } as unknown as FastifyReply);
       resolveSignal(signal);
@@ -17,9 +24,7 @@ async function signalAfter(delayMs: number, clientAbortsAfterMs: number): Promis
   });
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
-  const controller = new AbortController();
   const request = fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`, { signal: controller.signal }).catch(() => undefined);
-  const abort = setTimeout(() => controller.abort(), clientAbortsAfterMs);
   const signal = await taken;
   await new Promise((r) => setTimeout(r, 50));
   await request;
