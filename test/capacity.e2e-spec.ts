@@ -48,11 +48,19 @@ describe('provider capacity (one process)', () => {
   it('never has more than maxConcurrency calls in flight, and jobs on an uncapped provider do not queue behind them', async () => {
     const capped = await Promise.all(Array.from({ length: 15 }, (_, i) => s.create(`capped-${i}`, ['sim-capped'])));
     let most = 0;
+    let leaseSlack = Infinity;
     let sampling = true;
     const sampler = (async () => {
       while (sampling) {
-        const [row] = await s.t.dataSource.query(`SELECT count(*)::int AS n FROM attempts WHERE provider = 'sim-capped' AND status = 'running'`);
+        const [row] = await s.t.dataSource.query(
+          `SELECT count(*)::int AS n,
+                  min(extract(epoch FROM l.expires_at - a.hard_deadline_at) * 1000)::float8 AS slack
+             FROM attempts a LEFT JOIN provider_leases l ON l.attempt_id = a.id
+            WHERE a.provider = 'sim-capped' AND a.status = 'running'`,
+        );
         most = Math.max(most, row.n);
+        // Every running call holds a lease that outlives its hard deadline (renewed by the running mark).
+        if (row.n > 0) leaseSlack = Math.min(leaseSlack, row.slack ?? -Infinity);
         await sleep(15);
       }
     })();
@@ -70,6 +78,7 @@ describe('provider capacity (one process)', () => {
     sampling = false;
     await sampler;
     expect(most).toBe(3);
+    expect(leaseSlack).toBeGreaterThanOrEqual(4_999);
     // Every lease is given back (the release runs beside the settlement, so it may land just after it).
     const leases = await waitFor(async () => (await s.t.dataSource.query(`SELECT count(*)::int AS n FROM provider_leases`))[0].n as number, (n) => n === 0, 3_000);
     expect(leases).toBe(0);

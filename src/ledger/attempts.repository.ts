@@ -1,3 +1,4 @@
+import { LEASE_SLACK_MS } from '../capacity/capacity.rules.js';
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { uniqueViolationOf } from '../database/pg-errors.js';
@@ -138,9 +139,12 @@ export class AttemptsRepository {
        ), ev AS (
          INSERT INTO job_events (job_id, attempt_id, subject, from_status, to_status, reason)
          SELECT job_id, id, 'attempt', 'starting', 'running', 'provider_called' FROM m
+       ), lease AS (
+         -- A capped provider's lease must outlive the call, whose hard deadline counts from now.
+         UPDATE provider_leases l SET expires_at = m.hard_deadline_at + ${interval('$4')} FROM m WHERE l.attempt_id = m.id
        )
        SELECT * FROM m`,
-      [calls.map((c) => c.id), calls.map((c) => c.timeoutMs), calls.map((c) => c.hardTimeoutMs)],
+      [calls.map((c) => c.id), calls.map((c) => c.timeoutMs), calls.map((c) => c.hardTimeoutMs), LEASE_SLACK_MS],
     );
     return rows.map(attemptFromRow);
   }
