@@ -10,7 +10,7 @@ import { NOT_SENT, type Attempt } from '../ledger/attempt.types.js';
 import { JobSignals } from '../ledger/job-signals.js';
 import type { JobWithAttempts } from '../ledger/job.types.js';
 import { LedgerFactory, type Ledger } from '../ledger/ledger.js';
-import { grant, isGated, LEASE_SLACK_MS, msUntilRoom, type WaitingRoom } from '../capacity/capacity.rules.js';
+import { grant, isGated, leaseTtlMs, msUntilRoom, type WaitingRoom } from '../capacity/capacity.rules.js';
 import type { Lease } from '../capacity/capacity.repository.js';
 import type { BreakerState, ProviderState } from '../capacity/capacity.rules.js';
 import { ProviderCapacity } from '../capacity/provider-capacity.js';
@@ -309,7 +309,7 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
       if (!onSpare.has(c.job.id)) continue;
       const spec = this.catalog.provider(c.attempt.provider)!;
       const [from] = this.capacity.takeSpares(spec.name, 1);
-      moves.push({ from, to: c.attempt.id, ttlMs: spec.hardTimeoutMs + LEASE_SLACK_MS });
+      moves.push({ from, to: c.attempt.id, ttlMs: leaseTtlMs(spec) });
       handedOver.push(from);
       c.leased = true;
     }
@@ -320,7 +320,7 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
     for (const c of claimed) {
       const spec = this.catalog.provider(c.attempt.provider)!;
       if (spec.maxConcurrency !== undefined && !c.leased) {
-        leases.set(spec.name, [...(leases.get(spec.name) ?? []), { attemptId: c.attempt.id, ttlMs: spec.hardTimeoutMs + LEASE_SLACK_MS }]);
+        leases.set(spec.name, [...(leases.get(spec.name) ?? []), { attemptId: c.attempt.id, ttlMs: leaseTtlMs(spec) }]);
         c.leased = true;
       }
       const state = states.get(spec.name);

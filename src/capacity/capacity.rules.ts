@@ -38,6 +38,9 @@ export interface WaitingRoom {
 /** Slack on a lease past the call's hard timeout: claim-to-call time, clock skew between the worker and PostgreSQL. */
 export const LEASE_SLACK_MS = 5_000;
 
+/** How long a call's lease (and a half-open probe's turn) lasts from its claim: the call's hard timeout and the slack. */
+export const leaseTtlMs = (spec: ProviderSpec) => spec.hardTimeoutMs + LEASE_SLACK_MS;
+
 /** Whether calls to this provider need the shared state locked before they start. */
 export function isGated(spec: ProviderSpec): boolean {
   return spec.maxConcurrency !== undefined || spec.requestsPerMinute !== undefined || spec.tokensPerMinute !== undefined || spec.breaker !== undefined;
@@ -130,7 +133,7 @@ export function grant(state: ProviderState, spec: ProviderSpec, costs: number[])
     limit = Math.min(limit, 1);
     next.breaker = 'half_open';
     next.breakerSince = state.now;
-    next.breakerUntil = new Date(now + spec.hardTimeoutMs + LEASE_SLACK_MS);
+    next.breakerUntil = new Date(now + leaseTtlMs(spec));
   }
   let refusal: Refusal | undefined;
   if (spec.maxConcurrency !== undefined && limit > spec.maxConcurrency - state.inFlight) {

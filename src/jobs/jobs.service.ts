@@ -1,3 +1,4 @@
+import { badCursor, decodeCursor, pageOf } from '../common/keyset-page.js';
 import { Injectable } from '@nestjs/common';
 import { DomainError, NotFoundError, UnknownOperationError, UnknownProviderError, ValidationFailedError } from '../common/domain.errors.js';
 import { fingerprintOf } from '../common/fingerprint.js';
@@ -27,18 +28,6 @@ export interface JobPage {
 
 /** How often a waiter looks at the database while no LISTEN session is up (behind a pooler without a direct URL). */
 const FALLBACK_POLL_MS = 1000;
-
-export function encodeCursor(id: string): string {
-  return Buffer.from(id, 'utf8').toString('base64url');
-}
-
-function decodeCursor(cursor: string): string {
-  const id = Buffer.from(cursor, 'base64url').toString('utf8');
-  if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(id)) {
-    throw new ValidationFailedError([{ field: 'cursor', message: 'is not a cursor this API returned' }]);
-  }
-  return id;
-}
 
 @Injectable()
 export class JobsService {
@@ -110,11 +99,10 @@ export class JobsService {
   }
 
   async list(ownerId: string, query: { status?: JobStatus; limit: number; cursor?: string }): Promise<JobPage> {
-    const afterId = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
-    const items = await this.jobs.listOwned(ownerId, { status: query.status, limit: query.limit + 1, afterId });
-    if (!items) throw new ValidationFailedError([{ field: 'cursor', message: 'is not a cursor this API returned' }]);
-    const page = items.slice(0, query.limit);
-    return { items: page, nextCursor: items.length > query.limit ? encodeCursor(page[page.length - 1].id) : null };
+    const items = await this.jobs.listOwned(ownerId, { status: query.status, limit: query.limit + 1, afterId: decodeCursor(query.cursor) });
+    if (!items) throw badCursor();
+    const { page, nextCursor } = pageOf(items, query.limit);
+    return { items: page, nextCursor };
   }
 
   /** The owner gives up the intent: the job is cancelled and its version bumped, so every in-flight result is discarded. */

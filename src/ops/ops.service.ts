@@ -1,26 +1,16 @@
 import { Injectable } from '@nestjs/common';
 import type { Principal } from '../auth/scopes.js';
 import { NotFoundError, ValidationFailedError } from '../common/domain.errors.js';
+import { badCursor, decodeCursor, pageOf } from '../common/keyset-page.js';
 import { toJobSummaryView, toJobView } from '../jobs/job.view.js';
 import type { JobStatus } from '../ledger/job.types.js';
 import { OpsRepository, type AttemptQueueQuery, type JobEventRow } from './ops.repository.js';
 import type { JobEventPageView, JobEventView, OpsJobPageView, OpsJobView, OpsStatsView, WaitingAttemptPageView } from './ops.view.js';
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const EVENT_ID = /^[1-9]\d{0,18}$/;
 
 type WaitingAttemptsQuery = Pick<AttemptQueueQuery, 'status' | 'provider' | 'limit'> & { olderThan?: number; cursor?: string };
 
-const encodeCursor = (id: string) => Buffer.from(id, 'utf8').toString('base64url');
-
-function decodeCursor(cursor: string | undefined, shape: RegExp): string | undefined {
-  if (cursor === undefined) return undefined;
-  const id = Buffer.from(cursor, 'base64url').toString('utf8');
-  if (!shape.test(id)) throw badCursor();
-  return id;
-}
-
-const badCursor = () => new ValidationFailedError([{ field: 'cursor', message: 'is not a cursor this API returned' }]);
 const iso = (date: Date) => new Date(date).toISOString();
 const round = (value: number | null) => (value === null ? null : Math.round(value * 10) / 10);
 
@@ -50,8 +40,8 @@ export class OpsService {
     const visible = owner !== undefined && (own || principal.scopes.includes('ops:read'));
     if (!visible) throw new NotFoundError('Job');
     const rows = await this.ops.listEvents(jobId, query.limit + 1, decodeCursor(query.cursor, EVENT_ID) ?? '0');
-    const page = rows.slice(0, query.limit);
-    return { items: page.map(toEventView), nextCursor: rows.length > query.limit ? encodeCursor(page[page.length - 1].id) : null };
+    const { page, nextCursor } = pageOf(rows, query.limit);
+    return { items: page.map(toEventView), nextCursor };
   }
 
   async listWaitingAttempts(query: WaitingAttemptsQuery): Promise<WaitingAttemptPageView> {
@@ -60,10 +50,10 @@ export class OpsService {
       provider: query.provider,
       olderThanSeconds: query.olderThan,
       limit: query.limit + 1,
-      afterId: decodeCursor(query.cursor, UUID),
+      afterId: decodeCursor(query.cursor),
     });
     if (!rows) throw badCursor();
-    const page = rows.slice(0, query.limit);
+    const { page, nextCursor } = pageOf(rows, query.limit);
     return {
       items: page.map((row) => ({
         attemptId: row.id,
@@ -80,7 +70,7 @@ export class OpsService {
         providerRequestId: row.provider_request_id,
         error: row.error ?? null,
       })),
-      nextCursor: rows.length > query.limit ? encodeCursor(page[page.length - 1].id) : null,
+      nextCursor,
     };
   }
 
@@ -99,14 +89,11 @@ export class OpsService {
       status: query.status,
       idempotencyKey: query.idempotencyKey,
       limit: query.limit + 1,
-      afterId: decodeCursor(query.cursor, UUID),
+      afterId: decodeCursor(query.cursor),
     });
     if (!jobs) throw badCursor();
-    const page = jobs.slice(0, query.limit);
-    return {
-      items: page.map((job) => ({ ...toJobSummaryView(job), owner: job.ownerId })),
-      nextCursor: jobs.length > query.limit ? encodeCursor(page[page.length - 1].id) : null,
-    };
+    const { page, nextCursor } = pageOf(jobs, query.limit);
+    return { items: page.map((job) => ({ ...toJobSummaryView(job), owner: job.ownerId })), nextCursor };
   }
 
   async stats(minutes: number): Promise<OpsStatsView> {
