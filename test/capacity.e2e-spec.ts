@@ -1,6 +1,7 @@
 import { bearer, startTestApp, type TestApp } from './helpers/app.js';
 import { writeCatalog, type RawCatalog } from './helpers/catalog.js';
 import { waitFor } from './helpers/wait.js';
+import { MetricsService } from '../src/metrics/metrics.service.js';
 
 // Provider capacity in one process with simulated providers (docs/design.md#capacity). The same rules across
 // several worker processes and a real HTTP provider: test/race/capacity.race-spec.ts.
@@ -47,20 +48,29 @@ describe('provider capacity (one process)', () => {
 
   it('never has more than maxConcurrency calls in flight, and jobs on an uncapped provider do not queue behind them', async () => {
     const capped = await Promise.all(Array.from({ length: 15 }, (_, i) => s.create(`capped-${i}`, ['sim-capped'])));
+    // Calls in flight are what the provider sees: this process's gauge (inc before the call, dec after). The
+    // database's `running` count is not that: a call returns before its settlement moves the attempt on, and its
+    // lease may already carry the next call.
+    const metrics = s.t.app.get(MetricsService);
+    const inFlight = async () => (await metrics.providerInflight.get()).values.find((v) => v.labels.provider === 'sim-capped')?.value ?? 0;
     let most = 0;
+    let mostLeases = 0;
     let leaseSlack = Infinity;
     let sampling = true;
     const sampler = (async () => {
       while (sampling) {
+        most = Math.max(most, await inFlight());
         const [row] = await s.t.dataSource.query(
-          `SELECT count(*)::int AS n,
+          `SELECT (SELECT count(*)::int FROM provider_leases WHERE provider = 'sim-capped' AND expires_at > now()) AS leases,
                   min(extract(epoch FROM l.expires_at - a.hard_deadline_at) * 1000)::float8 AS slack
-             FROM attempts a LEFT JOIN provider_leases l ON l.attempt_id = a.id
+             FROM attempts a JOIN provider_leases l ON l.attempt_id = a.id
             WHERE a.provider = 'sim-capped' AND a.status = 'running'`,
         );
-        most = Math.max(most, row.n);
-        // Every running call holds a lease that outlives its hard deadline (renewed by the running mark).
-        if (row.n > 0) leaseSlack = Math.min(leaseSlack, row.slack ?? -Infinity);
+        mostLeases = Math.max(mostLeases, row.leases);
+        // A running call's lease outlives its hard deadline (renewed by the running mark). An attempt whose call
+        // has returned may still read `running` until its settlement lands, its lease already given back or
+        // handed to the next attempt: only attempts that hold a lease are measured.
+        if (row.slack !== null) leaseSlack = Math.min(leaseSlack, row.slack);
         await sleep(15);
       }
     })();
@@ -78,6 +88,8 @@ describe('provider capacity (one process)', () => {
     sampling = false;
     await sampler;
     expect(most).toBe(3);
+    expect(mostLeases).toBeLessThanOrEqual(3);
+    expect(Number.isFinite(leaseSlack)).toBe(true); // leases were seen
     expect(leaseSlack).toBeGreaterThanOrEqual(4_999);
     // Every lease is given back (the release runs beside the settlement, so it may land just after it).
     const leases = await waitFor(async () => (await s.t.dataSource.query(`SELECT count(*)::int AS n FROM provider_leases`))[0].n as number, (n) => n === 0, 3_000);
