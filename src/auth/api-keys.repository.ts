@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
+import { prepared } from '../database/prepared-statements.js';
 import { updatedRows } from '../database/transactions.js';
 import type { Principal, Scope } from './scopes.js';
 
@@ -37,6 +38,11 @@ const recordOf = (row: ApiKeyRow): ApiKeyRecord => ({
 /** Revocations are announced here, in the revoking transaction. */
 export const API_KEYS_CHANNEL = 'onejob_api_keys';
 
+// Every request without a cached key runs these (database/prepared-statements.ts).
+const ACTIVE_BY_HASH = prepared(`SELECT id, owner_id, scopes, expires_at FROM api_keys
+  WHERE key_hash = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`);
+const TOUCH = prepared(`UPDATE api_keys SET last_used_at = now() WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')`);
+
 @Injectable()
 export class ApiKeysRepository {
   constructor(private readonly dataSource: DataSource) {}
@@ -52,8 +58,7 @@ export class ApiKeysRepository {
   /** One lookup on UQ_api_keys_key_hash: the key if it is neither revoked nor expired, with its expiry. */
   async findActiveByHash(keyHash: string): Promise<{ principal: Principal; expiresAt: Date | null } | undefined> {
     const rows: Array<{ id: string; owner_id: string; scopes: Scope[]; expires_at: Date | null }> = await this.dataSource.query(
-      `SELECT id, owner_id, scopes, expires_at FROM api_keys
-        WHERE key_hash = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`,
+      ACTIVE_BY_HASH,
       [keyHash],
     );
     const row = rows[0];
@@ -63,7 +68,7 @@ export class ApiKeysRepository {
   /** Records use at most once a minute per key, whichever replica asks: the WHERE makes the others no-ops. */
   async touchLastUsed(id: string): Promise<void> {
     await this.dataSource.query(
-      `UPDATE api_keys SET last_used_at = now() WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')`,
+      TOUCH,
       [id],
     );
   }

@@ -37,10 +37,17 @@ async function connectWithRetries<T>(connect: () => Promise<T>): Promise<T> {
         const session = sessionDatabaseUrl(config)!;
         const how = config.databaseDirectUrl ? 'DATABASE_DIRECT_URL' : 'DATABASE_URL, as no DATABASE_DIRECT_URL is set';
         new Logger('Database').log(
-          `queries and transactions: ${databaseEndpoint(url)} (DATABASE_URL, pool of ${config.dbPoolSize}); ` +
+          `queries and transactions: ${databaseEndpoint(url)} (DATABASE_URL, pool of ${config.dbPoolSize}, ` +
+            `hot statements ${config.dbPreparedStatements ? 'named' : 'unnamed'}); ` +
             `migration lock and LISTEN: ${databaseEndpoint(session)} (${how})`,
         );
-        return dataSourceOptions({ url, poolSize: config.dbPoolSize, queryTimeoutMs: config.dbQueryTimeoutMs, applicationName: `onejob-${config.role}` });
+        return dataSourceOptions({
+          url,
+          poolSize: config.dbPoolSize,
+          queryTimeoutMs: config.dbQueryTimeoutMs,
+          preparedStatements: config.dbPreparedStatements,
+          applicationName: `onejob-${config.role}`,
+        });
       },
       dataSourceFactory: async (options) => {
         const dataSource = await new DataSource(options!).initialize();

@@ -1,15 +1,14 @@
-import { Body, Controller, Get, HttpCode, Param, Post, Query, Res, UseInterceptors } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Param, Post, Query, Res } from '@nestjs/common';
 import { ApiCreatedResponse, ApiHeader, ApiOkResponse, ApiParam, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
 import { OwnerId, RequireScopes } from '../auth/auth.decorators.js';
 import { ApiEndpoint, headerRef } from '../common/api-docs.js';
 import { UuidPipe } from '../common/uuid.pipe.js';
-import { IdempotencyInterceptor } from './idempotency.interceptor.js';
 import { sendJob } from './job-reply.js';
 import { JobPageView, JobView, toJobSummaryView, toJobView } from './job.view.js';
 import { CreateJobDto, ListJobsQueryDto } from './jobs.dto.js';
 import { JobsService } from './jobs.service.js';
-import { ClientGone, IdempotencyKey, MAX_IDEMPOTENCY_KEY_LENGTH, PreferWait } from './request-headers.js';
+import { clientGoneSignal, IdempotencyKey, MAX_IDEMPOTENCY_KEY_LENGTH, PreferWait } from './request-headers.js';
 
 const preferHeader = ApiHeader({
   name: 'Prefer',
@@ -27,7 +26,6 @@ export class JobsController {
 
   @Post()
   @RequireScopes('jobs:write')
-  @UseInterceptors(IdempotencyInterceptor)
   @ApiHeader({
     name: 'Idempotency-Key',
     required: true,
@@ -65,10 +63,9 @@ export class JobsController {
     @PreferWait() wait: number,
     @Body() body: CreateJobDto,
     @Res() reply: FastifyReply,
-    @ClientGone() gone: AbortSignal,
   ): Promise<void> {
-    const job = await this.jobs.create(ownerId, idempotencyKey, body, wait, gone);
-    sendJob(reply, 201, job, { waited: wait });
+    const { job, replayed } = await this.jobs.submit(ownerId, idempotencyKey, body, wait, wait ? clientGoneSignal(reply) : undefined);
+    sendJob(reply, replayed ? 200 : 201, job, { replayed, waited: wait });
   }
 
   @Get(':id')
@@ -88,10 +85,9 @@ export class JobsController {
     @OwnerId() ownerId: string,
     @Param('id', UuidPipe) id: string,
     @PreferWait() wait: number,
-    @ClientGone() gone: AbortSignal,
     @Res({ passthrough: true }) reply: FastifyReply,
   ): Promise<JobView> {
-    const job = await this.jobs.findOwned(ownerId, id, wait, gone);
+    const job = await this.jobs.findOwned(ownerId, id, wait, wait ? clientGoneSignal(reply) : undefined);
     if (wait) void reply.header('Preference-Applied', `wait=${wait}`);
     return toJobView(job);
   }

@@ -6,7 +6,7 @@ import { JobSignals } from '../ledger/job-signals.js';
 import { isTerminal, type Job, type JobStatus, type JobWithAttempts } from '../ledger/job.types.js';
 import { JobsRepository } from '../ledger/jobs.repository.js';
 import { LedgerFactory } from '../ledger/ledger.js';
-import { JobTerminalError } from '../ledger/ledger.errors.js';
+import { DuplicateIdempotencyKeyError, JobTerminalError } from '../ledger/ledger.errors.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { isGated } from '../capacity/capacity.rules.js';
 import { CatalogService } from '../providers/catalog.service.js';
@@ -40,6 +40,20 @@ export class JobsService {
     private readonly metrics: MetricsService,
     private readonly budgets: BudgetsService,
   ) {}
+
+  /**
+   * The idempotency mapping (docs/design.md#4-http-api-all-under-v1-json): a plain INSERT; when it collides on
+   * UQ_jobs_owner_idempotency_key, the existing job is loaded and answers as a replay for the same fingerprint,
+   * or 409 idempotency_key_reused for another. No lookup before the INSERT.
+   */
+  async submit(ownerId: string, idempotencyKey: string, command: CreateJobCommand, waitSeconds = 0, gone?: AbortSignal): Promise<{ job: JobWithAttempts; replayed: boolean }> {
+    try {
+      return { job: await this.create(ownerId, idempotencyKey, command, waitSeconds, gone), replayed: false };
+    } catch (error) {
+      if (!(error instanceof DuplicateIdempotencyKeyError)) throw error;
+      return { job: await this.replay(error.ownerId, error.idempotencyKey, error.fingerprint, waitSeconds, gone), replayed: true };
+    }
+  }
 
   /** Writes the job and nothing else; no provider is called in the request path (docs/design.md#7-execution). */
   async create(ownerId: string, idempotencyKey: string, command: CreateJobCommand, waitSeconds = 0, gone?: AbortSignal): Promise<JobWithAttempts> {

@@ -45,5 +45,3 @@ export function clientGoneSignal(reply: FastifyReply): AbortSignal {
   else raw.once('close', onClose);
   return controller.signal;
 }
-
-export const ClientGone = createParamDecorator((_: unknown, context: ExecutionContext) => clientGoneSignal(context.switchToHttp().getResponse<FastifyReply>()));

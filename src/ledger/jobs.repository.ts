@@ -2,6 +2,7 @@ import type { WaitingRoom } from '../capacity/capacity.rules.js';
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { uniqueViolationOf } from '../database/pg-errors.js';
+import { prepared } from '../database/prepared-statements.js';
 import { on, rowsOf, type Queryable } from '../database/transactions.js';
 import { DuplicateIdempotencyKeyError } from './ledger.errors.js';
 import { jobFromRow, jobWithAttemptsFromRow, type Job, type JobRow, type JobStatus, type JobWithAttempts, type JobWithAttemptsRow } from './job.types.js';
@@ -32,6 +33,20 @@ const ATTEMPTS_OF_J = `COALESCE((SELECT json_agg(a ORDER BY a.number) FROM attem
 
 const WITH_ATTEMPTS = `SELECT ${JOB_COLUMNS}, ${ATTEMPTS_OF_J} FROM jobs j`;
 
+// The request path's statements: a create, a replay's read, a get (database/prepared-statements.ts).
+const INSERT_JOB = prepared(`WITH j AS (
+    INSERT INTO jobs (owner_id, idempotency_key, fingerprint, operation, input, providers, trace_context, waiting_for)
+    VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8)
+    RETURNING *
+  ), e AS (
+    INSERT INTO job_events (job_id, subject, from_status, to_status, reason)
+    SELECT id, 'job', NULL, 'pending', 'created' FROM j
+  )
+  SELECT ${JOB_COLUMNS} FROM j`);
+const BY_ID = prepared(`${WITH_ATTEMPTS} WHERE j.id = $1 AND j.owner_id = $2`);
+const BY_KEY = prepared(`${WITH_ATTEMPTS} WHERE j.owner_id = $1 AND j.idempotency_key = $2`);
+const STATUSES = prepared('SELECT id, status FROM jobs WHERE id = ANY($1::uuid[])');
+
 /** The jobs table. Reads take the owner (I7); writes are reached only through the Ledger. */
 @Injectable()
 export class JobsRepository {
@@ -45,15 +60,7 @@ export class JobsRepository {
     try {
       const rows = await rowsOf<JobRow>(
         on(this.dataSource, manager),
-        `WITH j AS (
-           INSERT INTO jobs (owner_id, idempotency_key, fingerprint, operation, input, providers, trace_context, waiting_for)
-           VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8)
-           RETURNING *
-         ), e AS (
-           INSERT INTO job_events (job_id, subject, from_status, to_status, reason)
-           SELECT id, 'job', NULL, 'pending', 'created' FROM j
-         )
-         SELECT ${JOB_COLUMNS} FROM j`,
+        INSERT_JOB,
         [job.ownerId, job.idempotencyKey, job.fingerprint, job.operation, JSON.stringify(job.input), job.providers, job.traceContext ?? null, job.waitingFor ?? null],
       );
       return jobFromRow(rows[0]);
@@ -66,12 +73,12 @@ export class JobsRepository {
   }
 
   async findOwnedById(ownerId: string, id: string, manager?: Queryable): Promise<JobWithAttempts | undefined> {
-    const rows = await rowsOf<JobWithAttemptsRow>(on(this.dataSource, manager), `${WITH_ATTEMPTS} WHERE j.id = $1 AND j.owner_id = $2`, [id, ownerId]);
+    const rows = await rowsOf<JobWithAttemptsRow>(on(this.dataSource, manager), BY_ID, [id, ownerId]);
     return rows[0] && jobWithAttemptsFromRow(rows[0]);
   }
 
   async findOwnedByKey(ownerId: string, idempotencyKey: string, manager?: Queryable): Promise<JobWithAttempts | undefined> {
-    const rows = await rowsOf<JobWithAttemptsRow>(on(this.dataSource, manager), `${WITH_ATTEMPTS} WHERE j.owner_id = $1 AND j.idempotency_key = $2`, [
+    const rows = await rowsOf<JobWithAttemptsRow>(on(this.dataSource, manager), BY_KEY, [
       ownerId,
       idempotencyKey,
     ]);
@@ -80,7 +87,7 @@ export class JobsRepository {
 
   /** Terminal statuses of the given jobs, for `Prefer: wait` waiters (one query for every waiter woken at once). */
   async statusesOf(ids: string[]): Promise<Map<string, JobStatus>> {
-    const rows = await rowsOf<{ id: string; status: JobStatus }>(this.dataSource.manager, 'SELECT id, status FROM jobs WHERE id = ANY($1::uuid[])', [ids]);
+    const rows = await rowsOf<{ id: string; status: JobStatus }>(this.dataSource.manager, STATUSES, [ids]);
     return new Map(rows.map((r) => [r.id, r.status]));
   }
 

@@ -1,6 +1,6 @@
 import { DomainError } from '../common/domain.errors.js';
 
-/** The INSERT hit UQ_jobs_owner_idempotency_key: the idempotency interceptor turns this into a replay or a 409. */
+/** The INSERT hit UQ_jobs_owner_idempotency_key: JobsService.submit turns this into a replay or a 409. */
 export class DuplicateIdempotencyKeyError extends Error {
   constructor(
     readonly ownerId: string,

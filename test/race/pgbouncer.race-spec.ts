@@ -26,11 +26,13 @@ if (!available && !urlMode) {
   let bouncer: PgBouncer;
   const services: ServiceProcess[] = [];
   let target: RaceTarget;
+  const bouncerEnv = () => ({ DATABASE_URL: bouncer.url, DATABASE_DIRECT_URL: database.url, CATALOG_FILE: RACE_CATALOG, WORKER_POLL_MS: '20', RECONCILE_INTERVAL_MS: '100', LOG_LEVEL: 'info' });
 
   beforeAll(async () => {
     database = await createTestDatabase();
     bouncer = await startPgBouncer(database.url, 20);
-    const env = { DATABASE_URL: bouncer.url, DATABASE_DIRECT_URL: database.url, CATALOG_FILE: RACE_CATALOG, WORKER_POLL_MS: '20', RECONCILE_INTERVAL_MS: '100', LOG_LEVEL: 'info' };
+    // PgBouncer before 1.21 cannot carry named statements (Debian 12 ships 1.18): docs/operations.md#pgbouncer.
+    const env = { ...bouncerEnv(), DB_PREPARED_STATEMENTS: 'false' };
     // Every process migrates at start (MIGRATIONS_RUN defaults to true): they serialise on the advisory lock.
     const roles = ['api', 'api', 'api', 'worker', 'worker'];
     services.push(...(await Promise.all(roles.map((ROLE) => spawnService({ ...env, ROLE })))));
@@ -87,4 +89,33 @@ if (!available && !urlMode) {
       expect(errors).toEqual([]);
     }
   }, 180_000);
+
+});
+
+(available && !urlMode ? describe : describe.skip)('PgBouncer before 1.21 (no prepared statements in transaction pooling)', () => {
+  it('with DB_PREPARED_STATEMENTS left on, the first refusal of a named statement turns naming off, says so, and the service goes on', async () => {
+    const database = await createTestDatabase();
+    const bouncer = await startPgBouncer(database.url, 20);
+    const env = { DATABASE_URL: bouncer.url, DATABASE_DIRECT_URL: database.url, CATALOG_FILE: RACE_CATALOG, LOG_LEVEL: 'info' };
+    const service = await spawnService({ ...env, ROLE: 'api' });
+    try {
+      await waitUntilReady(service, 60_000);
+      const owner = client({ mode: 'in-process', urls: [service.baseUrl], keys: { owner: '', operator: '' }, close: async () => undefined }, createKey(bouncer.url, 'bouncer-p', 'jobs:write,jobs:read'));
+      const prefix = `${RUN}-bouncer-prepared-`;
+      // Concurrent creates spread the pool over server connections: a named statement then meets one that lacks it.
+      const first = await Promise.all(Array.from({ length: 60 }, (_, i) => owner.at(0).create(`${prefix}a${i}`, { operation: 'summarize', input: { text: `a ${i}` } })));
+      const refusal = service.output().split('\n').filter((line) => line.includes('refused a named statement'));
+      expect(refusal).toHaveLength(1);
+      expect(refusal[0]).toContain('DB_PREPARED_STATEMENTS=false');
+      // Only requests already in flight when the refusal came can have failed; everything after it succeeds.
+      expect(first.filter((a) => a.status >= 500).length).toBeLessThan(20);
+      const after = await Promise.all(Array.from({ length: 60 }, (_, i) => owner.at(0).create(`${prefix}b${i}`, { operation: 'summarize', input: { text: `b ${i}` } })));
+      expect(after.filter((a) => a.status !== 201)).toEqual([]);
+    } finally {
+      service.kill('SIGTERM');
+      await service.exited;
+      await bouncer.stop();
+      await database.drop();
+    }
+  }, 120_000);
 });
