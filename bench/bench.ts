@@ -12,6 +12,7 @@ import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
 import pg from 'pg';
 import { freePort, startEmbeddedPostgres } from '../src/database/embedded-postgres.js';
+import { statementName } from '../src/database/prepared-statements.js';
 import { postgresCpuSeconds, postmasterPid, processCpuSeconds } from './cpu.js';
 import { capacityCase, capacityTable, type CapacityRow } from './capacity.js';
 import { oneSecondTable, pipelineOneSecond, type OneSecondRow } from './pipeline-1s.js';
@@ -40,10 +41,12 @@ interface Row {
   /** PostgreSQL alone (pgbench, prepared statements) running the same statements; absent without pgbench. */
   postgres?: { tps: number; latencyMs: number };
   /**
-   * The same with unnamed statements (`-M extended`: parsed and planned every time), as the service sends them:
-   * it names none, so that it runs behind PgBouncer in transaction mode (src/database/data-source.options.ts).
+   * The same with unnamed statements (`-M extended`: parsed and planned every time), as the service sends them with
+   * DB_PREPARED_STATEMENTS=false (behind a PgBouncer that cannot carry named statements).
    */
   postgresUnnamed?: { tps: number; latencyMs: number };
+  /** create only: the floor (bench/floor.server.ts: Fastify + pg and the INSERT, nothing else), over the same HTTP load. */
+  floor?: Measure & { cpuPer1000: { process: number; postgres: number | null } };
   /** The service's CPU seconds per 1,000 requests (or settled jobs), and PostgreSQL's. */
   cpuPer1000?: { service: number; postgres: number | null };
   peakRssMb: number;
@@ -88,6 +91,10 @@ async function closedLoop(seconds: number, work: (loop: number, i: number) => Pr
   return { rps: latencies.length / elapsed, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
 }
 
+/** The ceiling names the statements the service names (database/prepared-statements.ts), unless told not to. */
+const NAMED = process.env.DB_PREPARED_STATEMENTS !== 'false';
+const statement = (sql: string, values?: unknown[]) => ({ name: NAMED ? statementName(sql) : undefined, text: sql, values });
+
 function manager(client: pg.Pool | pg.PoolClient): Queryable {
   if (client instanceof pg.Pool) {
     // pg's Pool.query destroys a client whose query failed (a new connection per expected unique violation);
@@ -96,14 +103,14 @@ function manager(client: pg.Pool | pg.PoolClient): Queryable {
       query: async (sql: string, params?: unknown[]) => {
         const pooled = await client.connect();
         try {
-          return (await pooled.query(sql, params)).rows;
+          return (await pooled.query(statement(sql, params))).rows;
         } finally {
           pooled.release();
         }
       },
     } as Queryable;
   }
-  return { query: async (sql: string, params?: unknown[]) => (await client.query(sql, params)).rows } as Queryable;
+  return { query: async (sql: string, params?: unknown[]) => (await client.query(statement(sql, params))).rows } as Queryable;
 }
 
 async function transaction(pool: pg.Pool, work: (m: Queryable) => Promise<void>): Promise<void> {
@@ -211,18 +218,23 @@ function currentRssMb(child: ChildProcess): number {
   return Number(/VmRSS:\s+(\d+)/.exec(status)![1]) / 1024;
 }
 
-/** Service settings to try without editing the bench: DB_POOL_SIZE, WORKER_CONCURRENCY and WORKER_POLL_MS pass through when set. */
+/** Service settings to try without editing the bench: DB_POOL_SIZE, WORKER_CONCURRENCY, WORKER_POLL_MS and DB_PREPARED_STATEMENTS pass through when set. */
 function passThrough(): Record<string, string> {
   const env: Record<string, string> = {};
-  for (const name of ['DB_POOL_SIZE', 'WORKER_CONCURRENCY', 'WORKER_POLL_MS']) if (process.env[name]) env[name] = process.env[name]!;
+  for (const name of ['DB_POOL_SIZE', 'WORKER_CONCURRENCY', 'WORKER_POLL_MS', 'DB_PREPARED_STATEMENTS']) if (process.env[name]) env[name] = process.env[name]!;
   return env;
 }
 
-async function startService(databaseUrl: string, role: 'api' | 'worker' | 'all', extraEnv: Record<string, string> = {}): Promise<{ child: ChildProcess; url: string; stop: () => Promise<void> }> {
+async function startService(
+  databaseUrl: string,
+  role: 'api' | 'worker' | 'all',
+  extraEnv: Record<string, string> = {},
+  script = 'dist/src/main.js',
+): Promise<{ child: ChildProcess; url: string; stop: () => Promise<void> }> {
   const port = await freePort();
   // BENCH_CPU_PROF=1: a V8 CPU profile of the service per phase, in bench/profiles/ (open it in Chrome DevTools).
   const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir=bench/profiles'] : [];
-  const child = spawn(process.execPath, [...profile, 'dist/src/main.js'], {
+  const child = spawn(process.execPath, [...profile, script], {
     env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl, ROLE: role, PORT: String(port), HOST: '127.0.0.1', CATALOG_FILE: 'bench/catalog.bench.yaml', LOG_LEVEL: process.env.LOG_LEVEL ?? 'info', ...passThrough(), ...extraEnv },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
@@ -262,6 +274,22 @@ async function main(): Promise<void> {
     postmaster = postmasterPid(join(dir, 'pg'));
   }
   const pgCpu = () => (postmaster ? postgresCpuSeconds(postmaster) : 0);
+
+  /** The create case's floor: bench/floor.server.ts under the same load as the service. */
+  const measureFloor = async (databaseUrl: string, run: string): Promise<Row['floor']> => {
+    const floorServer = await startService(databaseUrl, 'api', {}, 'dist/bench/floor.server.js');
+    try {
+      const cpu0 = processCpuSeconds(floorServer.child.pid!);
+      const pg0 = pgCpu();
+      const result = await load(floorServer.url, duration, { method: 'POST', path: () => '/v1/jobs', key: (i) => `floor-${run}-${i}`, body: body('bench') }, {
+        'content-type': 'application/json',
+      });
+      const per1000 = (seconds: number) => Math.round((seconds / result.requests.total) * 1000 * 1000) / 1000;
+      return { ...measure(result), cpuPer1000: { process: per1000(processCpuSeconds(floorServer.child.pid!) - cpu0), postgres: postmaster ? per1000(pgCpu() - pg0) : null } };
+    } finally {
+      await floorServer.stop();
+    }
+  };
   const dbName = `onejob_bench_${Date.now()}`;
   const admin = new pg.Client({ connectionString: adminUrl });
   await admin.connect();
@@ -315,6 +343,7 @@ async function main(): Promise<void> {
       if (name === 'pipeline' || name === 'pipeline-1s' || name === 'capacity') continue;
       let serviceMeasure: Measure;
       let ceiling: Measure;
+      let floor: Row['floor'];
       const svc = service;
       /** The service's load, with its CPU and PostgreSQL's per 1,000 requests. */
       const measuredLoad = async (request: Parameters<typeof load>[2]) => {
@@ -330,6 +359,7 @@ async function main(): Promise<void> {
         ceiling = await closedLoop(duration, (loop, i) =>
           jobs.insertJob({ ownerId: 'bench-ceiling', idempotencyKey: `c-${run}-${loop}-${i}`, fingerprint: 'f'.repeat(64), ...NEW_JOB }, manager(pool)).then(() => undefined),
         );
+        floor = await measureFloor(databaseUrl, run);
       } else if (name === 'replay' || name === 'storm') {
         const keys = name === 'replay' ? seedKeys : seedKeys.slice(0, 10);
         const result = await measuredLoad({ method: 'POST', path: () => '/v1/jobs', key: (i) => keys[i % keys.length], body: body('seed') });
@@ -353,7 +383,7 @@ async function main(): Promise<void> {
       const script = name === 'create' || name === 'replay' || name === 'get' ? PGBENCH_SCRIPTS[name] : undefined;
       const postgres = script ? pgbenchCeiling(databaseUrl, script, duration) : undefined;
       const postgresUnnamed = script ? pgbenchCeiling(databaseUrl, script, duration, 'extended') : undefined;
-      rows.push({ case: name, service: serviceMeasure, ceiling, ratio: serviceMeasure.rps / ceiling.rps, postgres, postgresUnnamed, cpuPer1000: serviceCpu.get(name), peakRssMb: peakRssMb(service.child) });
+      rows.push({ case: name, service: serviceMeasure, ceiling, ratio: serviceMeasure.rps / ceiling.rps, postgres, postgresUnnamed, floor, cpuPer1000: serviceCpu.get(name), peakRssMb: peakRssMb(service.child) });
     }
     const apiPeak = peakRssMb(service.child);
     await service.stop();
@@ -461,8 +491,19 @@ async function main(): Promise<void> {
         `| ${r.case} | ${fmt(r.service.rps)} | ${fmt(r.service.p50, 1)} | ${fmt(r.service.p99, 1)} | ${fmt(r.ceiling.rps)} | ${fmt(r.ratio * 100)}% | ${r.postgres ? fmt(r.postgres.tps) : r.case === 'pipeline' && create ? `create: ${fmt(create.service.rps)}` : ''} | ${r.postgres ? `${fmt((r.service.rps / r.postgres.tps) * 100)}%` : r.case === 'pipeline' && create ? `${fmt((r.service.rps / create.service.rps) * 100)}% of create` : ''} | ${r.postgresUnnamed ? fmt(r.postgresUnnamed.tps) : ''} | ${r.postgresUnnamed ? `${fmt((r.service.rps / r.postgresUnnamed.tps) * 100)}%` : ''} | ${r.cpuPer1000 ? `${r.cpuPer1000.service} + ${r.cpuPer1000.postgres ?? 'n/a'}` : ''} | ${r.service.non2xx ?? 0}${r.service.designed ? ` (${r.service.designed})` : ''} | ${fmt(r.peakRssMb)} |`,
     ),
   ].join('\n');
-  const header = `onejob bench: ${connections} connections, ${duration} s per case, ${cpus().length} cores, Node ${process.version}, PostgreSQL ${serverVersion}`;
+  const header = `onejob bench: ${connections} connections, ${duration} s per case, ${cpus().length} cores, Node ${process.version}, PostgreSQL ${serverVersion}, hot statements ${NAMED ? 'named' : 'unnamed'}`;
   process.stdout.write(`\n${header}\n${rows.length ? `\n${table}\n` : ''}`);
+  const floor = create?.floor;
+  if (create && floor) {
+    process.stdout.write(
+      `\nfloor of create (bench/floor.server.ts: Fastify + pg and the INSERT, nothing else; statements ${NAMED ? 'named' : 'unnamed'}): ` +
+        `${fmt(floor.rps)} req/s, p99 ${fmt(floor.p99, 1)} ms, CPU s/1000 ${floor.cpuPer1000.process} + ${floor.cpuPer1000.postgres ?? 'n/a'}; ` +
+        `service = ${fmt((create.service.rps / floor.rps) * 100)}% of the floor` +
+        (create.postgres && create.postgresUnnamed
+          ? `; floor = ${fmt((floor.rps / create.postgres.tps) * 100)}% of PostgreSQL alone (prepared), ${fmt((floor.rps / create.postgresUnnamed.tps) * 100)}% (unnamed)\n`
+          : '\n'),
+    );
+  }
   if (oneSecond.length) process.stdout.write(`\npipeline-1s (simulated provider, 1 s latency; pg-boss 10 on the same PostgreSQL)\n\n${oneSecondTable(oneSecond)}\n`);
   if (capacity) process.stdout.write(`\ncapacity (fake OpenAI server, 1 s latency, maxConcurrency 50, 3 worker processes + 1 API process)\n\n${capacityTable(capacity)}\n`);
   if (soak) process.stdout.write(`\nsoak: ${soak.seconds} s, RSS samples (MB) ${soak.rssMb.join(' ')}, growth last third vs first third: ${soak.growthMb} MB\n`);

@@ -33,8 +33,9 @@ const ATTEMPTS_OF_J = `COALESCE((SELECT json_agg(a ORDER BY a.number) FROM attem
 
 const WITH_ATTEMPTS = `SELECT ${JOB_COLUMNS}, ${ATTEMPTS_OF_J} FROM jobs j`;
 
-// The request path's statements: a create, a replay's read, a get (database/prepared-statements.ts).
-const INSERT_JOB = prepared(`WITH j AS (
+// The request path's statements: a create, a replay's read, a get (database/prepared-statements.ts). The bench's
+// floor server (bench/floor.server.ts) runs INSERT_JOB too.
+export const INSERT_JOB = prepared(`WITH j AS (
     INSERT INTO jobs (owner_id, idempotency_key, fingerprint, operation, input, providers, trace_context, waiting_for)
     VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8)
     RETURNING *
