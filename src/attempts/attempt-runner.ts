@@ -85,7 +85,8 @@ export class AttemptRunner {
     return ready;
   }
 
-  async call(ready: Ready, shutdown: AbortSignal): Promise<void> {
+  /** Calls the provider and records the outcome; `callEnded` runs as soon as the call itself is over. */
+  async call(ready: Ready, shutdown: AbortSignal, callEnded: () => void = () => undefined): Promise<void> {
     const { job, attempt, prompt } = ready;
     const operation = this.catalog.operation(job.operation)!;
     const provider = this.catalog.provider(attempt.provider)!;
@@ -123,6 +124,7 @@ export class AttemptRunner {
     } finally {
       clearTimeout(soft);
       this.capacity.callEnded(provider.name);
+      callEnded();
       if (ready.leased) {
         // The lease goes to this process's next claim on the same provider, or back (docs/design.md#capacity).
         if (this.capacity.keepSpare(provider, attempt.id)) this.signals.capacityFreed();

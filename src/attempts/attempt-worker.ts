@@ -38,7 +38,13 @@ const CLAIM_BATCH = 64;
 export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationShutdown {
   readonly workerId = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
   private readonly logger = new Logger(AttemptWorker.name);
+  /** Every attempt this process runs, to its recorded outcome: shutdown waits for these. */
   private readonly inFlight = new Set<Promise<void>>();
+  /**
+   * Of those, the ones whose provider call has not ended: the window WORKER_CONCURRENCY bounds. A call's slot frees
+   * when the call returns, so the next claim overlaps the recording of its outcome (a batch of settlements).
+   */
+  private calls = 0;
   private readonly shutdown = new AbortController();
   private stopping = false;
   private loop?: Promise<void>;
@@ -105,8 +111,8 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
     // batch of slots is free (each finished call wakes the loop) instead of claiming one job per finished call.
     const worthClaiming = Math.min(CLAIM_BATCH, Math.max(1, Math.floor(this.config.workerConcurrency / 8)));
     while (!this.stopping) {
-      const room = this.config.workerConcurrency - this.inFlight.size;
-      if (room <= 0 || (room < worthClaiming && this.inFlight.size > 0)) {
+      const room = this.config.workerConcurrency - this.calls;
+      if (room <= 0 || (room < worthClaiming && this.calls > 0)) {
         await this.idle(this.config.workerPollMs);
         continue;
       }
@@ -129,14 +135,23 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
   private launch(claimed: Claimed[], claimStartedAt: number): void {
     const ready = this.runner.begin(claimed);
     for (const { job, attempt } of claimed) {
+      this.calls++;
+      let calling = true;
+      const callEnded = () => {
+        if (!calling) return;
+        calling = false;
+        this.calls--;
+        this.poke();
+      };
       const run = ready
         .then((batch) => {
           const one = batch.get(attempt.id);
           const info = { jobId: job.id, attemptId: attempt.id, provider: attempt.provider, claimStartedAt };
-          return one && inJobTrace(job, info, () => this.runner.call(one, this.shutdown.signal));
+          return one && inJobTrace(job, info, () => this.runner.call(one, this.shutdown.signal, callEnded));
         })
         .catch((error: Error) => this.logger.error({ msg: 'attempt run failed; the reconciler will find it', jobId: job.id, attemptId: attempt.id, ...safeErrorFields(error) }))
         .finally(() => {
+          callEnded();
           this.inFlight.delete(run);
           this.poke();
         });

@@ -1,0 +1,72 @@
+import { DataSource } from 'typeorm';
+import { dataSourceOptions } from '../src/database/data-source.options.js';
+import { prepared, statementName } from '../src/database/prepared-statements.js';
+import { INSERT_JOB } from '../src/ledger/jobs.repository.js';
+import { createTestDatabase, type TestDatabase } from './helpers/database.js';
+
+/**
+ * DB_PREPARED_STATEMENTS (src/database/prepared-statements.ts) on a real PostgreSQL: registered statements go named,
+ * nothing else does, and a statement that outlived a schema change costs one error, not a broken connection.
+ * The pooler side (a PgBouncer that cannot carry them) is in test/race/pgbouncer.race-spec.ts.
+ */
+describe('prepared statements', () => {
+  let database: TestDatabase;
+  // One connection each: what one statement prepared, the next one on the same session can see.
+  const open = (preparedStatements: boolean) => new DataSource(dataSourceOptions({ url: database.url, poolSize: 1, preparedStatements })).initialize();
+  const preparedNames = async (dataSource: DataSource) =>
+    ((await dataSource.query('SELECT name FROM pg_prepared_statements')) as Array<{ name: string }>).map((row) => row.name);
+
+  beforeAll(async () => {
+    database = await createTestDatabase();
+  });
+  afterAll(async () => {
+    await database.drop();
+  });
+
+  const registered = prepared('SELECT $1::int + 1 AS next');
+  const unregistered = 'SELECT $1::int + 2 AS next';
+
+  it('names the registered statements, and only those, when on', async () => {
+    expect(statementName(INSERT_JOB)).toMatch(/^oj_[0-9a-f]{16}$/);
+    const dataSource = await open(true);
+    try {
+      await expect(dataSource.query(registered, [1])).resolves.toEqual([{ next: 2 }]);
+      await expect(dataSource.query(registered, [2])).resolves.toEqual([{ next: 3 }]);
+      await expect(dataSource.query(unregistered, [1])).resolves.toEqual([{ next: 3 }]);
+      expect(await preparedNames(dataSource)).toEqual([statementName(registered)]);
+    } finally {
+      await dataSource.destroy();
+    }
+  });
+
+  it('names nothing when off', async () => {
+    const dataSource = await open(false);
+    try {
+      await expect(dataSource.query(registered, [1])).resolves.toEqual([{ next: 2 }]);
+      expect(await preparedNames(dataSource)).toEqual([]);
+    } finally {
+      await dataSource.destroy();
+    }
+  });
+
+  it('keeps a statement that names its columns valid across an added column, and recovers one that does not', async () => {
+    const dataSource = await open(true);
+    try {
+      await dataSource.query('CREATE TABLE prepared_probe (a int)');
+      await dataSource.query('INSERT INTO prepared_probe VALUES (1)');
+      const named = prepared('SELECT a FROM prepared_probe');
+      const star = prepared('SELECT * FROM prepared_probe');
+      await dataSource.query(named);
+      await dataSource.query(star);
+      await dataSource.query('ALTER TABLE prepared_probe ADD COLUMN b int');
+      // Another replica's migration: the named columns still answer as before.
+      await expect(dataSource.query(named)).resolves.toEqual([{ a: 1 }]);
+      // `*` changed its result type: PostgreSQL refuses the cached plan once; the connection is dropped and the next
+      // call prepares it afresh.
+      await expect(dataSource.query(star)).rejects.toThrow('cached plan must not change result type');
+      await expect(dataSource.query(star)).resolves.toEqual([{ a: 1, b: null }]);
+    } finally {
+      await dataSource.destroy();
+    }
+  });
+});
