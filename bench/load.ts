@@ -1,4 +1,5 @@
 /** What the bench's process-level cases share: sleeping, percentiles, and sending a backlog of creates over HTTP. */
+import { Agent, request as httpRequest } from 'node:http';
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -18,25 +19,44 @@ export interface Backlog {
   rate?: number;
 }
 
+/**
+ * One POST over a keep-alive agent. Not fetch: undici's fetch costs the bench process 1.5 to 2 ms of CPU per
+ * request (measured during the pipeline-1s backlog, on a machine whose two cores the service and PostgreSQL share),
+ * more than the service's own create; node:http costs a fraction of that, as a load generator should.
+ */
+function post(url: URL, agent: Agent, headers: Record<string, string>, body: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const request = httpRequest(url, { method: 'POST', agent, headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) } }, (response) => {
+      response.resume();
+      response.on('end', () => resolve(response.statusCode ?? 0));
+      response.on('error', reject);
+    });
+    request.on('error', reject);
+    request.end(body);
+  });
+}
+
 /** `senders` loops POST `count` jobs for `provider`; with `rate` > 0 they are spread at that many per second. */
 export async function createJobs(url: string, headers: Record<string, string>, backlog: Backlog): Promise<void> {
   const { prefix, count, senders, provider, text, rate = 0 } = backlog;
   const started = Date.now();
+  const agent = new Agent({ keepAlive: true, maxSockets: senders });
+  const target = new URL('/v1/jobs', url);
+  const body = JSON.stringify({ operation: 'summarize', input: { text }, providers: [provider] });
   let next = 0;
-  await Promise.all(
-    Array.from({ length: senders }, async () => {
-      for (;;) {
-        const i = next++;
-        if (i >= count) return;
-        if (rate > 0) await sleep(Math.max(0, started + (i * 1000) / rate - Date.now()));
-        const res = await fetch(`${url}/v1/jobs`, {
-          method: 'POST',
-          headers: { ...headers, 'idempotency-key': `${prefix}-${i}` },
-          body: JSON.stringify({ operation: 'summarize', input: { text }, providers: [provider] }),
-        });
-        if (res.status !== 201) throw new Error(`create answered ${res.status}`);
-        await res.arrayBuffer();
-      }
-    }),
-  );
+  try {
+    await Promise.all(
+      Array.from({ length: senders }, async () => {
+        for (;;) {
+          const i = next++;
+          if (i >= count) return;
+          if (rate > 0) await sleep(Math.max(0, started + (i * 1000) / rate - Date.now()));
+          const status = await post(target, agent, { ...headers, 'idempotency-key': `${prefix}-${i}` }, body);
+          if (status !== 201) throw new Error(`create answered ${status}`);
+        }
+      }),
+    );
+  } finally {
+    agent.destroy();
+  }
 }
