@@ -1,6 +1,7 @@
 import { bearer, startTestApp, type TestApp } from './helpers/app.js';
 import { provider, writeCatalog, type RawCatalog } from './helpers/catalog.js';
 import { sleep, waitFor } from './helpers/wait.js';
+import { MetricsService } from '../src/metrics/metrics.service.js';
 
 type JobBody = { id: string; status: string; version: number; result: unknown; completedBy: string | null; attempts: Array<Record<string, any>> };
 
@@ -191,6 +192,32 @@ describe('the four seed cases: the contract with the rest of the system', () => 
 });
 
 describe('attempts beyond the seed cases', () => {
+  it('keeps WORKER_CONCURRENCY calls in flight, never more, while outcomes are recorded behind them', async () => {
+    const s = await startService((c) => (provider(c, 'sim-primary').simulate.latencyMs = 300));
+    try {
+      // This process's gauge counts calls to the provider (up before the call, down when it returns).
+      const metrics = s.t.app.get(MetricsService);
+      const inFlight = async () => (await metrics.providerInflight.get()).values.find((v) => v.labels.provider === 'sim-primary')?.value ?? 0;
+      let most = 0;
+      let sampling = true;
+      const sampler = (async () => {
+        while (sampling) {
+          most = Math.max(most, await inFlight());
+          await sleep(5);
+        }
+      })();
+      const jobs = await Promise.all(Array.from({ length: 40 }, (_, i) => s.create(`window-${i}`)));
+      const done = await Promise.all(jobs.map((job) => s.until(job.id, (j) => j.status === 'succeeded', 20_000)));
+      sampling = false;
+      await sampler;
+      // The window of 8 (startService) is filled, and a call's slot frees only when it returns.
+      expect(most).toBe(8);
+      expect(done.map((j) => j.attempts.length)).toEqual(done.map(() => 1));
+    } finally {
+      await s.t.close();
+    }
+  });
+
   it('discards the later result of an attempt in flight when the job is cancelled', async () => {
     const s = await startService((c) => (provider(c, 'sim-primary').simulate.latencyMs = 800));
     try {
