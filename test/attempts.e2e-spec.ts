@@ -171,8 +171,10 @@ describe('the four seed cases: the contract with the rest of the system', () => 
 
   it('4. mirror: the primary back first wins although the fallback was sent later', async () => {
     const s = await startService((c) => {
-      c.providers.push({ name: 'slow-a', kind: 'simulated', model: 'a', timeoutMs: 200, hardTimeoutMs: 5000, onTimeout: 'failover', sideEffectFree: true, simulate: { latencyMs: 600 } });
-      c.providers.push({ name: 'slower-b', kind: 'simulated', model: 'b', timeoutMs: 5000, simulate: { latencyMs: 1500 } });
+      // slow-a answers 1.3 s after its soft deadline: time for the failover to be claimed and sent on a loaded
+      // machine (with 400 ms it once was not, under the full suite), and still long before slower-b answers.
+      c.providers.push({ name: 'slow-a', kind: 'simulated', model: 'a', timeoutMs: 200, hardTimeoutMs: 5000, onTimeout: 'failover', sideEffectFree: true, simulate: { latencyMs: 1500 } });
+      c.providers.push({ name: 'slower-b', kind: 'simulated', model: 'b', timeoutMs: 5000, simulate: { latencyMs: 3000 } });
     });
     try {
       await s.certify('slower-b');

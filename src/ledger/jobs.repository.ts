@@ -2,6 +2,7 @@ import type { WaitingRoom } from '../capacity/capacity.rules.js';
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { uniqueViolationOf } from '../database/pg-errors.js';
+import { GroupCommit } from '../database/group-commit.js';
 import { prepared } from '../database/prepared-statements.js';
 import { on, rowsOf, type Queryable } from '../database/transactions.js';
 import { DuplicateIdempotencyKeyError } from './ledger.errors.js';
@@ -18,6 +19,14 @@ export interface NewJob {
   /** Born waiting for capacity on its primary provider when that one is capped (docs/design.md#capacity). */
   waitingFor?: string | null;
 }
+
+/** A create waiting for its statement, its input serialised once. */
+interface Create {
+  job: NewJob;
+  inputJson: string;
+}
+
+const keyOf = (ownerId: string, idempotencyKey: string) => `${ownerId}\u0000${idempotencyKey}`;
 
 export interface JobPageQuery {
   status?: JobStatus;
@@ -44,6 +53,30 @@ export const INSERT_JOB = prepared(`WITH j AS (
     SELECT id, 'job', NULL, 'pending', 'created' FROM j
   )
   SELECT ${JOB_COLUMNS} FROM j`);
+/**
+ * The creates that arrive together, in one statement (JobsRepository.insertJob). A key that exists already is
+ * skipped (its request replays or gets 409, as a unique violation would have answered), and only the constraint
+ * of the owner and key is: any other error fails the statement. Rows go in in key order, so two statements that
+ * share keys wait on each other in one order and never deadlock.
+ */
+const INSERT_JOBS = prepared(`WITH x AS (
+    SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(owner_id text, idempotency_key text, fingerprint text, operation text,
+      input jsonb, providers text[], trace_context text, waiting_for text)
+  ), j AS (
+    INSERT INTO jobs (owner_id, idempotency_key, fingerprint, operation, input, providers, trace_context, waiting_for)
+    SELECT owner_id, idempotency_key, fingerprint, operation, input, providers, trace_context, waiting_for FROM x
+     ORDER BY owner_id, idempotency_key
+    ON CONFLICT ON CONSTRAINT "UQ_jobs_owner_idempotency_key" DO NOTHING
+    RETURNING *
+  ), e AS (
+    INSERT INTO job_events (job_id, subject, from_status, to_status, reason)
+    SELECT id, 'job', NULL, 'pending', 'created' FROM j
+  )
+  SELECT ${JOB_COLUMNS} FROM j`);
+/** Creates one statement takes at most, statements in flight at once, and the input bytes one statement carries. */
+const CREATE_BATCH = 64;
+const CREATE_IN_FLIGHT = 4;
+const CREATE_BATCH_BYTES = 1 << 20;
 const BY_ID = prepared(`${WITH_ATTEMPTS} WHERE j.id = $1 AND j.owner_id = $2`);
 const BY_KEY = prepared(`${WITH_ATTEMPTS} WHERE j.owner_id = $1 AND j.idempotency_key = $2`);
 const STATUSES = prepared('SELECT id, status FROM jobs WHERE id = ANY($1::uuid[])');
@@ -51,13 +84,30 @@ const STATUSES = prepared('SELECT id, status FROM jobs WHERE id = ANY($1::uuid[]
 /** The jobs table. Reads take the owner (I7); writes are reached only through the Ledger. */
 @Injectable()
 export class JobsRepository {
+  /** Group commit for creates (database/group-commit.ts): one statement, one commit, for the creates of a moment. */
+  private readonly creates = new GroupCommit<Create, Job | undefined>({
+    maxBatch: CREATE_BATCH,
+    maxInFlight: CREATE_IN_FLIGHT,
+    keyOf: (create) => keyOf(create.job.ownerId, create.job.idempotencyKey),
+    weightOf: (create) => create.inputJson.length,
+    maxWeight: CREATE_BATCH_BYTES,
+    commit: (creates) => this.insertBatch(creates),
+  });
+
   constructor(private readonly dataSource: DataSource) {}
 
   /**
-   * A plain INSERT (with its `created` event in the same statement). A second request with the same owner
-   * and key hits UQ_jobs_owner_idempotency_key and surfaces as DuplicateIdempotencyKeyError: no check first.
+   * A plain INSERT (with its `created` event in the same statement), committed before it returns. A second request
+   * with the same owner and key finds UQ_jobs_owner_idempotency_key taken and surfaces as
+   * DuplicateIdempotencyKeyError: no check first. Outside a transaction, the creates that arrive together share
+   * one statement and one commit (INSERT_JOBS), each answered as if alone.
    */
   async insertJob(job: NewJob, manager?: Queryable): Promise<Job> {
+    if (!manager) {
+      const created = await this.creates.submit({ job, inputJson: JSON.stringify(job.input) });
+      if (!created) throw new DuplicateIdempotencyKeyError(job.ownerId, job.idempotencyKey, job.fingerprint);
+      return created;
+    }
     try {
       const rows = await rowsOf<JobRow>(
         on(this.dataSource, manager),
@@ -71,6 +121,25 @@ export class JobsRepository {
       }
       throw error;
     }
+  }
+
+  private async insertBatch(creates: Create[]): Promise<Array<Job | undefined>> {
+    // One JSON array of records; each input goes in as serialised for its weight, not a second time.
+    const records = creates.map(({ job, inputJson }) => {
+      const fields = JSON.stringify({
+        owner_id: job.ownerId,
+        idempotency_key: job.idempotencyKey,
+        fingerprint: job.fingerprint,
+        operation: job.operation,
+        providers: job.providers,
+        trace_context: job.traceContext ?? null,
+        waiting_for: job.waitingFor ?? null,
+      });
+      return `${fields.slice(0, -1)},"input":${inputJson}}`;
+    });
+    const rows = await rowsOf<JobRow>(this.dataSource.manager, INSERT_JOBS, [`[${records.join(',')}]`]);
+    const created = new Map(rows.map((row) => [keyOf(row.owner_id, row.idempotency_key), jobFromRow(row)]));
+    return creates.map(({ job }) => created.get(keyOf(job.ownerId, job.idempotencyKey)));
   }
 
   async findOwnedById(ownerId: string, id: string, manager?: Queryable): Promise<JobWithAttempts | undefined> {
