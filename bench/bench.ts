@@ -45,7 +45,7 @@ interface Row {
    * DB_PREPARED_STATEMENTS=false (behind a PgBouncer that cannot carry named statements).
    */
   postgresUnnamed?: { tps: number; latencyMs: number };
-  /** create only: the floor (bench/floor.server.ts: Fastify + pg and the INSERT, nothing else), over the same HTTP load. */
+  /** create and get: the floor (bench/floor.server.ts: Fastify + pg and the case's statement, nothing else), under the same HTTP load. */
   floor?: Measure & { cpuPer1000: { process: number; postgres: number | null } };
   /** The service's CPU seconds per 1,000 requests (or settled jobs), and PostgreSQL's. */
   cpuPer1000?: { service: number; postgres: number | null };
@@ -275,15 +275,13 @@ async function main(): Promise<void> {
   }
   const pgCpu = () => (postmaster ? postgresCpuSeconds(postmaster) : 0);
 
-  /** The create case's floor: bench/floor.server.ts under the same load as the service. */
-  const measureFloor = async (databaseUrl: string, run: string): Promise<Row['floor']> => {
-    const floorServer = await startService(databaseUrl, 'api', {}, 'dist/bench/floor.server.js');
+  /** A case's floor: bench/floor.server.ts under the same load as the service. */
+  const measureFloor = async (databaseUrl: string, request: Parameters<typeof load>[2], env: Record<string, string> = {}): Promise<Row['floor']> => {
+    const floorServer = await startService(databaseUrl, 'api', env, 'dist/bench/floor.server.js');
     try {
       const cpu0 = processCpuSeconds(floorServer.child.pid!);
       const pg0 = pgCpu();
-      const result = await load(floorServer.url, duration, { method: 'POST', path: () => '/v1/jobs', key: (i) => `floor-${run}-${i}`, body: body('bench') }, {
-        'content-type': 'application/json',
-      });
+      const result = await load(floorServer.url, duration, request, { 'content-type': 'application/json' });
       const per1000 = (seconds: number) => Math.round((seconds / result.requests.total) * 1000 * 1000) / 1000;
       return { ...measure(result), cpuPer1000: { process: per1000(processCpuSeconds(floorServer.child.pid!) - cpu0), postgres: postmaster ? per1000(pgCpu() - pg0) : null } };
     } finally {
@@ -359,7 +357,7 @@ async function main(): Promise<void> {
         ceiling = await closedLoop(duration, (loop, i) =>
           jobs.insertJob({ ownerId: 'bench-ceiling', idempotencyKey: `c-${run}-${loop}-${i}`, fingerprint: 'f'.repeat(64), ...NEW_JOB }, manager(pool)).then(() => undefined),
         );
-        floor = await measureFloor(databaseUrl, run);
+        floor = await measureFloor(databaseUrl, { method: 'POST', path: () => '/v1/jobs', key: (i) => `floor-${run}-${i}`, body: body('bench') });
       } else if (name === 'replay' || name === 'storm') {
         const keys = name === 'replay' ? seedKeys : seedKeys.slice(0, 10);
         const result = await measuredLoad({ method: 'POST', path: () => '/v1/jobs', key: (i) => keys[i % keys.length], body: body('seed') });
@@ -379,6 +377,7 @@ async function main(): Promise<void> {
         serviceMeasure = measure(await measuredLoad({ method: 'GET', path: (i) => `/v1/jobs/${seeded[i % seeded.length]}` }));
         const owner = (await pool.query('SELECT owner_id FROM jobs LIMIT 1')).rows[0].owner_id as string;
         ceiling = await closedLoop(duration, (loop, i) => jobs.findOwnedById(owner, seeded[(loop * 7919 + i) % seeded.length], manager(pool)).then(() => undefined));
+        floor = await measureFloor(databaseUrl, { method: 'GET', path: (i) => `/v1/jobs/${seeded[i % seeded.length]}` }, { FLOOR_OWNER: owner });
       }
       const script = name === 'create' || name === 'replay' || name === 'get' ? PGBENCH_SCRIPTS[name] : undefined;
       const postgres = script ? pgbenchCeiling(databaseUrl, script, duration) : undefined;
@@ -494,14 +493,15 @@ async function main(): Promise<void> {
   ].join('\n');
   const header = `onejob bench: ${connections} connections, ${duration} s per case, ${cpus().length} cores, Node ${process.version}, PostgreSQL ${serverVersion}, hot statements ${NAMED ? 'named' : 'unnamed'}`;
   process.stdout.write(`\n${header}\n${rows.length ? `\n${table}\n` : ''}`);
-  const floor = create?.floor;
-  if (create && floor) {
+  for (const r of rows) {
+    if (!r.floor) continue;
+    const what = r.case === 'create' ? 'the INSERT' : 'the SELECT';
     process.stdout.write(
-      `\nfloor of create (bench/floor.server.ts: Fastify + pg and the INSERT, nothing else; statements ${NAMED ? 'named' : 'unnamed'}): ` +
-        `${fmt(floor.rps)} req/s, p99 ${fmt(floor.p99, 1)} ms, CPU s/1000 ${floor.cpuPer1000.process} + ${floor.cpuPer1000.postgres ?? 'n/a'}; ` +
-        `service = ${fmt((create.service.rps / floor.rps) * 100)}% of the floor` +
-        (create.postgres && create.postgresUnnamed
-          ? `; floor = ${fmt((floor.rps / create.postgres.tps) * 100)}% of PostgreSQL alone (prepared), ${fmt((floor.rps / create.postgresUnnamed.tps) * 100)}% (unnamed)\n`
+      `\nfloor of ${r.case} (bench/floor.server.ts: Fastify + pg and ${what}, nothing else; statements ${NAMED ? 'named' : 'unnamed'}): ` +
+        `${fmt(r.floor.rps)} req/s, p99 ${fmt(r.floor.p99, 1)} ms, CPU s/1000 ${r.floor.cpuPer1000.process} + ${r.floor.cpuPer1000.postgres ?? 'n/a'}; ` +
+        `service = ${fmt((r.service.rps / r.floor.rps) * 100)}% of the floor` +
+        (r.postgres && r.postgresUnnamed
+          ? `; floor = ${fmt((r.floor.rps / r.postgres.tps) * 100)}% of PostgreSQL alone (prepared), ${fmt((r.floor.rps / r.postgresUnnamed.tps) * 100)}% (unnamed)\n`
           : '\n'),
     );
   }

@@ -43,7 +43,7 @@ const ATTEMPTS_OF_J = `COALESCE((SELECT json_agg(a ORDER BY a.number) FROM attem
 const WITH_ATTEMPTS = `SELECT ${JOB_COLUMNS}, ${ATTEMPTS_OF_J} FROM jobs j`;
 
 // The request path's statements: a create, a replay's read, a get (database/prepared-statements.ts). The bench's
-// floor server (bench/floor.server.ts) runs INSERT_JOB too.
+// floor server (bench/floor.server.ts) runs INSERT_JOB and FIND_OWNED_BY_ID too.
 export const INSERT_JOB = prepared(`WITH j AS (
     INSERT INTO jobs (owner_id, idempotency_key, fingerprint, operation, input, providers, trace_context, waiting_for)
     VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8)
@@ -77,7 +77,7 @@ const INSERT_JOBS = prepared(`WITH x AS (
 const CREATE_BATCH = 64;
 const CREATE_IN_FLIGHT = 4;
 const CREATE_BATCH_BYTES = 1 << 20;
-const BY_ID = prepared(`${WITH_ATTEMPTS} WHERE j.id = $1 AND j.owner_id = $2`);
+export const FIND_OWNED_BY_ID = prepared(`${WITH_ATTEMPTS} WHERE j.id = $1 AND j.owner_id = $2`);
 const BY_KEY = prepared(`${WITH_ATTEMPTS} WHERE j.owner_id = $1 AND j.idempotency_key = $2`);
 const STATUSES = prepared('SELECT id, status FROM jobs WHERE id = ANY($1::uuid[])');
 
@@ -143,7 +143,7 @@ export class JobsRepository {
   }
 
   async findOwnedById(ownerId: string, id: string, manager?: Queryable): Promise<JobWithAttempts | undefined> {
-    const rows = await rowsOf<JobWithAttemptsRow>(on(this.dataSource, manager), BY_ID, [id, ownerId]);
+    const rows = await rowsOf<JobWithAttemptsRow>(on(this.dataSource, manager), FIND_OWNED_BY_ID, [id, ownerId]);
     return rows[0] && jobWithAttemptsFromRow(rows[0]);
   }
 
