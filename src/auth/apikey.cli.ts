@@ -5,7 +5,8 @@ import { DataSource } from 'typeorm';
 import { loadEnv } from '../config/app.config.js';
 import { dataSourceOptions } from '../database/data-source.options.js';
 import { resolveDatabase } from '../database/database-url.js';
-import { runMigrationsLocked } from '../database/migrate.js';
+import { migrateOver } from '../database/migrate.js';
+import { sessionDatabaseUrl } from '../database/session-url.js';
 import { ApiKeysRepository, type ApiKeyRecord } from './api-keys.repository.js';
 import { ApiKeysService } from './api-keys.service.js';
 import { expiryOf, UsageError } from './key-expiry.js';
@@ -95,12 +96,16 @@ async function main(): Promise<number> {
   }
   const env = loadEnv();
   const database = await resolveDatabase(env);
-  const dataSource = await new DataSource(dataSourceOptions({ url: database.url, poolSize: 2, applicationName: 'onejob-apikey' })).initialize();
   try {
-    if (env.migrationsRun) await runMigrationsLocked(dataSource);
-    return await run(command, new ApiKeysService(new ApiKeysRepository(dataSource)));
+    // The migration lock needs one session: DATABASE_DIRECT_URL behind a pooler, never the pooler itself.
+    if (env.migrationsRun) await migrateOver(sessionDatabaseUrl({ ...env, databaseUrl: database.url })!, 'onejob-apikey-migrate');
+    const dataSource = await new DataSource(dataSourceOptions({ url: database.url, poolSize: 2, applicationName: 'onejob-apikey' })).initialize();
+    try {
+      return await run(command, new ApiKeysService(new ApiKeysRepository(dataSource)));
+    } finally {
+      await dataSource.destroy();
+    }
   } finally {
-    await dataSource.destroy();
     await database.stop();
   }
 }

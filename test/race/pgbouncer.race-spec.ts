@@ -1,3 +1,4 @@
+import pg from 'pg';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
 import { pgbouncerAvailable, PGBOUNCER_BIN, startPgBouncer, type PgBouncer } from '../helpers/pgbouncer.js';
 import { spawnService, waitUntilReady, type ServiceProcess } from '../helpers/process.js';
@@ -41,7 +42,7 @@ if (!available && !urlMode) {
     target = {
       mode: 'in-process',
       urls: apis.map((s) => s.baseUrl),
-      keys: { owner: createKey(bouncer.url, 'bouncer-a', 'jobs:write,jobs:read'), operator: '' },
+      keys: { owner: createKey(bouncer.url, 'bouncer-a', 'jobs:write,jobs:read', { DATABASE_DIRECT_URL: database.url }), operator: '' },
       close: async () => undefined,
     };
   }, 150_000);
@@ -90,6 +91,22 @@ if (!available && !urlMode) {
     }
   }, 180_000);
 
+  it('starts a replica later, after API keys were made through the pooler: no session is left holding the migration lock', async () => {
+    // The apikey CLI migrates first: over DATABASE_DIRECT_URL, or its lock and unlock could reach two pooled server
+    // sessions and the lock would stay held, and every replica started after it would wait at start-up forever.
+    for (let i = 0; i < 4; i++) createKey(bouncer.url, `bouncer-later-${i}`, 'jobs:read', { DATABASE_DIRECT_URL: database.url });
+    const direct = new pg.Client({ connectionString: database.url });
+    await direct.connect();
+    try {
+      const held = await direct.query(`SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`);
+      expect(held.rows).toEqual([]);
+    } finally {
+      await direct.end();
+    }
+    const later = await spawnService({ ...bouncerEnv(), DB_PREPARED_STATEMENTS: 'false', ROLE: 'api' });
+    services.push(later);
+    await waitUntilReady(later, 30_000);
+  }, 90_000);
 });
 
 (available && !urlMode ? describe : describe.skip)('PgBouncer before 1.21 (no prepared statements in transaction pooling)', () => {
@@ -100,7 +117,7 @@ if (!available && !urlMode) {
     const service = await spawnService({ ...env, ROLE: 'api' });
     try {
       await waitUntilReady(service, 60_000);
-      const owner = client({ mode: 'in-process', urls: [service.baseUrl], keys: { owner: '', operator: '' }, close: async () => undefined }, createKey(bouncer.url, 'bouncer-p', 'jobs:write,jobs:read'));
+      const owner = client({ mode: 'in-process', urls: [service.baseUrl], keys: { owner: '', operator: '' }, close: async () => undefined }, createKey(bouncer.url, 'bouncer-p', 'jobs:write,jobs:read', { DATABASE_DIRECT_URL: database.url }));
       const prefix = `${RUN}-bouncer-prepared-`;
       // Concurrent creates spread the pool over server connections: a named statement then meets one that lacks it.
       const first = await Promise.all(Array.from({ length: 60 }, (_, i) => owner.at(0).create(`${prefix}a${i}`, { operation: 'summarize', input: { text: `a ${i}` } })));

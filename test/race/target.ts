@@ -35,12 +35,14 @@ export function describeLocal(name: string, body: () => void): void {
 
 export const RACE_CATALOG = 'config/catalog.race.yaml';
 
-export function createKey(databaseUrl: string, owner: string, scopes: string): string {
+export function createKey(databaseUrl: string, owner: string, scopes: string, env: Record<string, string> = {}): string {
   const result = spawnSync(process.execPath, ['dist/src/auth/apikey.cli.js', 'create', '--owner', owner, '--scopes', scopes], {
-    env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl },
+    env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl, ...env },
+    // A CLI waiting on a migration lock nobody will release must fail the test, not hang the jest worker.
+    timeout: 60_000,
     encoding: 'utf8',
   });
-  if (result.status !== 0) throw new Error(`apikey failed: ${result.stderr}`);
+  if (result.status !== 0) throw new Error(`apikey failed (${result.signal ?? `exit ${result.status}`}): ${result.stderr}`);
   return result.stdout.trim().split('\n').pop()!;
 }
 
