@@ -7,14 +7,17 @@ import { clientGoneSignal } from './request-headers.js';
 /**
  * A real HTTP server: the handler asks for the signal only after `delayMs`, as a guard awaiting the database would.
  * The client leaves `clientAbortsAfterMs` after the server has the request (counted from its arrival, so a slow
- * machine cannot abort a request the server never saw).
+ * machine cannot abort a request the server never saw). The answer is read once the server's response has closed.
  */
 async function signalAfter(delayMs: number, clientAbortsAfterMs: number): Promise<AbortSignal> {
   let resolveSignal!: (signal: AbortSignal) => void;
   const taken = new Promise<AbortSignal>((resolve) => (resolveSignal = resolve));
   const controller = new AbortController();
   let abort: NodeJS.Timeout | undefined;
+  let closed: Promise<unknown> = Promise.resolve();
   const server = http.createServer((_req, res) => {
+    // What clientGoneSignal listens to: the test reads the signal only once the server has seen it.
+    closed = once(res, 'close');
     abort = setTimeout(() => controller.abort(), clientAbortsAfterMs);
     setTimeout(() => {
       const signal = clientGoneSignal({ raw: res } as unknown as FastifyReply);
@@ -26,8 +29,10 @@ async function signalAfter(delayMs: number, clientAbortsAfterMs: number): Promis
   await once(server, 'listening');
   const request = fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`, { signal: controller.signal }).catch(() => undefined);
   const signal = await taken;
-  await new Promise((r) => setTimeout(r, 50));
   await request;
+  // The fetch settles on the client's side; the server notices the closed socket a moment later (under load, after
+  // the test used to read the signal).
+  await closed;
   clearTimeout(abort);
   server.close();
   return signal;
