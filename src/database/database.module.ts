@@ -3,7 +3,7 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { appConfig, type AppConfig } from '../config/app.config.js';
 import { dataSourceOptions } from './data-source.options.js';
-import { runMigrationsLocked } from './migrate.js';
+import { migrateOver } from './migrate.js';
 import { isDatabaseUnavailable } from './pg-errors.js';
 import { databaseEndpoint, sessionDatabaseUrl } from './session-url.js';
 
@@ -15,7 +15,10 @@ function requireDatabaseUrl(config: AppConfig): string {
 const STARTUP_ATTEMPTS = 10;
 const STARTUP_RETRY_MS = 3000;
 
-/** Like TypeOrmModule's own retries: a database still starting (or a host that is slow to answer) is not fatal at boot. */
+/**
+ * Like TypeOrmModule's own retries: a database still starting (or a host that is slow to answer) is not fatal at boot.
+ * A migration run cut off by an outage runs again: each migration is a transaction of its own.
+ */
 async function connectWithRetries<T>(connect: () => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
@@ -65,13 +68,7 @@ async function connectWithRetries<T>(connect: () => Promise<T>): Promise<T> {
       useFactory: async (config: AppConfig) => {
         if (!config.migrationsRun) return true;
         const url = sessionDatabaseUrl({ ...config, databaseUrl: requireDatabaseUrl(config) })!;
-        const options = dataSourceOptions({ url, poolSize: 2, applicationName: `onejob-${config.role}-migrate`, queryTimeoutMs: false });
-        const session = await connectWithRetries(() => new DataSource(options).initialize());
-        try {
-          await runMigrationsLocked(session);
-        } finally {
-          await session.destroy();
-        }
+        await connectWithRetries(() => migrateOver(url, `onejob-${config.role}-migrate`));
         return true;
       },
     },
