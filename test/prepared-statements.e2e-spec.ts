@@ -1,7 +1,11 @@
 import { DataSource } from 'typeorm';
 import { dataSourceOptions } from '../src/database/data-source.options.js';
+import { migrateOver } from '../src/database/migrate.js';
 import { prepared, statementName } from '../src/database/prepared-statements.js';
-import { INSERT_JOB } from '../src/ledger/jobs.repository.js';
+import { CapacityRepository } from '../src/capacity/capacity.repository.js';
+import { AttemptsRepository } from '../src/ledger/attempts.repository.js';
+import { INSERT_JOB, JobsRepository } from '../src/ledger/jobs.repository.js';
+import { SettlementRepository } from '../src/ledger/settlement.repository.js';
 import { createTestDatabase, type TestDatabase } from './helpers/database.js';
 
 /**
@@ -66,6 +70,43 @@ describe('prepared statements', () => {
       await expect(dataSource.query(star)).rejects.toThrow('cached plan must not change result type');
       await expect(dataSource.query(star)).resolves.toEqual([{ a: 1, b: null }]);
     } finally {
+      await dataSource.destroy();
+    }
+  });
+
+  it("keeps the claim path's named statements valid while another replica's migration adds columns", async () => {
+    // A claim (provider states, due jobs, the attempts), the mark before the calls, and a settlement: each run once
+    // to prepare it on the one connection, then again after columns were added to every table they read or return.
+    await migrateOver(database.url, 'onejob-test-migrate');
+    const dataSource = await open(true);
+    const jobs = new JobsRepository(dataSource);
+    const attempts = new AttemptsRepository(dataSource);
+    const settlements = new SettlementRepository();
+    const capacity = new CapacityRepository(dataSource);
+    const cycle = async (key: string) => {
+      const job = await jobs.insertJob({ ownerId: 'probe', idempotencyKey: key, fingerprint: key, operation: 'summarize', input: { text: key }, providers: ['p'] }, dataSource.manager);
+      await capacity.snapshot(dataSource.manager);
+      const attempt = await dataSource.transaction(async (manager) => {
+        const due = await jobs.claimDue(10, { providers: ['p'], rooms: [10] }, manager);
+        expect(due.map((j) => j.id)).toEqual([job.id]);
+        const [claimed] = await attempts.insertClaimed([{ jobId: job.id, provider: 'p', jobVersion: job.version, timeoutMs: 5000, hardTimeoutMs: 10000, workerId: 'w', jobFrom: 'pending' }], manager);
+        return claimed;
+      });
+      const [running] = await attempts.markRunning([{ id: attempt.id, timeoutMs: 5000, hardTimeoutMs: 10000 }], dataSource.manager);
+      expect(running.status).toBe('running');
+      const settled = await settlements.settleResults(
+        [{ jobId: job.id, attemptId: attempt.id, eligibleFrom: ['running', 'unknown'], value: { summary: key }, usage: { promptTokens: 1, completionTokens: 1 }, providerRequestId: null, resultDigest: key }],
+        dataSource.manager,
+      );
+      expect(settled.get(attempt.id)?.version).not.toBeNull();
+    };
+    try {
+      await cycle('before');
+      expect(await preparedNames(dataSource)).toHaveLength(6);
+      for (const table of ['jobs', 'attempts', 'provider_state', 'job_events']) await dataSource.query(`ALTER TABLE ${table} ADD COLUMN prepared_probe int`);
+      await cycle('after');
+    } finally {
+      for (const table of ['jobs', 'attempts', 'provider_state', 'job_events']) await dataSource.query(`ALTER TABLE ${table} DROP COLUMN IF EXISTS prepared_probe`);
       await dataSource.destroy();
     }
   });

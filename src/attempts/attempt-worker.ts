@@ -10,7 +10,7 @@ import { NOT_SENT, type Attempt } from '../ledger/attempt.types.js';
 import { JobSignals } from '../ledger/job-signals.js';
 import type { JobWithAttempts } from '../ledger/job.types.js';
 import { LedgerFactory, type Ledger } from '../ledger/ledger.js';
-import { grant, isGated, leaseTtlMs, msUntilRoom, type WaitingRoom } from '../capacity/capacity.rules.js';
+import { grant, isGated, leaseTtlMs, msUntilRoom } from '../capacity/capacity.rules.js';
 import type { Lease } from '../capacity/capacity.repository.js';
 import type { BreakerState, ProviderState } from '../capacity/capacity.rules.js';
 import { ProviderCapacity } from '../capacity/provider-capacity.js';
@@ -179,11 +179,13 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
    * whose plan fails is skipped and logged, never retried first forever: a poison job must not block the others.
    */
   async claimBatch(limit: number): Promise<Claimed[]> {
-    await this.capacity.refresh();
-    const waiting = this.capacity.rooms(this.catalog.listProviders(), limit);
+    // The providers' states are read on another pooled connection while the claim's transaction begins: one
+    // round trip fewer before the jobs are locked. Awaited inside it; a claim that fails first leaves it handled.
+    const refreshed = this.capacity.refresh();
+    refreshed.catch(() => undefined);
     const handedOver: string[] = [];
     try {
-      return await this.claimInTransaction(limit, waiting, handedOver);
+      return await this.claimInTransaction(limit, refreshed, handedOver);
     } catch (error) {
       // Rolled back: the leases it moved still name their finished calls. Give them back rather than let them expire.
       if (handedOver.length) await this.capacity.releaseSpares(handedOver);
@@ -193,9 +195,10 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
     }
   }
 
-  private claimInTransaction(limit: number, waiting: WaitingRoom, handedOver: string[]): Promise<Claimed[]> {
+  private claimInTransaction(limit: number, refreshed: Promise<void>, handedOver: string[]): Promise<Claimed[]> {
     return this.ledgers.run(async (ledger) => {
-      const jobs = await ledger.claimDue(limit, waiting);
+      await refreshed;
+      const jobs = await ledger.claimDue(limit, this.capacity.rooms(this.catalog.listProviders(), limit));
       const candidates: Candidate[] = [];
       for (const job of jobs) {
         try {

@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
+import { prepared } from '../database/prepared-statements.js';
 import { on, rowsOf, type Queryable } from '../database/transactions.js';
 import type { ProviderState } from './capacity.rules.js';
 
@@ -53,6 +54,9 @@ const STATE_COLUMNS = `s.provider, s.paused_until, s.breaker_state, s.breaker_si
   s.tokens_in_window, now() AS now,
   (SELECT count(*) FROM provider_leases l WHERE l.provider = s.provider AND l.expires_at > now()) AS in_flight`;
 
+/** Every provider's state, read before each claim: named (database/prepared-statements.ts). */
+const SNAPSHOT = prepared(`SELECT ${STATE_COLUMNS} FROM provider_state s`);
+
 export interface Lease {
   attemptId: string;
   ttlMs: number;
@@ -65,7 +69,7 @@ export class CapacityRepository {
 
   /** Every provider's state, unlocked: what the planner and the claim filter read at the start of a claim. */
   async snapshot(manager?: Queryable): Promise<ProviderState[]> {
-    const rows = await rowsOf<ProviderStateRow>(on(this.dataSource, manager), `SELECT ${STATE_COLUMNS} FROM provider_state s`);
+    const rows = await rowsOf<ProviderStateRow>(on(this.dataSource, manager), SNAPSHOT);
     return rows.map(stateFromRow);
   }
 

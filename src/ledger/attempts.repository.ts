@@ -2,6 +2,7 @@ import { LEASE_SLACK_MS } from '../capacity/capacity.rules.js';
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { uniqueViolationOf } from '../database/pg-errors.js';
+import { prepared } from '../database/prepared-statements.js';
 import { rowsOf, type Queryable } from '../database/transactions.js';
 import { attemptFromRow, type Attempt, type AttemptError, type AttemptOutcome, type AttemptRow, type AttemptStatus, type Usage } from './attempt.types.js';
 import { jobFromRow, type Job, type JobRow, type JobStatus } from './job.types.js';
@@ -41,6 +42,47 @@ export interface CallStart {
 
 const interval = (param: string) => `make_interval(secs => ${param}::float8 / 1000)`;
 
+/** An attempt's columns, named: a registered statement must not return `*` (database/prepared-statements.ts). */
+const ATTEMPT_COLUMNS = `id, job_id, number, provider, status, outcome, job_version, deadline_at, hard_deadline_at, claimed_at, worker_id,
+  provider_request_id, usage, error, result_digest, started_at, finished_at, cost, cost_currency`;
+
+// The claim path's statements, named like the request path's (database/prepared-statements.ts): a claim's
+// attempts, and the mark right before the calls.
+const INSERT_CLAIMED = prepared(`WITH p AS (
+         SELECT * FROM unnest($1::uuid[], $2::text[], $3::int[], $4::float8[], $5::float8[], $6::text[], $7::text[])
+                    AS p(job_id, provider, job_version, timeout_ms, hard_ms, worker_id, job_from)
+       ), ins AS (
+         INSERT INTO attempts (job_id, number, provider, job_version, deadline_at, hard_deadline_at, claimed_at, worker_id)
+         SELECT p.job_id, COALESCE((SELECT max(number) FROM attempts x WHERE x.job_id = p.job_id), 0) + 1, p.provider, p.job_version,
+                now() + ${interval('p.timeout_ms')}, now() + ${interval('p.hard_ms')}, now(), p.worker_id
+           FROM p
+         RETURNING *
+       ), jb AS (
+         UPDATE jobs j SET status = 'running', updated_at = now(), next_attempt_at = NULL, waiting_for = NULL FROM p WHERE j.id = p.job_id
+       ), ev AS (
+         INSERT INTO job_events (job_id, attempt_id, subject, from_status, to_status, reason, detail)
+         SELECT ins.job_id, ins.id, 'attempt', NULL, 'starting', 'claimed', jsonb_build_object('provider', ins.provider, 'number', ins.number) FROM ins
+         UNION ALL
+         SELECT p.job_id, NULL, 'job', p.job_from, 'running', 'attempt_started', NULL FROM p WHERE p.job_from <> 'running'
+       )
+       SELECT ${ATTEMPT_COLUMNS} FROM ins`);
+
+const MARK_RUNNING = prepared(`WITH p AS (
+         SELECT * FROM unnest($1::uuid[], $2::float8[], $3::float8[]) AS p(id, timeout_ms, hard_ms)
+       ), m AS (
+         UPDATE attempts a SET status = 'running', started_at = now(),
+                deadline_at = now() + ${interval('p.timeout_ms')}, hard_deadline_at = now() + ${interval('p.hard_ms')}
+           FROM p WHERE a.id = p.id AND a.status = 'starting' AND a.hard_deadline_at > now()
+         RETURNING a.*
+       ), ev AS (
+         INSERT INTO job_events (job_id, attempt_id, subject, from_status, to_status, reason)
+         SELECT job_id, id, 'attempt', 'starting', 'running', 'provider_called' FROM m
+       ), lease AS (
+         -- A capped provider's lease must outlive the call, whose hard deadline counts from now.
+         UPDATE provider_leases l SET expires_at = m.hard_deadline_at + ${interval('$4')} FROM m WHERE l.attempt_id = m.id
+       )
+       SELECT ${ATTEMPT_COLUMNS} FROM m`);
+
 /** The attempts table. Writes are reached only through the Ledger. */
 @Injectable()
 export class AttemptsRepository {
@@ -77,24 +119,7 @@ export class AttemptsRepository {
     if (!starts.length) return [];
     const rows = await rowsOf<AttemptRow>(
       manager,
-      `WITH p AS (
-         SELECT * FROM unnest($1::uuid[], $2::text[], $3::int[], $4::float8[], $5::float8[], $6::text[], $7::text[])
-                    AS p(job_id, provider, job_version, timeout_ms, hard_ms, worker_id, job_from)
-       ), ins AS (
-         INSERT INTO attempts (job_id, number, provider, job_version, deadline_at, hard_deadline_at, claimed_at, worker_id)
-         SELECT p.job_id, COALESCE((SELECT max(number) FROM attempts x WHERE x.job_id = p.job_id), 0) + 1, p.provider, p.job_version,
-                now() + ${interval('p.timeout_ms')}, now() + ${interval('p.hard_ms')}, now(), p.worker_id
-           FROM p
-         RETURNING *
-       ), jb AS (
-         UPDATE jobs j SET status = 'running', updated_at = now(), next_attempt_at = NULL, waiting_for = NULL FROM p WHERE j.id = p.job_id
-       ), ev AS (
-         INSERT INTO job_events (job_id, attempt_id, subject, from_status, to_status, reason, detail)
-         SELECT ins.job_id, ins.id, 'attempt', NULL, 'starting', 'claimed', jsonb_build_object('provider', ins.provider, 'number', ins.number) FROM ins
-         UNION ALL
-         SELECT p.job_id, NULL, 'job', p.job_from, 'running', 'attempt_started', NULL FROM p WHERE p.job_from <> 'running'
-       )
-       SELECT * FROM ins`,
+      INSERT_CLAIMED,
       [
         starts.map((s) => s.jobId),
         starts.map((s) => s.provider),
@@ -129,21 +154,7 @@ export class AttemptsRepository {
     if (!calls.length) return [];
     const rows = await rowsOf<AttemptRow>(
       manager,
-      `WITH p AS (
-         SELECT * FROM unnest($1::uuid[], $2::float8[], $3::float8[]) AS p(id, timeout_ms, hard_ms)
-       ), m AS (
-         UPDATE attempts a SET status = 'running', started_at = now(),
-                deadline_at = now() + ${interval('p.timeout_ms')}, hard_deadline_at = now() + ${interval('p.hard_ms')}
-           FROM p WHERE a.id = p.id AND a.status = 'starting' AND a.hard_deadline_at > now()
-         RETURNING a.*
-       ), ev AS (
-         INSERT INTO job_events (job_id, attempt_id, subject, from_status, to_status, reason)
-         SELECT job_id, id, 'attempt', 'starting', 'running', 'provider_called' FROM m
-       ), lease AS (
-         -- A capped provider's lease must outlive the call, whose hard deadline counts from now.
-         UPDATE provider_leases l SET expires_at = m.hard_deadline_at + ${interval('$4')} FROM m WHERE l.attempt_id = m.id
-       )
-       SELECT * FROM m`,
+      MARK_RUNNING,
       [calls.map((c) => c.id), calls.map((c) => c.timeoutMs), calls.map((c) => c.hardTimeoutMs), LEASE_SLACK_MS],
     );
     return rows.map(attemptFromRow);

@@ -81,6 +81,24 @@ export const FIND_OWNED_BY_ID = prepared(`${WITH_ATTEMPTS} WHERE j.id = $1 AND j
 const BY_KEY = prepared(`${WITH_ATTEMPTS} WHERE j.owner_id = $1 AND j.idempotency_key = $2`);
 const STATUSES = prepared('SELECT id, status FROM jobs WHERE id = ANY($1::uuid[])');
 
+// A claim's first statement (the claim path's others are in attempts.repository.ts): due jobs, and those waiting
+// for capacity up to each provider's room, locked with SKIP LOCKED.
+const CLAIM_DUE = prepared(`WITH free AS (
+         SELECT id, next_attempt_at FROM jobs
+          WHERE next_attempt_at <= now() AND waiting_for IS NULL AND status IN ('pending', 'running', 'unknown')
+          ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED
+       ), waiting AS (
+         SELECT w.id, w.next_attempt_at FROM unnest($2::text[], $3::int[]) AS q(provider, room)
+          CROSS JOIN LATERAL (
+            SELECT id, next_attempt_at FROM jobs
+             WHERE waiting_for = q.provider AND next_attempt_at <= now() AND status IN ('pending', 'running', 'unknown')
+             ORDER BY next_attempt_at LIMIT q.room FOR UPDATE SKIP LOCKED
+          ) w
+       ), picked AS (
+         SELECT id FROM (SELECT * FROM free UNION ALL SELECT * FROM waiting) x ORDER BY next_attempt_at LIMIT $1
+       )
+       SELECT ${JOB_COLUMNS}, ${ATTEMPTS_OF_J} FROM jobs j WHERE j.id IN (SELECT id FROM picked) ORDER BY j.next_attempt_at`);
+
 /** The jobs table. Reads take the owner (I7); writes are reached only through the Ledger. */
 @Injectable()
 export class JobsRepository {
@@ -208,21 +226,7 @@ export class JobsRepository {
   async claimDue(limit: number, waiting: WaitingRoom, manager: Queryable): Promise<JobWithAttempts[]> {
     const rows = await rowsOf<JobWithAttemptsRow>(
       manager,
-      `WITH free AS (
-         SELECT id, next_attempt_at FROM jobs
-          WHERE next_attempt_at <= now() AND waiting_for IS NULL AND status IN ('pending', 'running', 'unknown')
-          ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED
-       ), waiting AS (
-         SELECT w.id, w.next_attempt_at FROM unnest($2::text[], $3::int[]) AS q(provider, room)
-          CROSS JOIN LATERAL (
-            SELECT id, next_attempt_at FROM jobs
-             WHERE waiting_for = q.provider AND next_attempt_at <= now() AND status IN ('pending', 'running', 'unknown')
-             ORDER BY next_attempt_at LIMIT q.room FOR UPDATE SKIP LOCKED
-          ) w
-       ), picked AS (
-         SELECT id FROM (SELECT * FROM free UNION ALL SELECT * FROM waiting) x ORDER BY next_attempt_at LIMIT $1
-       )
-       SELECT ${JOB_COLUMNS}, ${ATTEMPTS_OF_J} FROM jobs j WHERE j.id IN (SELECT id FROM picked) ORDER BY j.next_attempt_at`,
+      CLAIM_DUE,
       [limit, waiting.providers, waiting.rooms],
     );
     return rows.map(jobWithAttemptsFromRow);

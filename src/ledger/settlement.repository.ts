@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import { prepared } from '../database/prepared-statements.js';
 import { rowsOf, type Queryable } from '../database/transactions.js';
 import type { AttemptStatus, Usage } from './attempt.types.js';
 import type { JobStatus } from './job.types.js';
@@ -32,44 +33,10 @@ export interface SettledResult {
 }
 
 /**
- * The compare-and-swap statements of I5, written by hand: TypeORM's save() with @VersionColumn does not put the
- * version in the WHERE clause (docs/design.md#why-hand-written-sql). Callers hold the job's row lock.
+ * A batch of results' settlement in one statement (see settleResults); named, as the hot statements are
+ * (database/prepared-statements.ts).
  */
-@Injectable()
-export class SettlementRepository {
-  /** One result: a batch of one (settleResults). Undefined when the attempt is not the job's. */
-  async settleResult(write: ArrivedResultWrite, manager: Queryable): Promise<SettledResult | undefined> {
-    return (await this.settleResults([write], manager)).get(write.attemptId);
-  }
-
-  /**
-   * One autocommit statement settles a batch of results, each exactly as if alone (I5): it locks the jobs in id
-   * order, then their attempts in id order (the attempts' scan waits for every job lock through an InitPlan, so
-   * the job-then-attempt order of every other writer holds and two batches cannot deadlock), makes each
-   * compare-and-swap on the job (`version = read version AND completed_by IS NULL`), writes each attempt's
-   * outcome (won, or discarded with the payload's digest only), the events and the winners' outbox rows.
-   * Callers send at most one result per job in a batch. The map has no entry for an attempt that is not its
-   * job's.
-   */
-  async settleResults(writes: ArrivedResultWrite[], manager: Queryable): Promise<Map<string, SettledResult>> {
-    if (!writes.length) return new Map();
-    const eligibleFrom = writes[0].eligibleFrom;
-    if (writes.some((w) => w.eligibleFrom.join() !== eligibleFrom.join())) throw new Error('a settlement batch shares one eligibleFrom');
-    const rows = await rowsOf<{
-      attempt_id: string;
-      version: number | null;
-      announced: number;
-      attempt_from: AttemptStatus;
-      attempt_to: AttemptStatus | null;
-      prior_outcome: string | null;
-      provider: string;
-      job_from: JobStatus;
-      job_version: number;
-      read_version: number;
-      winner: string | null;
-    }>(
-      manager,
-      `WITH p AS MATERIALIZED (
+const SETTLE_RESULTS = prepared(`WITH p AS MATERIALIZED (
          SELECT * FROM jsonb_to_recordset($1::jsonb)
                     AS p(job_id uuid, attempt_id uuid, value jsonb, usage jsonb, provider_request_id text, result_digest text)
        ), j AS MATERIALIZED (
@@ -119,7 +86,47 @@ export class SettlementRepository {
        SELECT a.id AS attempt_id, won.version, (SELECT count(*)::int FROM outbox o WHERE o.job_id = a.job_id) AS announced,
               a.status AS attempt_from, att.status AS attempt_to, a.outcome AS prior_outcome, a.provider,
               j.status AS job_from, j.version AS job_version, a.job_version AS read_version, j.completed_by AS winner
-         FROM a JOIN j ON j.id = a.job_id LEFT JOIN att ON att.id = a.id LEFT JOIN won ON won.completed_by = a.id`,
+         FROM a JOIN j ON j.id = a.job_id LEFT JOIN att ON att.id = a.id LEFT JOIN won ON won.completed_by = a.id`);
+
+/**
+ * The compare-and-swap statements of I5, written by hand: TypeORM's save() with @VersionColumn does not put the
+ * version in the WHERE clause (docs/design.md#why-hand-written-sql). Callers hold the job's row lock.
+ */
+@Injectable()
+export class SettlementRepository {
+  /** One result: a batch of one (settleResults). Undefined when the attempt is not the job's. */
+  async settleResult(write: ArrivedResultWrite, manager: Queryable): Promise<SettledResult | undefined> {
+    return (await this.settleResults([write], manager)).get(write.attemptId);
+  }
+
+  /**
+   * One autocommit statement settles a batch of results, each exactly as if alone (I5): it locks the jobs in id
+   * order, then their attempts in id order (the attempts' scan waits for every job lock through an InitPlan, so
+   * the job-then-attempt order of every other writer holds and two batches cannot deadlock), makes each
+   * compare-and-swap on the job (`version = read version AND completed_by IS NULL`), writes each attempt's
+   * outcome (won, or discarded with the payload's digest only), the events and the winners' outbox rows.
+   * Callers send at most one result per job in a batch. The map has no entry for an attempt that is not its
+   * job's.
+   */
+  async settleResults(writes: ArrivedResultWrite[], manager: Queryable): Promise<Map<string, SettledResult>> {
+    if (!writes.length) return new Map();
+    const eligibleFrom = writes[0].eligibleFrom;
+    if (writes.some((w) => w.eligibleFrom.join() !== eligibleFrom.join())) throw new Error('a settlement batch shares one eligibleFrom');
+    const rows = await rowsOf<{
+      attempt_id: string;
+      version: number | null;
+      announced: number;
+      attempt_from: AttemptStatus;
+      attempt_to: AttemptStatus | null;
+      prior_outcome: string | null;
+      provider: string;
+      job_from: JobStatus;
+      job_version: number;
+      read_version: number;
+      winner: string | null;
+    }>(
+      manager,
+      SETTLE_RESULTS,
       [
         JSON.stringify(
           writes.map((w) => ({
