@@ -1,6 +1,6 @@
-import { badCursor, decodeCursor, pageOf } from '../common/keyset-page.js';
 import { Injectable } from '@nestjs/common';
 import { DomainError, NotFoundError, UnknownOperationError, UnknownProviderError, ValidationFailedError } from '../common/domain.errors.js';
+import { badCursor, decodeCursor, pageOf } from '../common/keyset-page.js';
 import { fingerprintOf } from '../common/fingerprint.js';
 import { JobSignals } from '../ledger/job-signals.js';
 import { isTerminal, type Job, type JobStatus, type JobWithAttempts } from '../ledger/job.types.js';

@@ -20,6 +20,11 @@ export interface NewJob {
   waitingFor?: string | null;
 }
 
+/** Creates one statement takes at most, statements in flight at once, and the input bytes one statement carries. */
+const CREATE_BATCH = 64;
+const CREATE_IN_FLIGHT = 4;
+const CREATE_BATCH_BYTES = 1 << 20;
+
 /** A create waiting for its statement, its input serialised once. */
 interface Create {
   job: NewJob;
@@ -73,10 +78,6 @@ const INSERT_JOBS = prepared(`WITH x AS (
     SELECT id, 'job', NULL, 'pending', 'created' FROM j
   )
   SELECT ${JOB_COLUMNS} FROM j`);
-/** Creates one statement takes at most, statements in flight at once, and the input bytes one statement carries. */
-const CREATE_BATCH = 64;
-const CREATE_IN_FLIGHT = 4;
-const CREATE_BATCH_BYTES = 1 << 20;
 export const FIND_OWNED_BY_ID = prepared(`${WITH_ATTEMPTS} WHERE j.id = $1 AND j.owner_id = $2`);
 const BY_KEY = prepared(`${WITH_ATTEMPTS} WHERE j.owner_id = $1 AND j.idempotency_key = $2`);
 const STATUSES = prepared('SELECT id, status FROM jobs WHERE id = ANY($1::uuid[])');
