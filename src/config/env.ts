@@ -34,6 +34,10 @@ export interface Env {
   /** Terminal jobs older than this are purged with everything of theirs; 0 keeps them forever. */
   jobRetentionDays: number;
   retentionIntervalMs: number;
+  /** The bound on resolving one host name for an outbound call (webhooks, providers). */
+  dnsTimeoutMs: number;
+  /** DNS servers for outbound calls (`ip` or `ip:port`); empty: the system's. */
+  dnsServers: string[];
 }
 
 export class EnvError extends Error {
@@ -91,6 +95,15 @@ function hostList(source: Source, name: string): string[] {
   return hosts;
 }
 
+function serverList(source: Source, name: string): string[] {
+  const raw = source[name] ?? '';
+  const servers = raw.split(',').map((s) => s.trim()).filter(Boolean);
+  // An IPv4 address with an optional port, or an IPv6 one (bracketed when it has a port).
+  const valid = /^(\d{1,3}(\.\d{1,3}){3}(:\d{1,5})?|\[[0-9a-f:]+\](:\d{1,5})?|[0-9a-f:]+)$/i;
+  if (servers.some((s) => !valid.test(s))) throw new EnvError(name, 'must be a comma-separated list of IP addresses, each with an optional :port');
+  return servers;
+}
+
 function databaseUrl(source: Source, name: 'DATABASE_URL' | 'DATABASE_DIRECT_URL'): string | undefined {
   const raw = source[name];
   if (raw === undefined || raw.trim() === '') return undefined;
@@ -135,5 +148,7 @@ export function parseEnv(source: Source): Env {
     webhookConcurrency: integer(source, 'WEBHOOK_CONCURRENCY', 16, 1, 1000),
     jobRetentionDays: integer(source, 'JOB_RETENTION_DAYS', 30, 0, 36_500),
     retentionIntervalMs: integer(source, 'RETENTION_INTERVAL_MS', 300_000, 50, 86_400_000),
+    dnsTimeoutMs: integer(source, 'DNS_TIMEOUT_MS', 2_000, 50, 60_000),
+    dnsServers: serverList(source, 'DNS_SERVERS'),
   };
 }
