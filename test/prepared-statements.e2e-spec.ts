@@ -6,6 +6,7 @@ import { CapacityRepository } from '../src/capacity/capacity.repository.js';
 import { AttemptsRepository } from '../src/ledger/attempts.repository.js';
 import { INSERT_JOB, JobsRepository } from '../src/ledger/jobs.repository.js';
 import { SettlementRepository } from '../src/ledger/settlement.repository.js';
+import { inTransaction } from '../src/database/transactions.js';
 import { createTestDatabase, type TestDatabase } from './helpers/database.js';
 
 /**
@@ -109,5 +110,61 @@ describe('prepared statements', () => {
       for (const table of ['jobs', 'attempts', 'provider_state', 'job_events']) await dataSource.query(`ALTER TABLE ${table} DROP COLUMN IF EXISTS prepared_probe`);
       await dataSource.destroy();
     }
+  });
+  // What a transaction pooler without prepared-statement tracking does (PgBouncer < 1.21), made on one session: the
+  // name is gone from the server connection the next Bind reaches (26000), or another client prepared it there first
+  // (42P05). test/race/pgbouncer.race-spec.ts meets the same through a real PgBouncer.
+  describe('a refused named statement (26000, 42P05) never reaches the caller', () => {
+    const probe = prepared('SELECT $1::int * 10 AS tens');
+
+    it('sends a refused autocommit statement again unnamed, and names nothing after', async () => {
+      const dataSource = await open(true);
+      try {
+        await expect(dataSource.query(probe, [1])).resolves.toEqual([{ tens: 10 }]);
+        // The pooler hands the next Bind to a server connection that never saw the Parse.
+        await dataSource.query('DEALLOCATE ALL');
+        await expect(dataSource.query(probe, [2])).resolves.toEqual([{ tens: 20 }]);
+        await expect(dataSource.query(registered, [1])).resolves.toEqual([{ next: 2 }]);
+        expect(await preparedNames(dataSource)).toEqual([]);
+      } finally {
+        await dataSource.destroy();
+      }
+    });
+
+    it('runs a transaction whose named statement was refused (42P05, the name taken on that connection) again, unnamed', async () => {
+      const dataSource = await open(true);
+      try {
+        // Another client of the pooler prepared the same name on this server connection.
+        await dataSource.query(`PREPARE ${statementName(probe)} AS SELECT 0 AS other`);
+        let runs = 0;
+        const result = await inTransaction(dataSource, async (manager) => {
+          runs++;
+          await manager.query('SELECT 1');
+          return manager.query(probe, [3]);
+        });
+        expect(result).toEqual([{ tens: 30 }]);
+        expect(runs).toBe(2);
+        // The second run went unnamed: the name on the connection is still the other client's.
+        expect(await preparedNames(dataSource)).toEqual([statementName(probe)]);
+      } finally {
+        await dataSource.destroy();
+      }
+    });
+
+    it('inserts a job, never fails it, when the pooled connection lost the create statement (26000)', async () => {
+      await migrateOver(database.url, 'onejob-test-migrate');
+      const dataSource = await open(true);
+      const jobs = new JobsRepository(dataSource);
+      const job = (key: string) => ({ ownerId: 'probe', idempotencyKey: key, fingerprint: key, operation: 'summarize', input: { text: key }, providers: ['p'] });
+      try {
+        await jobs.insertJob(job('refused-1'), dataSource.manager);
+        await dataSource.query('DEALLOCATE ALL');
+        await expect(jobs.insertJob(job('refused-2'), dataSource.manager)).resolves.toMatchObject({ idempotencyKey: 'refused-2' });
+        const [{ n }] = await dataSource.query(`SELECT count(*)::int AS n FROM jobs WHERE owner_id = 'probe' AND idempotency_key LIKE 'refused-%'`);
+        expect(n).toBe(2);
+      } finally {
+        await dataSource.destroy();
+      }
+    });
   });
 });

@@ -4,7 +4,7 @@ import { safeErrorFields } from '../common/log-safe.js';
 import { hostname } from 'node:os';
 import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
 import { appConfig, type AppConfig } from '../config/app.config.js';
-import { isDatabaseUnavailable } from '../database/pg-errors.js';
+import { isDatabaseUnavailable, isRefusedNamedStatement } from '../database/pg-errors.js';
 import type { ClaimedStart } from '../ledger/attempts.repository.js';
 import { NOT_SENT, type Attempt } from '../ledger/attempt.types.js';
 import { JobSignals } from '../ledger/job-signals.js';
@@ -178,7 +178,7 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
    * attempt (and mark the jobs running, with events) in one statement, with the leases of capped providers. A job
    * whose plan fails is skipped and logged, never retried first forever: a poison job must not block the others.
    */
-  async claimBatch(limit: number): Promise<Claimed[]> {
+  async claimBatch(limit: number, again = false): Promise<Claimed[]> {
     // The providers' states are read on another pooled connection while the claim's transaction begins: one
     // round trip fewer before the jobs are locked. Awaited inside it; a claim that fails first leaves it handled.
     const refreshed = this.capacity.refresh();
@@ -189,6 +189,8 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
     } catch (error) {
       // Rolled back: the leases it moved still name their finished calls. Give them back rather than let them expire.
       if (handedOver.length) await this.capacity.releaseSpares(handedOver);
+      // A pooler refused a named statement: nothing ran, naming is off now, and the claim runs again unnamed.
+      if (!again && isRefusedNamedStatement(error)) return this.claimBatch(limit, true);
       throw error;
     } finally {
       await this.capacity.releaseSpares();
@@ -196,6 +198,7 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
   }
 
   private claimInTransaction(limit: number, refreshed: Promise<void>, handedOver: string[]): Promise<Claimed[]> {
+    // once: a second run would hand over spare leases the first run already took (claimBatch retries instead).
     return this.ledgers.run(async (ledger) => {
       await refreshed;
       const jobs = await ledger.claimDue(limit, this.capacity.rooms(this.catalog.listProviders(), limit));
@@ -227,7 +230,7 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
       await this.leaseAndProbe(ledger, claimed, admitted, states, handedOver);
       for (const { job } of claimed) job.status = 'running';
       return claimed;
-    });
+    }, { once: true });
   }
 
   /** Plans one locked job: a queued attempt to take over, or a new attempt to start, if capacity allows. */

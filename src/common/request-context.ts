@@ -1,15 +1,17 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 
 /**
- * The id of the request being served, for log lines written deep in services and repositories (the pino mixin in
- * logging.module.ts): set once per request by an onRequest hook in configureApp.
+ * The request being served, for what runs deep in services and repositories: its id for log lines (the pino mixin
+ * in logging.module.ts), and the fact that a client is waiting, which gives its database queries the request
+ * path's shorter bound (DB_REQUEST_TIMEOUT_MS, src/database/data-source.options.ts). Set once per request by an
+ * onRequest hook in configureApp.
  */
-const requestIds = new AsyncLocalStorage<string>();
+const requests = new AsyncLocalStorage<string>();
 
 export function runWithRequestId(requestId: string, next: () => void): void {
-  requestIds.run(requestId, next);
+  requests.run(requestId, next);
 }
 
 export function currentRequestId(): string | undefined {
-  return requestIds.getStore();
+  return requests.getStore();
 }

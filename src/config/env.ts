@@ -20,6 +20,8 @@ export interface Env {
   dbPoolSize: number;
   /** Client-side bound on one query: a frozen server never fires its own statement_timeout. */
   dbQueryTimeoutMs: number;
+  /** The same bound for the queries of an HTTP request, shorter: a client must get its 503 before its own timeout. */
+  dbRequestTimeoutMs: number;
   /** The hot statements go named (prepared once per connection); off behind a pooler that cannot track them. */
   dbPreparedStatements: boolean;
   bodyLimitBytes: number;
@@ -138,6 +140,7 @@ export function parseEnv(source: Source): Env {
     shutdownGraceMs: integer(source, 'SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
     dbPoolSize: integer(source, 'DB_POOL_SIZE', 20, 1, 1000),
     dbQueryTimeoutMs: integer(source, 'DB_QUERY_TIMEOUT_MS', 16_000, 100, 600_000),
+    dbRequestTimeoutMs: integer(source, 'DB_REQUEST_TIMEOUT_MS', 4_000, 100, 600_000),
     dbPreparedStatements: bool(source, 'DB_PREPARED_STATEMENTS', true),
     bodyLimitBytes: integer(source, 'BODY_LIMIT_BYTES', 1_048_576, 1024, 104_857_600),
     logLevel: oneOf(source, 'LOG_LEVEL', 'info', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const),

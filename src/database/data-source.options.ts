@@ -2,6 +2,7 @@ import { Logger } from '@nestjs/common';
 import pg from 'pg';
 import type { DataSourceOptions } from 'typeorm';
 import { migrations } from '../../migrations/index.js';
+import { currentRequestId } from '../common/request-context.js';
 import { statementName, UNSUPPORTED_PREPARED } from './prepared-statements.js';
 
 export interface DataSourceSettings {
@@ -10,6 +11,11 @@ export interface DataSourceSettings {
   applicationName?: string;
   /** Client-side bound on one query (DB_QUERY_TIMEOUT_MS, see QUERY_TIMEOUT_MS); false for migrations, which may run long. */
   queryTimeoutMs?: number | false;
+  /**
+   * The bound on a query made while serving an HTTP request (DB_REQUEST_TIMEOUT_MS), shorter than the background's:
+   * a client waiting on a frozen database gets its 503 before its own timeout. Unset: queryTimeoutMs for all.
+   */
+  requestQueryTimeoutMs?: number;
   /** Send the registered hot statements named (DB_PREPARED_STATEMENTS; database/prepared-statements.ts). Off by default. */
   preparedStatements?: boolean;
 }
@@ -23,45 +29,69 @@ export interface DataSourceSettings {
  */
 export const QUERY_TIMEOUT_MS = 15_000;
 
-/** Turned off for the whole process the first time the server or a pooler refuses a named statement. */
-let preparedRefused = false;
+/** Per pool: the first refusal of a named statement turns naming off for every later query of that pool. */
+interface PreparedState {
+  on: boolean;
+}
+
+type PoolClientConfig = pg.ClientConfig & { preparedState?: PreparedState; requestQueryTimeoutMs?: number };
 
 /**
  * The pool's connection class. pg leaves a timed-out query running on its connection, so the next caller would
  * queue behind it: the connection is closed instead (the pool then drops it, and a pooler or the server ends the
  * statement). With `preparedStatements`, the registered statements go named (database/prepared-statements.ts).
+ *
+ * A named statement the server or a pooler refuses (UNSUPPORTED_PREPARED) did not run: it was refused at Parse or
+ * Bind. Outside a transaction it is sent again at once, unnamed, so its caller never sees the refusal; inside one,
+ * PostgreSQL has aborted the transaction, and the refusal reaches the caller marked retryable
+ * (isRefusedNamedStatement): the ledger runs the transaction again, unnamed (src/database/transactions.ts).
  */
 class OnejobClient extends pg.Client {
-  private readonly prepare: boolean;
+  private readonly prepared?: PreparedState;
+  private readonly requestQueryTimeoutMs?: number;
 
-  constructor(config: pg.ClientConfig & { preparedStatements?: boolean }) {
+  constructor(config: PoolClientConfig) {
     super(config);
-    this.prepare = config.preparedStatements === true;
+    this.prepared = config.preparedState;
+    this.requestQueryTimeoutMs = config.requestQueryTimeoutMs;
   }
 
   override query(...args: unknown[]): never {
-    const name = this.prepare && !preparedRefused && typeof args[0] === 'string' ? statementName(args[0]) : undefined;
-    const call = name ? [{ name, text: args[0], values: args[1] }, ...args.slice(2)] : args;
-    const result = (super.query as (...a: unknown[]) => unknown)(...call);
+    if (typeof args[0] !== 'string' || typeof args[args.length - 1] === 'function') return this.send(args, undefined) as never;
+    const [text, values] = args as [string, unknown[] | undefined];
+    const name = this.prepared?.on ? statementName(text) : undefined;
+    // A client is waiting: its bound, not the background's (undefined leaves the pool's query_timeout).
+    const queryTimeout = this.requestQueryTimeoutMs !== undefined && currentRequestId() !== undefined ? this.requestQueryTimeoutMs : undefined;
+    const unnamed = () => this.send([{ text, values, query_timeout: queryTimeout }], undefined);
+    if (!name) return unnamed() as never;
+    return (this.send([{ name, text, values, query_timeout: queryTimeout }], name) as Promise<unknown>).catch((error: Error & { code?: string }) => {
+      if (!error?.code || !UNSUPPORTED_PREPARED.has(error.code)) throw error;
+      refusePrepared(this.prepared!, error);
+      if (this.getTransactionStatus() === 'I') return unnamed();
+      throw error;
+    }) as never;
+  }
+
+  private send(args: unknown[], name: string | undefined): unknown {
+    const result = (super.query as (...a: unknown[]) => unknown)(...args);
     if (result instanceof Promise) {
       result.catch((error: Error & { code?: string }) => {
         if (error?.message === 'Query read timeout') void this.end().catch(() => undefined);
-        else if (name && error?.code && UNSUPPORTED_PREPARED.has(error.code)) refusePrepared(error);
         // "cached plan must not change result type": a statement outlived a schema change; a new connection re-prepares.
         else if (name && error?.code === '0A000') void this.end().catch(() => undefined);
       });
     }
-    return result as never;
+    return result;
   }
 }
 
-function refusePrepared(error: Error & { code?: string }): void {
-  if (preparedRefused) return;
-  preparedRefused = true;
-  new Logger('Database').error(
+function refusePrepared(state: PreparedState, error: Error & { code?: string }): void {
+  if (!state.on) return;
+  state.on = false;
+  new Logger('Database').warn(
     `the database refused a named statement (${error.code}: ${error.message}): a transaction pooler that does not track prepared ` +
-      'statements is in the way. Statements go unnamed from now on in this process; set DB_PREPARED_STATEMENTS=false for it ' +
-      '(docs/operations.md#pgbouncer).',
+      'statements is in the way. The statement ran again unnamed, and statements go unnamed from now on in this process; ' +
+      'set DB_PREPARED_STATEMENTS=false for it (docs/operations.md#pgbouncer).',
   );
 }
 
@@ -98,7 +128,8 @@ export function dataSourceOptions(settings: DataSourceSettings): DataSourceOptio
       keepAlive: true,
       keepAliveInitialDelayMillis: 10_000,
       Client: OnejobClient,
-      preparedStatements: settings.preparedStatements === true,
+      preparedState: { on: settings.preparedStatements === true } satisfies PreparedState,
+      ...(settings.requestQueryTimeoutMs && queryTimeout ? { requestQueryTimeoutMs: Math.min(settings.requestQueryTimeoutMs, queryTimeout) } : {}),
       ...(queryTimeout ? { query_timeout: queryTimeout } : {}),
     },
   };

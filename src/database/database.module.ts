@@ -48,6 +48,7 @@ async function connectWithRetries<T>(connect: () => Promise<T>): Promise<T> {
           url,
           poolSize: config.dbPoolSize,
           queryTimeoutMs: config.dbQueryTimeoutMs,
+          requestQueryTimeoutMs: config.dbRequestTimeoutMs,
           preparedStatements: config.dbPreparedStatements,
           applicationName: `onejob-${config.role}`,
         });

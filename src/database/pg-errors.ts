@@ -1,3 +1,5 @@
+import { UNSUPPORTED_PREPARED } from './prepared-statements.js';
+
 /** The one place that reads PostgreSQL and node-postgres errors: SQLSTATE, constraint names, lost connections. */
 interface PgLikeError {
   code?: string;
@@ -49,4 +51,14 @@ export function isDatabaseUnavailable(error: unknown, depth = 0): boolean {
 export function isRetryableTransactionError(error: unknown): boolean {
   const code = driverErrorOf(error)?.code;
   return code === '40001' || code === '40P01';
+}
+
+/**
+ * A named statement that a pooler without prepared-statement tracking refused at Parse or Bind (26000, 42P05):
+ * nothing ran. Inside a transaction PostgreSQL has aborted it; run the transaction again (transactions.ts), and it
+ * goes unnamed, as the refusal turned naming off (data-source.options.ts).
+ */
+export function isRefusedNamedStatement(error: unknown): boolean {
+  const code = driverErrorOf(error)?.code;
+  return code !== undefined && UNSUPPORTED_PREPARED.has(code);
 }

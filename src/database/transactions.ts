@@ -1,4 +1,5 @@
 import type { DataSource, EntityManager } from 'typeorm';
+import { isRefusedNamedStatement } from './pg-errors.js';
 
 /** What repository methods run their SQL on: the pool, or a transaction a service opened. */
 export type Queryable = Pick<EntityManager, 'query'>;
@@ -15,4 +16,18 @@ export function updatedRows<T>(result: unknown): T[] {
 /** The one typed seam over hand-written SQL: the rows of a SELECT, or of an INSERT/UPDATE/DELETE ... RETURNING. */
 export async function rowsOf<T>(queryable: Queryable, sql: string, params: unknown[] = []): Promise<T[]> {
   return updatedRows<T>(await queryable.query(sql, params));
+}
+
+/**
+ * `dataSource.transaction(work)`, run once more when a pooler refused one of its named statements: that refusal
+ * aborted the transaction before the statement ran, and turned naming off, so the second run goes unnamed
+ * (docs/operations.md#pgbouncer). `work` must be safe to run twice: database work only, effects after commit.
+ */
+export async function inTransaction<T>(dataSource: DataSource, work: (manager: EntityManager) => Promise<T>): Promise<T> {
+  try {
+    return await dataSource.transaction(work);
+  } catch (error) {
+    if (!isRefusedNamedStatement(error)) throw error;
+    return dataSource.transaction(work);
+  }
 }

@@ -14,6 +14,7 @@ import { JobsRepository } from './jobs.repository.js';
 import { OUTBOX, type Announcement, type Outbox } from './outbox.port.js';
 import { SettlementBatcher } from './settlement-batcher.js';
 import { SettlementRepository } from './settlement.repository.js';
+import { inTransaction } from '../database/transactions.js';
 import { assertAttemptTransition, assertJobTransition, attemptSourcesOf } from './state-machine.js';
 
 export type SettlementOutcome = 'won' | 'discarded' | 'duplicate';
@@ -252,9 +253,15 @@ export class LedgerFactory {
     this.settlements = new SettlementBatcher((writes) => settlements.settleResults(writes, this.dataSource.manager));
   }
 
-  async run<T>(work: (ledger: Ledger) => Promise<T>): Promise<T> {
+  /**
+   * One transaction: `work`, then its events and announcements; effects after commit. Run again when a pooler refused
+   * a named statement (inTransaction), unless `once`: work that changes this process's memory (the claim's spare
+   * leases) cleans up and retries itself.
+   */
+  async run<T>(work: (ledger: Ledger) => Promise<T>, options: { once?: boolean } = {}): Promise<T> {
     let ledger!: Ledger;
-    const result = await this.dataSource.transaction(async (manager) => {
+    const transaction = options.once ? (w: (m: EntityManager) => Promise<T>) => this.dataSource.transaction(w) : (w: (m: EntityManager) => Promise<T>) => inTransaction(this.dataSource, w);
+    const result = await transaction(async (manager) => {
       ledger = new Ledger(manager, this.repos, this.metrics, this.signals, this.logger);
       const value = await work(ledger);
       await this.events.append(ledger.pendingEvents(), manager);
