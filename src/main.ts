@@ -1,4 +1,6 @@
 import 'reflect-metadata';
+import { chmodSync, existsSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Logger } from '@nestjs/common';
 import { createApp } from './app.setup.js';
 import { ApiKeysService } from './auth/api-keys.service.js';
@@ -8,6 +10,26 @@ import { recordRunningEmbedded } from './database/database-url.js';
 import { Lifecycle } from './health/lifecycle.js';
 import { shutdownTracing } from './telemetry/tracing.js';
 import { startEmbeddedPostgres, type EmbeddedDatabase } from './database/embedded-postgres.js';
+
+const DEMO_KEY_FILE = 'demo-api-key';
+
+/**
+ * The embedded database's first start makes a demo key with every scope, prints it once alone on a line of stdout,
+ * and keeps it in DATA_DIR/demo-api-key (mode 0600, like the database password beside it), so a later start can
+ * say where it is. A key made or revoked by hand leaves the file as it was.
+ */
+async function announceDemoKey(keys: ApiKeysService, dataDir: string, logger: Logger): Promise<void> {
+  const file = join(dataDir, DEMO_KEY_FILE);
+  const first = await keys.createFirst('demo', [...SCOPES]);
+  if (first) {
+    writeFileSync(file, `${first.key}\n`, { mode: 0o600 });
+    chmodSync(file, 0o600);
+    logger.log(`First start of the embedded database: created a demo API key with every scope (owner "demo"), kept in ${file}. It is shown once:`);
+    process.stdout.write(`${first.key}\n`);
+  } else if (existsSync(file)) {
+    logger.log(`The demo API key made at the first start is in ${file} (npm run apikey -- list shows every key)`);
+  }
+}
 
 async function bootstrap(): Promise<void> {
   const logger = new Logger('Bootstrap');
@@ -21,16 +43,10 @@ async function bootstrap(): Promise<void> {
   }
   try {
     const app = await createApp(embedded ? { databaseUrl: embedded.url } : {});
-    if (embedded) {
-      const keys = app.get(ApiKeysService);
-      if ((await keys.countKeys()) === 0) {
-        const { key } = await keys.create('demo', [...SCOPES]);
-        logger.log('First start of the embedded database: created a demo API key with every scope (owner "demo"). It is shown once:');
-        process.stdout.write(`${key}\n`);
-      }
-    }
     await app.listen({ port: env.port, host: env.host });
     logger.log(`onejob (${env.role}) listening on http://${env.host}:${env.port} — Swagger UI at /docs`);
+    // After the port is bound: a start that fails on a taken port has made no key it could not show.
+    if (embedded) await announceDemoKey(app.get(ApiKeysService), env.dataDir, logger);
     // SIGTERM/SIGINT: readiness false, stop accepting and claiming, let in-flight attempts finish (within
     // SHUTDOWN_GRACE_MS), close the pool, stop the embedded database, exit 0.
     let closing = false;

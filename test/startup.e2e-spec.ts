@@ -1,10 +1,22 @@
-import { chmodSync, existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, statSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { readFileSync } from 'node:fs';
 import { parse, stringify } from 'yaml';
 import { createTestDatabase, type TestDatabase } from './helpers/database.js';
-import { spawnService, waitUntilReady } from './helpers/process.js';
+import { spawnService, waitUntilReady, type ServiceProcess } from './helpers/process.js';
+import { waitFor } from './helpers/wait.js';
+
+const DEMO_KEY = /^oj_[A-Za-z0-9_-]{43}$/;
+/** The demo key line, printed just after the port is bound (so possibly just after readiness answers). */
+const demoKeyOf = (service: ServiceProcess) =>
+  waitFor(
+    async () => service.output().split('\n').find((line) => DEMO_KEY.test(line)),
+    (line) => line !== undefined,
+    10_000,
+    50,
+  );
 
 function badCatalog(mutate: (catalog: any) => void): string {
   const catalog = parse(readFileSync('config/catalog.yaml', 'utf8'));
@@ -78,8 +90,7 @@ describe('the README start command: embedded PostgreSQL when DATABASE_URL is uns
     let jobId = '';
     try {
       await waitUntilReady(first, 60_000);
-      key = first.output().split('\n').find((line) => /^oj_[A-Za-z0-9_-]{43}$/.test(line));
-      expect(key).toBeDefined();
+      key = await demoKeyOf(first);
       const created = await fetch(`${first.baseUrl}/v1/jobs`, {
         method: 'POST',
         headers: { Authorization: `Bearer ${key}`, 'Idempotency-Key': 'embedded-1', 'Content-Type': 'application/json' },
@@ -107,4 +118,49 @@ describe('the README start command: embedded PostgreSQL when DATABASE_URL is uns
       await second.exited;
     }
   }, 120_000);
+});
+
+describe('the demo key', () => {
+  it('is printed only once the port is bound, kept in DATA_DIR/demo-api-key (0600), and named at the next start', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'onejob-demo-key-'));
+    chmodSync(dataDir, 0o777);
+    const file = join(dataDir, 'demo-api-key');
+    // The port is taken: the start fails, and no key was made that nobody saw.
+    const blocker = createServer();
+    await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+    const port = (blocker.address() as { port: number }).port;
+    const taken = await spawnService({ DATA_DIR: dataDir, PORT: String(port) });
+    expect((await taken.exited).code).toBe(1);
+    expect(taken.output()).not.toMatch(/^oj_/m);
+    expect(existsSync(file)).toBe(false);
+    await new Promise((resolve) => blocker.close(resolve));
+
+    const first = await spawnService({ DATA_DIR: dataDir });
+    let key: string | undefined;
+    try {
+      await waitUntilReady(first, 60_000);
+      key = await demoKeyOf(first);
+      expect(readFileSync(file, 'utf8').trim()).toBe(key);
+      expect(statSync(file).mode & 0o777).toBe(0o600);
+    } finally {
+      first.kill('SIGTERM');
+      await first.exited;
+    }
+    const second = await spawnService({ DATA_DIR: dataDir, LOG_LEVEL: 'info' });
+    try {
+      await waitUntilReady(second, 60_000);
+      await waitFor(
+        async () => second.output(),
+        (text) => text.includes(`The demo API key made at the first start is in ${file}`),
+        10_000,
+        50,
+      );
+      expect(second.output()).not.toMatch(/^oj_/m);
+      const res = await fetch(`${second.baseUrl}/v1/jobs`, { headers: { Authorization: `Bearer ${key}` } });
+      expect(res.status).toBe(200);
+    } finally {
+      second.kill('SIGTERM');
+      await second.exited;
+    }
+  }, 150_000);
 });

@@ -95,6 +95,21 @@ export class ApiKeysRepository {
     return rows[0] && recordOf(rows[0]);
   }
 
+  /**
+   * Inserts the first key, only while the table is empty: the lock makes two bootstraps started together (two
+   * replicas, a retried Job) create one key between them. Returns the id, or undefined when a key existed.
+   */
+  async insertFirstKey(ownerId: string, keyHash: string, scopes: Scope[]): Promise<string | undefined> {
+    return this.dataSource.transaction(async (manager) => {
+      await manager.query('LOCK TABLE api_keys IN SHARE ROW EXCLUSIVE MODE');
+      const rows: Array<{ id: string }> = await manager.query(
+        `INSERT INTO api_keys (owner_id, key_hash, scopes) SELECT $1, $2, $3 WHERE NOT EXISTS (SELECT 1 FROM api_keys) RETURNING id`,
+        [ownerId, keyHash, scopes],
+      );
+      return rows[0]?.id;
+    });
+  }
+
   async countKeys(): Promise<number> {
     const rows: Array<{ n: number }> = await this.dataSource.query('SELECT count(*)::int AS n FROM api_keys');
     return rows[0].n;

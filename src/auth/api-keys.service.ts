@@ -11,6 +11,8 @@ const TOUCHED_MAX = 10_000;
 const CACHE_TTL_MS = 60_000;
 const CACHE_MAX = 10_000;
 
+const newKey = () => `oj_${randomBytes(32).toString('base64url')}`;
+
 interface CachedKey {
   principal: Principal;
   expiresAt: number;
@@ -45,9 +47,18 @@ export class ApiKeysService {
 
   /** Creates a key and returns it in clear: the only time it exists outside the caller's hands. */
   async create(ownerId: string, scopes: Scope[], expiresAt: Date | null = null): Promise<{ id: string; key: string }> {
-    const key = `oj_${randomBytes(32).toString('base64url')}`;
+    const key = newKey();
     const id = await this.keys.insertKey(ownerId, sha256Hex(key), scopes, expiresAt);
     return { id, key };
+  }
+
+  /**
+   * The first key of a fresh database (the embedded demo, a container's bootstrap): `key` when given (an operator's
+   * secret, `oj_` and 32 or more URL-safe characters), else a new one. Undefined when any key exists already.
+   */
+  async createFirst(ownerId: string, scopes: Scope[], key: string = newKey()): Promise<{ id: string; key: string } | undefined> {
+    const id = await this.keys.insertFirstKey(ownerId, sha256Hex(key), scopes);
+    return id === undefined ? undefined : { id, key };
   }
 
   async authenticate(key: string): Promise<Principal | undefined> {

@@ -18,7 +18,10 @@ const usage = `usage:
   npm run apikey -- list
       id, owner, scopes, created, expires, last used, revoked (never the key)
   npm run apikey -- revoke KEY_ID
-      the key is refused (401) from the next request on, by every replica`;
+      the key is refused (401) from the next request on, by every replica
+  npm run apikey -- bootstrap [--owner admin] [--scopes ${SCOPES.join(',')}]
+      the first key, only while there is none (a container's first start): ONEJOB_BOOTSTRAP_KEY when set (nothing
+      printed), else a new key printed once on stdout; when keys exist already it changes nothing and exits 0`;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -31,7 +34,23 @@ function table(keys: ApiKeyRecord[]): string {
   return rows.map((r) => r.map((cell, i) => cell.padEnd(widths[i])).join('  ').trimEnd()).join('\n');
 }
 
-type Command = { name: 'create'; owner: string; scopes: string[]; expiresAt: Date | null } | { name: 'list' } | { name: 'revoke'; id: string };
+type Command =
+  | { name: 'create'; owner: string; scopes: string[]; expiresAt: Date | null }
+  | { name: 'bootstrap'; owner: string; scopes: string[] }
+  | { name: 'list' }
+  | { name: 'revoke'; id: string };
+
+function ownerOf(raw: string): string {
+  const owner = raw.trim();
+  if (owner.length < 1 || owner.length > 200) throw new UsageError('--owner must be 1 to 200 characters');
+  return owner;
+}
+
+function scopesOf(raw: string): string[] {
+  const scopes = raw.split(',').map((s) => s.trim()).filter(Boolean);
+  if (!scopes.length || scopes.some((s) => !isScope(s))) throw new UsageError(`--scopes must be a comma-separated list of ${SCOPES.join(', ')}`);
+  return scopes;
+}
 
 function parseCommand(): Command {
   const { positionals, values } = parseArgs({
@@ -48,19 +67,28 @@ function parseCommand(): Command {
     }
     case 'create': {
       if (!values.owner || !values.scopes) throw new UsageError('create needs --owner and --scopes');
-      const owner = values.owner.trim();
-      if (owner.length < 1 || owner.length > 200) throw new UsageError('--owner must be 1 to 200 characters');
-      const scopes = values.scopes.split(',').map((s) => s.trim()).filter(Boolean);
-      if (!scopes.length || scopes.some((s) => !isScope(s))) throw new UsageError(`--scopes must be a comma-separated list of ${SCOPES.join(', ')}`);
-      return { name: 'create', owner, scopes, expiresAt: expiryOf(values['expires-in'], values['expires-at']) };
+      return { name: 'create', owner: ownerOf(values.owner), scopes: scopesOf(values.scopes), expiresAt: expiryOf(values['expires-in'], values['expires-at']) };
     }
+    case 'bootstrap':
+      return { name: 'bootstrap', owner: ownerOf(values.owner ?? 'admin'), scopes: scopesOf(values.scopes ?? SCOPES.join(',')) };
     default:
       throw new UsageError('');
   }
 }
 
-async function run(command: Command, keys: ApiKeysService): Promise<number> {
+async function run(command: Command, keys: ApiKeysService, bootstrapKey: string | undefined): Promise<number> {
   switch (command.name) {
+    case 'bootstrap': {
+      const first = await keys.createFirst(command.owner, command.scopes.filter(isScope), bootstrapKey);
+      if (!first) {
+        process.stderr.write('API keys exist already: bootstrap changed nothing\n');
+        return 0;
+      }
+      process.stderr.write(`created the first API key ${first.id} for owner ${command.owner} with scopes ${command.scopes.join(',')}\n`);
+      // An operator's own key (ONEJOB_BOOTSTRAP_KEY) is theirs already: never echoed.
+      if (!bootstrapKey) process.stdout.write(`${first.key}\n`);
+      return 0;
+    }
     case 'create': {
       const { id, key } = await keys.create(command.owner, command.scopes.filter(isScope), command.expiresAt);
       const expiry = command.expiresAt ? `, expiring ${command.expiresAt.toISOString()}` : '';
@@ -101,7 +129,7 @@ async function main(): Promise<number> {
     if (env.migrationsRun) await migrateOver(sessionDatabaseUrl({ ...env, databaseUrl: database.url })!, 'onejob-apikey-migrate');
     const dataSource = await new DataSource(dataSourceOptions({ url: database.url, poolSize: 2, applicationName: 'onejob-apikey' })).initialize();
     try {
-      return await run(command, new ApiKeysService(new ApiKeysRepository(dataSource)));
+      return await run(command, new ApiKeysService(new ApiKeysRepository(dataSource)), env.bootstrapApiKey);
     } finally {
       await dataSource.destroy();
     }

@@ -40,7 +40,12 @@ export interface Env {
   dnsTimeoutMs: number;
   /** DNS servers for outbound calls (`ip` or `ip:port`); empty: the system's. */
   dnsServers: string[];
+  /** The first API key a container's bootstrap stores (an operator's secret), instead of printing a new one. */
+  bootstrapApiKey: string | undefined;
 }
+
+/** The shape of every API key: `oj_` and 32 random bytes, URL-safe (an operator's own: 32 to 200 such characters). */
+export const API_KEY_PATTERN = /^oj_[A-Za-z0-9_-]{32,200}$/;
 
 export class EnvError extends Error {
   constructor(
@@ -106,6 +111,13 @@ function serverList(source: Source, name: string): string[] {
   return servers;
 }
 
+function apiKey(source: Source, name: string): string | undefined {
+  const raw = source[name];
+  if (raw === undefined || raw.trim() === '') return undefined;
+  if (!API_KEY_PATTERN.test(raw.trim())) throw new EnvError(name, 'must be oj_ followed by 32 to 200 letters, digits, - or _');
+  return raw.trim();
+}
+
 function databaseUrl(source: Source, name: 'DATABASE_URL' | 'DATABASE_DIRECT_URL'): string | undefined {
   const raw = source[name];
   if (raw === undefined || raw.trim() === '') return undefined;
@@ -153,5 +165,6 @@ export function parseEnv(source: Source): Env {
     retentionIntervalMs: integer(source, 'RETENTION_INTERVAL_MS', 300_000, 50, 86_400_000),
     dnsTimeoutMs: integer(source, 'DNS_TIMEOUT_MS', 2_000, 50, 60_000),
     dnsServers: serverList(source, 'DNS_SERVERS'),
+    bootstrapApiKey: apiKey(source, 'ONEJOB_BOOTSTRAP_KEY'),
   };
 }

