@@ -38,9 +38,9 @@ describe('planNext', () => {
   });
 
   it('waits out a rate limit on the same provider without counting it against maxAttempts, up to maxDeferrals', async () => {
-    const twice = [limited(1, 'a', 2000), attempt(2, 'a', 'failed', true), limited(3, 'a', 500)];
+    const twice = [limited(1, 'a', 2000), attempt(2, 'a', 'failed', true), limited(3, 'a', 1500)];
     // Two ordinary failures would exhaust maxAttempts 2; here only one counts.
-    await expect(planNext(context(twice))).resolves.toEqual({ kind: 'attempt', provider: 'a', delayMs: 500 });
+    await expect(planNext(context(twice))).resolves.toEqual({ kind: 'attempt', provider: 'a', delayMs: 1500 });
     await expect(planNext(context([limited(1, 'a')]))).resolves.toEqual({ kind: 'attempt', provider: 'a', delayMs: 1000 });
     const thrice = [limited(1, 'a'), limited(2, 'a'), limited(3, 'a')];
     await expect(planNext(context(thrice))).resolves.toEqual({ kind: 'attempt', provider: 'b', delayMs: 0 });
@@ -51,6 +51,12 @@ describe('planNext', () => {
     await expect(planNext({ ...context([]), gate: open(['a']) })).resolves.toEqual({ kind: 'attempt', provider: 'b', delayMs: 0 });
     await expect(planNext({ ...context([]), gate: open(['a', 'b']) })).resolves.toEqual({ kind: 'attempt', provider: 'c', delayMs: 0 });
     await expect(planNext({ ...context([], []), gate: open(['a']) })).resolves.toEqual({ kind: 'defer', provider: 'a', delayMs: 3000, reason: 'breaker_open' });
+  });
+
+  it('waits at least a second after a rate limit, whatever Retry-After said (0, or less)', async () => {
+    for (const retryAfterMs of [0, -1, 999]) {
+      await expect(planNext(context([limited(1, 'a', retryAfterMs)]))).resolves.toEqual({ kind: 'attempt', provider: 'a', delayMs: 1000 });
+    }
   });
 
   it('defers a paused provider to the end of its pause instead of failing over', async () => {

@@ -1,5 +1,4 @@
-import type { Gate } from '../capacity/capacity.rules.js';
-import { DEFAULT_PAUSE_MS } from '../capacity/provider-capacity.js';
+import { pauseMsFor, type Gate } from '../capacity/capacity.rules.js';
 import type { ProviderSpec } from '../config/catalog.types.js';
 import { LIVE_ATTEMPT_STATUSES, NOT_SENT, type Attempt } from '../ledger/attempt.types.js';
 import { RATE_LIMITED } from '../providers/provider.port.js';
@@ -102,7 +101,7 @@ async function planIgnoringCapacity(context: PlanContext): Promise<Plan> {
   if (wasRateLimited(last) && spec) {
     // The provider limited us, the job did nothing wrong: wait as long as it asked, up to maxDeferrals times.
     const deferrals = attempts.filter((a) => a.provider === last.provider && wasRateLimited(a)).length;
-    if (deferrals <= spec.maxDeferrals) return { kind: 'attempt', provider: last.provider, delayMs: last.error?.retryAfterMs ?? DEFAULT_PAUSE_MS };
+    if (deferrals <= spec.maxDeferrals) return { kind: 'attempt', provider: last.provider, delayMs: pauseMsFor(last.error?.retryAfterMs) };
   } else if (last.status === 'failed' && last.error?.retryable && spec) {
     const failures = attempts.filter((a) => a.provider === last.provider && a.status === 'failed' && !wasNotSent(a) && !wasRateLimited(a)).length;
     if (failures < spec.maxAttempts) return { kind: 'attempt', provider: last.provider, delayMs: backoffMs(failures, context.random) };

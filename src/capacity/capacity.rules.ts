@@ -41,6 +41,19 @@ export const LEASE_SLACK_MS = 5_000;
 /** How long a call's lease (and a half-open probe's turn) lasts from its claim: the call's hard timeout and the slack. */
 export const leaseTtlMs = (spec: ProviderSpec) => spec.hardTimeoutMs + LEASE_SLACK_MS;
 
+/**
+ * A rate-limit answer pauses its provider at least this long, whatever it asked: a `Retry-After` of 0, a negative
+ * one or an HTTP date in the past would otherwise send the next call at once, and a chain would be spent in a
+ * blink on a provider that is limiting us.
+ */
+export const MIN_PAUSE_MS = 1_000;
+
+/** Without a usable Retry-After, a rate-limit answer pauses its provider this long. */
+export const DEFAULT_PAUSE_MS = 1_000;
+
+/** How long a rate-limit answer pauses its provider: what it asked, never less than MIN_PAUSE_MS. */
+export const pauseMsFor = (retryAfterMs: number | undefined) => Math.max(MIN_PAUSE_MS, retryAfterMs ?? DEFAULT_PAUSE_MS);
+
 /** Whether calls to this provider need the shared state locked before they start. */
 export function isGated(spec: ProviderSpec): boolean {
   return spec.maxConcurrency !== undefined || spec.requestsPerMinute !== undefined || spec.tokensPerMinute !== undefined || spec.breaker !== undefined;

@@ -4,12 +4,9 @@ import type { ProviderSpec } from '../config/catalog.types.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import type { CapacityView } from '../providers/providers.view.js';
 import { CapacityRepository } from './capacity.repository.js';
-import { afterAnswer, afterFailure, gateOf, handsOver, msUntilRoom, refill, roomFor, type WaitingRoom, type BreakerState, type Gate, type ProviderState, type Refusal, type Transition } from './capacity.rules.js';
+import { afterAnswer, afterFailure, gateOf, handsOver, msUntilRoom, pauseMsFor, refill, roomFor, type WaitingRoom, type BreakerState, type Gate, type ProviderState, type Refusal, type Transition } from './capacity.rules.js';
 
 const BREAKER_GAUGE: Record<BreakerState, number> = { closed: 0, half_open: 1, open: 2 };
-
-/** Without a Retry-After, a rate-limit answer pauses its provider this long. */
-export const DEFAULT_PAUSE_MS = 1_000;
 
 /**
  * Provider capacity shared by every replica (docs/design.md#capacity). Holds the state last read from PostgreSQL
@@ -74,9 +71,9 @@ export class ProviderCapacity {
     this.metrics.providerThrottled.inc({ provider, reason }, count);
   }
 
-  /** A rate-limit answer pauses the provider for every replica; it resolves once the pause is stored. */
+  /** A rate-limit answer pauses the provider for every replica (at least MIN_PAUSE_MS); it resolves once the pause is stored. */
   async pause(provider: string, retryAfterMs: number | undefined): Promise<void> {
-    const until = await this.repository.pause(provider, retryAfterMs ?? DEFAULT_PAUSE_MS);
+    const until = await this.repository.pause(provider, pauseMsFor(retryAfterMs));
     this.throttled(provider, 'rate_limited');
     this.logger.warn({ msg: 'provider rate-limited us: paused', provider, pausedUntil: until.toISOString(), retryAfterMs });
   }

@@ -1,0 +1,101 @@
+import { FakeOpenAiServer } from './fakes/fake-openai.server.js';
+import { bearer, startTestApp, type TestApp } from './helpers/app.js';
+import { writeCatalog } from './helpers/catalog.js';
+import { createTestDatabase, type TestDatabase } from './helpers/database.js';
+import { sleep, waitFor } from './helpers/wait.js';
+
+// Pauses and the breaker against a real HTTP provider (the fake OpenAI server), issue 22 items 5, 12 and 16a:
+// a long Retry-After must not strand jobs, a Retry-After of 0 or less must still pause, a breaker that closes must
+// release the jobs deferred behind it, and an owner's requested attempt must not reach a paused provider.
+
+type Attempt = {
+  id: string;
+  provider: string;
+  status: string;
+  startedAt: string | null;
+  finishedAt: string | null;
+  error?: { reason: string } | null;
+};
+type JobBody = { id: string; status: string; error?: { reason: string } | null; attempts: Attempt[] };
+
+const terminal = (job: JobBody) => ['succeeded', 'failed', 'cancelled'].includes(job.status);
+const POLL_MS = 100;
+
+describe('provider pauses and the breaker (hardening)', () => {
+  // One fake per provider, so that each test counts the calls its own provider received.
+  const paused = new FakeOpenAiServer();
+  const floor = new FakeOpenAiServer();
+  const flappy = new FakeOpenAiServer();
+  let db: TestDatabase;
+  let t: TestApp;
+  let key: string;
+
+  const openai = (name: string, fake: FakeOpenAiServer, extra: object = {}) => ({
+    name,
+    kind: 'openai',
+    model: 'gpt-4o-mini',
+    baseUrl: fake.url,
+    apiKeyEnv: 'FAKE_OPENAI_KEY',
+    timeoutMs: 3000,
+    hardTimeoutMs: 6000,
+    ...extra,
+  });
+
+  beforeAll(async () => {
+    process.env.FAKE_OPENAI_KEY = 'sk-fake';
+    await Promise.all([paused.start(), floor.start(), flappy.start()]);
+    const catalogFile = writeCatalog((c) => {
+      c.providers.push(
+        openai('fake-paused', paused),
+        openai('fake-floor', floor, { maxAttempts: 1, maxDeferrals: 3 }),
+        // A half-open window (hardTimeoutMs + 5 s = 13 s) much longer than the probe's answer (1 s).
+        openai('fake-flappy', flappy, { maxAttempts: 1, hardTimeoutMs: 8000, breaker: { failures: 2, windowMs: 30_000, cooldownMs: 1000 } }),
+      );
+    });
+    db = await createTestDatabase();
+    t = await startTestApp({ role: 'all', catalogFile, workerPollMs: POLL_MS, reconcileIntervalMs: 200, workerConcurrency: 8 }, db);
+    key = await t.key('owner-pauses', ['jobs:write', 'jobs:read', 'providers:certify']);
+    const certified = await t.http().post('/v1/providers/sim-fallback/certifications').set(bearer(key)).send({ operation: 'summarize' });
+    expect(certified.body.passed).toBe(true);
+  });
+  afterAll(async () => {
+    await t?.close();
+    await db?.drop();
+    await Promise.all([paused.stop(), floor.stop(), flappy.stop()]);
+  });
+
+  const create = async (idempotencyKey: string, providers: string[]) => {
+    const res = await t
+      .http()
+      .post('/v1/jobs')
+      .set(bearer(key))
+      .set('Idempotency-Key', idempotencyKey)
+      .send({ operation: 'summarize', input: { text: idempotencyKey }, providers });
+    expect(res.status).toBe(201);
+    return res.body as JobBody;
+  };
+  const job = async (id: string) => (await t.http().get(`/v1/jobs/${id}`).set(bearer(key))).body as JobBody;
+  const until = (id: string, done: (job: JobBody) => boolean, timeoutMs = 10_000) => waitFor(() => job(id), done, timeoutMs);
+  const pausedUntil = async (provider: string) => {
+    const providers = (await t.http().get('/v1/providers').set(bearer(key))).body as Array<{ name: string; capacity: { pausedUntil: string | null } }>;
+    return providers.find((p) => p.name === provider)!.capacity.pausedUntil;
+  };
+  /** What an operator does to end a pause early (docs/operations.md#runbook-a-provider-keeps-throttling). */
+  const clearPause = (provider: string) => t.dataSource.query(`UPDATE provider_state SET paused_until = NULL WHERE provider = $1`, [provider]);
+
+  describe('a Retry-After of zero or less (item 12)', () => {
+    it('still pauses the provider for at least a second: Retry-After 0 or -1 and retry-after-ms 0 all wait before the next call', async () => {
+      floor.reset();
+      floor.script(
+        { kind: 'status', status: 429, headers: { 'retry-after': '0' } },
+        { kind: 'status', status: 429, headers: { 'retry-after': '-1' } },
+        { kind: 'status', status: 429, headers: { 'retry-after-ms': '0' } },
+      );
+      const done = await until((await create('floor-1', ['fake-floor'])).id, terminal, 15_000);
+      expect(done.attempts.map((a) => a.error?.reason ?? a.status)).toEqual(['rate_limited', 'rate_limited', 'rate_limited', 'succeeded']);
+      const arrivals = floor.arrivals();
+      expect(arrivals).toHaveLength(4);
+      for (let i = 1; i < arrivals.length; i++) expect(arrivals[i] - arrivals[i - 1]).toBeGreaterThanOrEqual(990);
+    });
+  });
+});
