@@ -83,6 +83,53 @@ describe('provider pauses and the breaker (hardening)', () => {
   /** What an operator does to end a pause early (docs/operations.md#runbook-a-provider-keeps-throttling). */
   const clearPause = (provider: string) => t.dataSource.query(`UPDATE provider_state SET paused_until = NULL WHERE provider = $1`, [provider]);
 
+  describe('a long Retry-After (item 5)', () => {
+    const hourLong = { kind: 'status' as const, status: 429, headers: { 'retry-after': '1000000000' } };
+
+    it('sends the job that met it, and new jobs, to the certified fallback at once instead of waiting out the pause', async () => {
+      paused.reset();
+      paused.script(hourLong);
+      const first = await until((await create('long-pause-1', ['fake-paused', 'sim-fallback'])).id, terminal);
+      expect(first.status).toBe('succeeded');
+      expect(first.attempts.map((a) => [a.provider, a.status, a.error?.reason ?? null])).toEqual([
+        ['fake-paused', 'failed', 'rate_limited'],
+        ['sim-fallback', 'succeeded', null],
+      ]);
+      // Capped at an hour, for every replica.
+      expect(Date.parse((await pausedUntil('fake-paused'))!) - Date.now()).toBeGreaterThan(3_500_000);
+      const created = Date.now();
+      const second = await until((await create('long-pause-2', ['fake-paused', 'sim-fallback'])).id, terminal, 5_000);
+      expect(second.attempts.map((a) => [a.provider, a.status])).toEqual([['sim-fallback', 'succeeded']]);
+      expect(Date.parse(second.attempts[0].startedAt!) - created).toBeLessThan(3_000);
+      expect(paused.requests).toHaveLength(1);
+    });
+
+    it('makes a job with no certified fallback wait as pending, with no attempt, and clearing the pause starts it promptly', async () => {
+      await clearPause('fake-paused');
+      paused.reset();
+      paused.script(hourLong);
+      // The job that met the 429: its next attempt waits for the pause, and it is no longer `running`.
+      const limited = await until((await create('pause-alone-1', ['fake-paused'])).id, (j) => j.attempts.some((a) => a.status === 'failed'));
+      const born = await create('pause-alone-2', ['fake-paused']);
+      await sleep(1_000);
+      const [waitingAfter429, waitingNew] = await Promise.all([job(limited.id), job(born.id)]);
+      expect(waitingAfter429).toMatchObject({ status: 'pending' });
+      expect(waitingAfter429.attempts.map((a) => a.error?.reason)).toEqual(['rate_limited']);
+      expect(waitingNew).toMatchObject({ status: 'pending', attempts: [] });
+      expect(paused.requests).toHaveLength(1);
+      const cleared = Date.now();
+      await clearPause('fake-paused');
+      for (const id of [limited.id, born.id]) {
+        const done = await until(id, terminal, 10_000);
+        expect(done.status).toBe('succeeded');
+        const last = done.attempts[done.attempts.length - 1];
+        expect(last.provider).toBe('fake-paused');
+        // Promptly: a few poll periods, not the hour the provider asked for.
+        expect(Date.parse(last.startedAt!) - cleared).toBeLessThan(5_000);
+      }
+    });
+  });
+
   describe('a Retry-After of zero or less (item 12)', () => {
     it('still pauses the provider for at least a second: Retry-After 0 or -1 and retry-after-ms 0 all wait before the next call', async () => {
       floor.reset();
@@ -96,6 +143,29 @@ describe('provider pauses and the breaker (hardening)', () => {
       const arrivals = floor.arrivals();
       expect(arrivals).toHaveLength(4);
       for (let i = 1; i < arrivals.length; i++) expect(arrivals[i] - arrivals[i - 1]).toBeGreaterThanOrEqual(990);
+    });
+  });
+
+  describe('a flapping provider whose breaker closes again (item 12)', () => {
+    it('starts a job deferred behind the half-open probe as soon as the probe closes the breaker', async () => {
+      flappy.reset();
+      flappy.failAll(500);
+      for (const name of ['flap-1', 'flap-2']) {
+        expect((await until((await create(name, ['fake-flappy'])).id, terminal)).status).toBe('failed');
+      }
+      // Open now, for a 1 s cooldown. The probe will take 1 s to answer; the second job comes after it.
+      flappy.recover();
+      flappy.latencyMs(1_000);
+      const probe = await create('flap-probe', ['fake-flappy']);
+      await until(probe.id, (j) => j.attempts.length > 0);
+      const behind = await create('flap-behind', ['fake-flappy']);
+      const probed = await until(probe.id, terminal);
+      expect(probed.status).toBe('succeeded');
+      const closedAt = Date.parse(probed.attempts[0].finishedAt!);
+      const done = await until(behind.id, terminal, 20_000);
+      expect(done.status).toBe('succeeded');
+      // Before the fix it idled to the end of the half-open window, about 12 s after the probe's answer.
+      expect(Date.parse(done.attempts[0].startedAt!) - closedAt).toBeLessThan(3_000);
     });
   });
 });

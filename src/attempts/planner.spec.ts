@@ -59,9 +59,21 @@ describe('planNext', () => {
     }
   });
 
-  it('defers a paused provider to the end of its pause instead of failing over', async () => {
+  it('defers a briefly paused provider to the end of its pause instead of failing over', async () => {
     const paused = (p: string) => (p === 'a' ? { kind: 'paused' as const, untilMs: 0, delayMs: 700 } : { kind: 'open' as const });
     await expect(planNext({ ...context([]), gate: paused })).resolves.toEqual({ kind: 'defer', provider: 'a', delayMs: 700, reason: 'paused' });
+  });
+
+  it('goes past a long pause to the next certified provider that is neither long paused nor open, or defers to its end', async () => {
+    const hour = { kind: 'paused' as const, untilMs: 0, delayMs: 3_600_000 };
+    const gates = (g: Record<string, { kind: 'paused' | 'breaker_open'; untilMs: number; delayMs: number }>) => (p: string) => g[p] ?? { kind: 'open' as const };
+    await expect(planNext({ ...context([]), gate: gates({ a: hour }) })).resolves.toEqual({ kind: 'attempt', provider: 'b', delayMs: 0 });
+    await expect(planNext({ ...context([]), gate: gates({ a: hour, b: hour }) })).resolves.toEqual({ kind: 'attempt', provider: 'c', delayMs: 0 });
+    const sick = { kind: 'breaker_open' as const, untilMs: 0, delayMs: 3000 };
+    await expect(planNext({ ...context([]), gate: gates({ a: hour, b: sick }) })).resolves.toEqual({ kind: 'attempt', provider: 'c', delayMs: 0 });
+    await expect(planNext({ ...context([], []), gate: gates({ a: hour }) })).resolves.toEqual({ kind: 'defer', provider: 'a', delayMs: 3_600_000, reason: 'paused' });
+    // The job that met the hour-long 429 moves on too, without waiting for maxDeferrals.
+    await expect(planNext({ ...context([limited(1, 'a', 3_600_000)]), gate: gates({ a: hour }) })).resolves.toEqual({ kind: 'attempt', provider: 'b', delayMs: 0 });
   });
 
   it('backs off exponentially with jitter, capped', () => {
