@@ -29,6 +29,7 @@ describe('provider pauses and the breaker (hardening)', () => {
   let db: TestDatabase;
   let t: TestApp;
   let key: string;
+  let catalogFile: string;
 
   const openai = (name: string, fake: FakeOpenAiServer, extra: object = {}) => ({
     name,
@@ -44,7 +45,7 @@ describe('provider pauses and the breaker (hardening)', () => {
   beforeAll(async () => {
     process.env.FAKE_OPENAI_KEY = 'sk-fake';
     await Promise.all([paused.start(), floor.start(), flappy.start()]);
-    const catalogFile = writeCatalog((c) => {
+    catalogFile = writeCatalog((c) => {
       c.providers.push(
         openai('fake-paused', paused),
         openai('fake-floor', floor, { maxAttempts: 1, maxDeferrals: 3 }),
@@ -126,6 +127,62 @@ describe('provider pauses and the breaker (hardening)', () => {
         expect(last.provider).toBe('fake-paused');
         // Promptly: a few poll periods, not the hour the provider asked for.
         expect(Date.parse(last.startedAt!) - cleared).toBeLessThan(5_000);
+      }
+    });
+  });
+
+  describe("an owner's requested attempt during a pause (item 16a)", () => {
+    it('is refused with 409 provider_paused and Retry-After, and no call reaches the paused provider', async () => {
+      await clearPause('fake-paused');
+      paused.reset();
+      await t.dataSource.query(
+        `INSERT INTO provider_state (provider, paused_until) VALUES ('fake-paused', now() + interval '60 seconds')
+         ON CONFLICT (provider) DO UPDATE SET paused_until = EXCLUDED.paused_until`,
+      );
+      const waiting = await create('requested-during-pause', ['fake-paused']);
+      await sleep(300);
+      const res = await t.http().post(`/v1/jobs/${waiting.id}/attempts`).set(bearer(key)).send({});
+      expect(res.status).toBe(409);
+      expect(res.body).toMatchObject({ code: 'provider_paused' });
+      const retryAfter = Number(res.headers['retry-after']);
+      expect(retryAfter).toBeGreaterThanOrEqual(50);
+      expect(retryAfter).toBeLessThanOrEqual(60);
+      await sleep(1_000);
+      expect(paused.requests).toHaveLength(0);
+      expect(await job(waiting.id)).toMatchObject({ status: 'pending', attempts: [] });
+      // Once the pause is over (here: cleared), the job goes on by itself.
+      await clearPause('fake-paused');
+      expect((await until(waiting.id, terminal)).status).toBe('succeeded');
+      expect(paused.requests).toHaveLength(1);
+    });
+
+    it('queued just before a pause began, is held by the worker until the pause ends, never sent into it', async () => {
+      paused.reset();
+      // An API alone queues the attempt (no worker takes it); the pause begins; then a worker starts.
+      const own = await createTestDatabase();
+      const api = await startTestApp({ role: 'api', catalogFile }, own);
+      let worker: TestApp | undefined;
+      try {
+        const ownerKey = await api.key('owner-queued', ['jobs:write', 'jobs:read']);
+        const created = await api.http().post('/v1/jobs').set(bearer(ownerKey)).set('Idempotency-Key', 'queued-then-paused')
+          .send({ operation: 'summarize', input: { text: 'queued' }, providers: ['fake-paused'] });
+        expect(created.status).toBe(201);
+        const queued = await api.http().post(`/v1/jobs/${created.body.id}/attempts`).set(bearer(ownerKey)).send({});
+        expect(queued.status).toBe(201);
+        const [{ until: pauseEnd }] = await api.dataSource.query(
+          `INSERT INTO provider_state (provider, paused_until) VALUES ('fake-paused', now() + interval '3 seconds') RETURNING paused_until AS until`,
+        );
+        worker = await startTestApp({ role: 'worker', catalogFile, workerPollMs: POLL_MS }, own);
+        const read = () => api.http().get(`/v1/jobs/${created.body.id}`).set(bearer(ownerKey)).then((r) => r.body as JobBody);
+        const done = await waitFor(read, terminal, 15_000);
+        expect(done.status).toBe('succeeded');
+        expect(done.attempts).toHaveLength(1);
+        expect(paused.requests).toHaveLength(1);
+        // Same machine, so the database's clock and ours agree to well within the slack.
+        expect(paused.requests[0].at).toBeGreaterThanOrEqual(new Date(pauseEnd).getTime() - 100);
+      } finally {
+        await worker?.app.close();
+        await api.close();
       }
     });
   });

@@ -244,6 +244,13 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
         await this.scheduler.scheduleAfter(ledger, job, job.version, 'provider_unavailable');
         return undefined;
       }
+      const gate = this.capacity.gate(spec.name);
+      if (gate.kind === 'paused') {
+        // Queued by the API before the pause began (it refuses one during a pause): it waits for the pause's end.
+        const plan = { kind: 'defer', provider: spec.name, delayMs: gate.delayMs, reason: 'paused' } as const;
+        await this.scheduler.defer(ledger, job, plan);
+        return undefined;
+      }
       return { job, spec, queued, cost: this.tokenCost(job, spec) };
     }
     const plan = await this.scheduler.plan(job, job.attempts);

@@ -168,6 +168,15 @@ export class CapacityRepository {
     return { until: rows[0].paused_until, now: rows[0].now };
   }
 
+  /** The providers paused now, with how long each stays paused (ms, on the database's clock). */
+  async pauses(manager?: Queryable): Promise<Map<string, number>> {
+    const rows = await rowsOf<{ provider: string; ms: number }>(
+      on(this.dataSource, manager),
+      `SELECT provider, (extract(epoch FROM paused_until - now()) * 1000)::float8 AS ms FROM provider_state WHERE paused_until > now()`,
+    );
+    return new Map(rows.map((r) => [r.provider, r.ms]));
+  }
+
   /**
    * Jobs deferred to the end of these providers' pause or cooldown (waiting on one of them, due later) are due now.
    * Only a deferral leaves a job waiting on a provider with a future next_attempt_at (a wait for capacity keeps the

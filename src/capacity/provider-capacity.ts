@@ -70,6 +70,11 @@ export class ProviderCapacity {
     return gateOf(state && { ...state, now: new Date(state.now.getTime() + elapsed) });
   }
 
+  /** A live read of the pauses, for the API (which does not claim, so holds no fresh state): ms left per provider. */
+  pauses(): Promise<Map<string, number>> {
+    return this.repository.pauses();
+  }
+
   /**
    * Jobs deferred to the end of these providers' pause or cooldown are due now: the gate opened before that end
    * (an operator cleared the pause, or the half-open probe closed the breaker). Any replica may do it, any number of
