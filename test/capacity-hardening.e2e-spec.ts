@@ -3,6 +3,7 @@ import { bearer, startTestApp, type TestApp } from './helpers/app.js';
 import { writeCatalog } from './helpers/catalog.js';
 import { createTestDatabase, type TestDatabase } from './helpers/database.js';
 import { sleep, waitFor } from './helpers/wait.js';
+import { MetricsService } from '../src/metrics/metrics.service.js';
 
 // Pauses and the breaker against a real HTTP provider (the fake OpenAI server), issue 22 items 5, 12 and 16a:
 // a long Retry-After must not strand jobs, a Retry-After of 0 or less must still pause, a breaker that closes must
@@ -26,6 +27,7 @@ describe('provider pauses and the breaker (hardening)', () => {
   const paused = new FakeOpenAiServer();
   const floor = new FakeOpenAiServer();
   const flappy = new FakeOpenAiServer();
+  const sick = new FakeOpenAiServer();
   let db: TestDatabase;
   let t: TestApp;
   let key: string;
@@ -44,13 +46,14 @@ describe('provider pauses and the breaker (hardening)', () => {
 
   beforeAll(async () => {
     process.env.FAKE_OPENAI_KEY = 'sk-fake';
-    await Promise.all([paused.start(), floor.start(), flappy.start()]);
+    await Promise.all([paused.start(), floor.start(), flappy.start(), sick.start()]);
     catalogFile = writeCatalog((c) => {
       c.providers.push(
         openai('fake-paused', paused),
         openai('fake-floor', floor, { maxAttempts: 1, maxDeferrals: 3 }),
         // A half-open window (hardTimeoutMs + 5 s = 13 s) much longer than the probe's answer (1 s).
         openai('fake-flappy', flappy, { maxAttempts: 1, hardTimeoutMs: 8000, breaker: { failures: 2, windowMs: 30_000, cooldownMs: 1000 } }),
+        openai('fake-sick', sick, { maxAttempts: 1, breaker: { failures: 1, windowMs: 60_000, cooldownMs: 60_000 } }),
       );
     });
     db = await createTestDatabase();
@@ -62,7 +65,7 @@ describe('provider pauses and the breaker (hardening)', () => {
   afterAll(async () => {
     await t?.close();
     await db?.drop();
-    await Promise.all([paused.stop(), floor.stop(), flappy.stop()]);
+    await Promise.all([paused.stop(), floor.stop(), flappy.stop(), sick.stop()]);
   });
 
   const create = async (idempotencyKey: string, providers: string[]) => {
@@ -184,6 +187,28 @@ describe('provider pauses and the breaker (hardening)', () => {
         await worker?.app.close();
         await api.close();
       }
+    });
+  });
+
+  describe("an owner's requested attempt behind an open breaker", () => {
+    it('waits for the cooldown once, instead of being claimed and refused at every poll', async () => {
+      sick.reset();
+      sick.failAll(500);
+      expect((await until((await create('sick-1', ['fake-sick'])).id, terminal)).status).toBe('failed');
+      const behind = await create('sick-behind', ['fake-sick']);
+      await until(behind.id, (j) => j.status === 'pending');
+      const requested = await t.http().post(`/v1/jobs/${behind.id}/attempts`).set(bearer(key)).send({});
+      expect(requested.status).toBe(201);
+      const refusals = async () => {
+        const { values } = await t.app.get(MetricsService).providerThrottled.get();
+        return values.find((v) => v.labels.provider === 'fake-sick' && v.labels.reason === 'breaker_open')?.value ?? 0;
+      };
+      const before = await refusals();
+      await sleep(15 * POLL_MS);
+      // One deferral to the cooldown's end; before, one refused claim per poll period (about 15 here).
+      expect((await refusals()) - before).toBeLessThanOrEqual(2);
+      expect(sick.requests).toHaveLength(1);
+      expect((await job(behind.id)).attempts.map((a) => a.status)).toEqual(['starting']);
     });
   });
 

@@ -245,9 +245,10 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
         return undefined;
       }
       const gate = this.capacity.gate(spec.name);
-      if (gate.kind === 'paused') {
-        // Queued by the API before the pause began (it refuses one during a pause): it waits for the pause's end.
-        const plan = { kind: 'defer', provider: spec.name, delayMs: gate.delayMs, reason: 'paused' } as const;
+      if (gate.kind !== 'open') {
+        // Queued by the API just before a pause began (it refuses one during a pause), or while the breaker is open:
+        // it waits for the gate's end (or its earlier opening), instead of being sent, or claimed and refused, now.
+        const plan = { kind: 'defer', provider: spec.name, delayMs: gate.delayMs, reason: gate.kind } as const;
         await this.scheduler.defer(ledger, job, plan);
         return undefined;
       }
