@@ -173,9 +173,11 @@ describe('provider pauses and the breaker (hardening)', () => {
         const queued = await api.http().post(`/v1/jobs/${created.body.id}/attempts`).set(bearer(ownerKey)).send({});
         expect(queued.status).toBe(201);
         const [{ until: pauseEnd }] = await api.dataSource.query(
-          `INSERT INTO provider_state (provider, paused_until) VALUES ('fake-paused', now() + interval '3 seconds') RETURNING paused_until AS until`,
+          `INSERT INTO provider_state (provider, paused_until) VALUES ('fake-paused', now() + interval '5 seconds') RETURNING paused_until AS until`,
         );
         worker = await startTestApp({ role: 'worker', catalogFile, workerPollMs: POLL_MS }, own);
+        // Else the pause would be over before any worker could send the call, and this would prove nothing.
+        expect(Date.now()).toBeLessThan(new Date(pauseEnd).getTime() - 1_000);
         const read = () => api.http().get(`/v1/jobs/${created.body.id}`).set(bearer(ownerKey)).then((r) => r.body as JobBody);
         const done = await waitFor(read, terminal, 15_000);
         expect(done.status).toBe('succeeded');
