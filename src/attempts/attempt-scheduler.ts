@@ -31,13 +31,23 @@ export class AttemptScheduler {
     });
   }
 
-  /** After an attempt failed or was cancelled: schedule the next one (job back to `running`) or settle `failed`. */
+  /**
+   * After an attempt failed or was cancelled: schedule the next one (job back to `running`), defer the job behind
+   * a paused provider or an open breaker (`pending`: nothing runs), or settle `failed`.
+   */
   async scheduleAfter(ledger: Ledger, job: Job, readVersion: number, reason: string): Promise<Plan> {
     if (isTerminal(job.status)) return { kind: 'wait' };
     const plan = await this.plan(job, await ledger.listAttempts(job.id));
-    if (plan.kind === 'attempt' || plan.kind === 'defer') await ledger.moveJob(job, 'running', reason, plan.delayMs);
+    if (plan.kind === 'attempt') await ledger.moveJob(job, 'running', reason, plan.delayMs);
+    if (plan.kind === 'defer') await this.defer(ledger, job, plan);
     if (plan.kind === 'exhausted') await this.settleExhausted(ledger, job, readVersion, plan);
     return plan;
+  }
+
+  /** The job waits on the gated provider, `pending`, until its pause or cooldown ends or it opens sooner. */
+  async defer(ledger: Ledger, job: Job, plan: Extract<Plan, { kind: 'defer' }>): Promise<void> {
+    this.capacity.throttled(plan.provider, plan.reason);
+    await ledger.deferOn(job, plan.provider, `deferred_${plan.reason}`, plan.delayMs);
   }
 
   settleExhausted(ledger: Ledger, job: Job, readVersion: number, plan: Extract<Plan, { kind: 'exhausted' }>): Promise<boolean> {

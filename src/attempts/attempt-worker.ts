@@ -247,6 +247,14 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
         await this.scheduler.scheduleAfter(ledger, job, job.version, 'provider_unavailable');
         return undefined;
       }
+      const gate = this.capacity.gate(spec.name);
+      if (gate.kind !== 'open') {
+        // Queued by the API just before a pause began (it refuses one during a pause), or while the breaker is open:
+        // it waits for the gate's end (or its earlier opening), instead of being sent, or claimed and refused, now.
+        const plan = { kind: 'defer', provider: spec.name, delayMs: gate.delayMs, reason: gate.kind } as const;
+        await this.scheduler.defer(ledger, job, plan);
+        return undefined;
+      }
       return { job, spec, queued, cost: this.tokenCost(job, spec) };
     }
     const plan = await this.scheduler.plan(job, job.attempts);
@@ -260,8 +268,7 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
       return undefined;
     }
     if (plan.kind === 'defer') {
-      this.capacity.throttled(plan.provider, plan.reason);
-      await ledger.moveJob(job, job.status, `deferred_${plan.reason}`, plan.delayMs);
+      await this.scheduler.defer(ledger, job, plan);
       return undefined;
     }
     const spec = this.catalog.provider(plan.provider)!;
@@ -270,8 +277,8 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
 
   /**
    * Under each gated provider's row lock, admits the calls it has capacity for, in claim order. The rest wait:
-   * for capacity (the job keeps its place; claims skip it while the provider has none), for the end of a pause,
-   * or, refused by an open breaker, for the next claim to plan them elsewhere.
+   * for capacity (the job keeps its place; claims skip it while the provider has none), or, refused by a pause or
+   * an open breaker, for the next claim to plan them elsewhere or defer them.
    */
   private async admit(ledger: Ledger, candidates: Candidate[]): Promise<{ admitted: Candidate[]; states: Map<string, ProviderState> }> {
     const byProvider = new Map<string, Candidate[]>();
@@ -310,10 +317,9 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
       states.set(state.provider, decision.state);
       if (!decision.refusal) continue;
       this.capacity.throttled(state.provider, decision.refusal, rest.length);
-      if (decision.refusal === 'paused') {
-        const delayMs = Math.max(0, (state.pausedUntil?.getTime() ?? 0) - state.now.getTime());
-        for (const c of rest) await ledger.moveJob(c.job, c.job.status, 'deferred_paused', delayMs);
-      } else if (decision.refusal !== 'breaker_open') {
+      // Paused or breaker open under the lock, not in the state this claim planned with: the jobs stay due, and the
+      // next claim plans them with the state it reads (a fallback, or a deferral to the gate's end).
+      if (decision.refusal !== 'breaker_open' && decision.refusal !== 'paused') {
         await ledger.waitForCapacity(rest.map((c) => c.job), state.provider);
         const refillMs = msUntilRoom(decision.state, spec, rest[0].cost);
         if (refillMs !== undefined) this.refilledAt = Math.min(this.refilledAt, Date.now() + refillMs);

@@ -43,11 +43,18 @@ export class AttemptsController {
   @ApiEndpoint({
     operationId: 'requestAttempt',
     summary: 'Ask for another attempt now',
-    description: 'Queues an attempt for a worker. Refused while an attempt is starting, running or unknown (I3), once the job is terminal, and for a named provider that is neither the primary nor certified now (I6).',
+    description:
+      'Queues an attempt for a worker. Refused while an attempt is starting, running or unknown (I3), once the job is terminal, ' +
+      'for a named provider that is neither the primary nor certified now (I6), and for a provider paused by its own rate limit ' +
+      '(`provider_paused`, with `Retry-After`: ask again then, or name another provider of the chain).',
     problems: [
       { status: 400, codes: ['validation_failed'] },
       { status: 404, codes: ['not_found'] },
-      { status: 409, codes: ['attempt_in_progress', 'job_terminal', 'provider_not_certified'] },
+      {
+        status: 409,
+        codes: ['attempt_in_progress', 'job_terminal', 'provider_not_certified', 'provider_paused'],
+        retryAfterWhenPaused: true,
+      },
       { status: 422, codes: ['unknown_provider'] },
     ],
   })

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { Principal } from '../auth/scopes.js';
-import { NotFoundError, ProviderNotCertifiedError, UnknownProviderError } from '../common/domain.errors.js';
+import { ProviderCapacity } from '../capacity/provider-capacity.js';
+import { NotFoundError, ProviderNotCertifiedError, ProviderPausedError, UnknownProviderError } from '../common/domain.errors.js';
 import { AttemptsRepository } from '../ledger/attempts.repository.js';
 import { isTerminal, type JobWithAttempts } from '../ledger/job.types.js';
 import { JobsRepository } from '../ledger/jobs.repository.js';
@@ -20,13 +21,18 @@ export class AttemptsService {
     private readonly catalog: CatalogService,
     private readonly certification: CertificationService,
     private readonly scheduler: AttemptScheduler,
+    private readonly capacity: ProviderCapacity,
   ) {}
 
   /**
    * Queues an attempt for a worker (no provider is called here). I3's index answers 409 while one is live. A named
-   * provider must be the job's primary or certified now (I6): asking cannot bypass certification.
+   * provider must be the job's primary or certified now (I6): asking cannot bypass certification. Nor can it bypass
+   * a provider's pause (its own 429): 409 provider_paused with Retry-After, rather than an attempt that would sit
+   * queued (and hold the job's one live slot) until the pause ends. Read before the transaction, so no connection
+   * is held waiting for another; one queued as a pause begins waits for its end in the worker.
    */
   async request(ownerId: string, jobId: string, provider?: string): Promise<JobWithAttempts> {
+    const pauses = await this.capacity.pauses();
     await this.ledgers.run(async (ledger) => {
       const job = await ledger.lockOwnedJob(ownerId, jobId);
       if (!job) throw new NotFoundError('Job');
@@ -41,6 +47,8 @@ export class AttemptsService {
       if (chosen !== job.providers[0] && !(await this.certification.isCertified(chosen, job.operation))) {
         throw new ProviderNotCertifiedError(chosen, job.operation);
       }
+      const pausedForMs = pauses.get(chosen);
+      if (pausedForMs !== undefined) throw new ProviderPausedError(chosen, pausedForMs);
       await ledger.insertAttempt(
         { jobId: job.id, provider: chosen, jobVersion: job.version, timeoutMs: spec.timeoutMs, hardTimeoutMs: spec.hardTimeoutMs, workerId: null },
         'requested_by_owner',

@@ -38,9 +38,9 @@ describe('planNext', () => {
   });
 
   it('waits out a rate limit on the same provider without counting it against maxAttempts, up to maxDeferrals', async () => {
-    const twice = [limited(1, 'a', 2000), attempt(2, 'a', 'failed', true), limited(3, 'a', 500)];
+    const twice = [limited(1, 'a', 2000), attempt(2, 'a', 'failed', true), limited(3, 'a', 1500)];
     // Two ordinary failures would exhaust maxAttempts 2; here only one counts.
-    await expect(planNext(context(twice))).resolves.toEqual({ kind: 'attempt', provider: 'a', delayMs: 500 });
+    await expect(planNext(context(twice))).resolves.toEqual({ kind: 'attempt', provider: 'a', delayMs: 1500 });
     await expect(planNext(context([limited(1, 'a')]))).resolves.toEqual({ kind: 'attempt', provider: 'a', delayMs: 1000 });
     const thrice = [limited(1, 'a'), limited(2, 'a'), limited(3, 'a')];
     await expect(planNext(context(thrice))).resolves.toEqual({ kind: 'attempt', provider: 'b', delayMs: 0 });
@@ -53,9 +53,27 @@ describe('planNext', () => {
     await expect(planNext({ ...context([], []), gate: open(['a']) })).resolves.toEqual({ kind: 'defer', provider: 'a', delayMs: 3000, reason: 'breaker_open' });
   });
 
-  it('defers a paused provider to the end of its pause instead of failing over', async () => {
+  it('waits at least a second after a rate limit, whatever Retry-After said (0, or less)', async () => {
+    for (const retryAfterMs of [0, -1, 999]) {
+      await expect(planNext(context([limited(1, 'a', retryAfterMs)]))).resolves.toEqual({ kind: 'attempt', provider: 'a', delayMs: 1000 });
+    }
+  });
+
+  it('defers a briefly paused provider to the end of its pause instead of failing over', async () => {
     const paused = (p: string) => (p === 'a' ? { kind: 'paused' as const, untilMs: 0, delayMs: 700 } : { kind: 'open' as const });
     await expect(planNext({ ...context([]), gate: paused })).resolves.toEqual({ kind: 'defer', provider: 'a', delayMs: 700, reason: 'paused' });
+  });
+
+  it('goes past a long pause to the next certified provider that is neither long paused nor open, or defers to its end', async () => {
+    const hour = { kind: 'paused' as const, untilMs: 0, delayMs: 3_600_000 };
+    const gates = (g: Record<string, { kind: 'paused' | 'breaker_open'; untilMs: number; delayMs: number }>) => (p: string) => g[p] ?? { kind: 'open' as const };
+    await expect(planNext({ ...context([]), gate: gates({ a: hour }) })).resolves.toEqual({ kind: 'attempt', provider: 'b', delayMs: 0 });
+    await expect(planNext({ ...context([]), gate: gates({ a: hour, b: hour }) })).resolves.toEqual({ kind: 'attempt', provider: 'c', delayMs: 0 });
+    const sick = { kind: 'breaker_open' as const, untilMs: 0, delayMs: 3000 };
+    await expect(planNext({ ...context([]), gate: gates({ a: hour, b: sick }) })).resolves.toEqual({ kind: 'attempt', provider: 'c', delayMs: 0 });
+    await expect(planNext({ ...context([], []), gate: gates({ a: hour }) })).resolves.toEqual({ kind: 'defer', provider: 'a', delayMs: 3_600_000, reason: 'paused' });
+    // The job that met the hour-long 429 moves on too, without waiting for maxDeferrals.
+    await expect(planNext({ ...context([limited(1, 'a', 3_600_000)]), gate: gates({ a: hour }) })).resolves.toEqual({ kind: 'attempt', provider: 'b', delayMs: 0 });
   });
 
   it('backs off exponentially with jitter, capped', () => {

@@ -1,5 +1,4 @@
-import type { Gate } from '../capacity/capacity.rules.js';
-import { DEFAULT_PAUSE_MS } from '../capacity/provider-capacity.js';
+import { pauseMsFor, SHORT_PAUSE_MS, type Gate } from '../capacity/capacity.rules.js';
 import type { ProviderSpec } from '../config/catalog.types.js';
 import { LIVE_ATTEMPT_STATUSES, NOT_SENT, type Attempt } from '../ledger/attempt.types.js';
 import { RATE_LIMITED } from '../providers/provider.port.js';
@@ -7,7 +6,10 @@ import { RATE_LIMITED } from '../providers/provider.port.js';
 export type Plan =
   | { kind: 'attempt'; provider: string; delayMs: number }
   | { kind: 'wait' }
-  /** The provider is paused or its breaker open, and no certified fallback is usable: try again after `delayMs`. */
+  /**
+   * The provider is paused or its breaker open, and no certified fallback is usable: the job waits on it (pending)
+   * for at most `delayMs`, less if it opens sooner.
+   */
   | { kind: 'defer'; provider: string; delayMs: number; reason: 'paused' | 'breaker_open' }
   | { kind: 'exhausted'; reason: 'providers_exhausted' | 'provider_unavailable'; lastError: unknown };
 
@@ -44,28 +46,38 @@ export function wasRateLimited(attempt: Attempt): boolean {
 
 /**
  * The next usable provider of the chain after `after` (from the start when undefined): in the catalog, and
- * certified unless it is the primary.
+ * certified unless it is the primary. `skip`: gates that rule a candidate out (an open breaker, a long pause).
  */
-export async function nextProvider(context: PlanContext, after: string | undefined, skipBreakerOpen = false): Promise<string | undefined> {
+export async function nextProvider(
+  context: PlanContext,
+  after: string | undefined,
+  skip: (gate: Gate) => boolean = () => false,
+): Promise<string | undefined> {
   const start = after === undefined ? 0 : context.chain.indexOf(after) + 1;
   for (const [i, candidate] of context.chain.entries()) {
     if (i < start || !context.provider(candidate)) continue;
-    if (skipBreakerOpen && context.gate?.(candidate).kind === 'breaker_open') continue;
+    if (context.gate && skip(context.gate(candidate))) continue;
     if (i === 0 || (await context.isCertified(candidate))) return candidate;
   }
   return undefined;
 }
 
+/** A pause with more than SHORT_PAUSE_MS left: not worth waiting for when a certified fallback is free. */
+const longPause = (gate: Gate) => gate.kind === 'paused' && gate.delayMs > SHORT_PAUSE_MS;
+
 /**
- * The capacity gate on a chosen provider: an open breaker sends the job on to the next certified provider whose
- * breaker is not open, without an attempt on the sick one, or defers it to the end of the cooldown; a pause (the
- * provider's own 429) defers it to the pause's end.
+ * The capacity gate on a chosen provider: an open breaker, or a long pause (the provider's own 429 with a long
+ * Retry-After), sends the job on to the next certified provider that is neither, without an attempt on the gated
+ * one; otherwise, and for a short pause, the job is deferred to the end of the cooldown or pause.
  */
 async function gated(context: PlanContext, plan: Extract<Plan, { kind: 'attempt' }>): Promise<Plan> {
   const gate = context.gate?.(plan.provider) ?? { kind: 'open' };
   if (gate.kind === 'open') return plan;
   if (gate.kind === 'breaker_open') {
-    const other = await nextProvider(context, plan.provider, true);
+    const other = await nextProvider(context, plan.provider, (g) => g.kind === 'breaker_open');
+    if (other) return { kind: 'attempt', provider: other, delayMs: 0 };
+  } else if (longPause(gate)) {
+    const other = await nextProvider(context, plan.provider, (g) => g.kind === 'breaker_open' || longPause(g));
     if (other) return { kind: 'attempt', provider: other, delayMs: 0 };
   }
   return { kind: 'defer', provider: plan.provider, delayMs: Math.max(plan.delayMs, gate.delayMs), reason: gate.kind };
@@ -102,7 +114,7 @@ async function planIgnoringCapacity(context: PlanContext): Promise<Plan> {
   if (wasRateLimited(last) && spec) {
     // The provider limited us, the job did nothing wrong: wait as long as it asked, up to maxDeferrals times.
     const deferrals = attempts.filter((a) => a.provider === last.provider && wasRateLimited(a)).length;
-    if (deferrals <= spec.maxDeferrals) return { kind: 'attempt', provider: last.provider, delayMs: last.error?.retryAfterMs ?? DEFAULT_PAUSE_MS };
+    if (deferrals <= spec.maxDeferrals) return { kind: 'attempt', provider: last.provider, delayMs: pauseMsFor(last.error?.retryAfterMs) };
   } else if (last.status === 'failed' && last.error?.retryable && spec) {
     const failures = attempts.filter((a) => a.provider === last.provider && a.status === 'failed' && !wasNotSent(a) && !wasRateLimited(a)).length;
     if (failures < spec.maxAttempts) return { kind: 'attempt', provider: last.provider, delayMs: backoffMs(failures, context.random) };

@@ -157,15 +157,41 @@ export class CapacityRepository {
   }
 
   /** A rate-limit answer: no call to the provider starts, from any replica, before now + `ms`. */
-  async pause(provider: string, ms: number): Promise<Date> {
-    const rows = await rowsOf<{ paused_until: Date }>(
+  async pause(provider: string, ms: number): Promise<{ until: Date; now: Date }> {
+    const rows = await rowsOf<{ paused_until: Date; now: Date }>(
       this.dataSource.manager,
       `INSERT INTO provider_state AS s (provider, paused_until) VALUES ($1, now() + make_interval(secs => $2::float8 / 1000))
        ON CONFLICT (provider) DO UPDATE SET paused_until = greatest(s.paused_until, EXCLUDED.paused_until), updated_at = now()
-       RETURNING paused_until`,
+       RETURNING paused_until, now() AS now`,
       [provider, ms],
     );
-    return rows[0].paused_until;
+    return { until: rows[0].paused_until, now: rows[0].now };
+  }
+
+  /** The providers paused now, with how long each stays paused (ms, on the database's clock). */
+  async pauses(manager?: Queryable): Promise<Map<string, number>> {
+    const rows = await rowsOf<{ provider: string; ms: number }>(
+      on(this.dataSource, manager),
+      `SELECT provider, (extract(epoch FROM paused_until - now()) * 1000)::float8 AS ms FROM provider_state WHERE paused_until > now()`,
+    );
+    return new Map(rows.map((r) => [r.provider, r.ms]));
+  }
+
+  /**
+   * Jobs deferred to the end of these providers' pause or cooldown (waiting on one of them, due later) are due now.
+   * Only a deferral leaves a job waiting on a provider with a future next_attempt_at (a wait for capacity keeps the
+   * due time it had, and any other schedule ends the wait), so no job's own backoff is cut short. Bookkeeping on
+   * jobs, like a lease's, written here because it belongs to the provider's state changing.
+   */
+  async wakeDeferred(providers: string[]): Promise<number> {
+    const rows = await rowsOf<{ id: string }>(
+      this.dataSource.manager,
+      `UPDATE jobs SET next_attempt_at = now()
+        WHERE waiting_for = ANY($1::text[]) AND next_attempt_at > now() AND status IN ('pending', 'running', 'unknown')
+        RETURNING id`,
+      [providers],
+    );
+    return rows.length;
   }
 
   /** Calls in flight per provider, across replicas: attempts claimed and not ended (read through the live-attempt index). */

@@ -102,6 +102,8 @@ describe('breaker', () => {
     expect(roomFor(state({ requestBucket: 0.2, refilledAt: T0 }), spec({ requestsPerMinute: 60 }), 64)).toBe(0);
     expect(roomFor(state({ requestBucket: 0.2, refilledAt: at(-900) }), spec({ requestsPerMinute: 60 }), 64)).toBe(1);
     expect(roomFor(state({ pausedUntil: at(10) }), spec({ maxConcurrency: 5 }), 64)).toBe(0);
+    // A long pause holds none back either: they are planned past it, or deferred to its end.
+    expect(roomFor(state({ pausedUntil: at(3_600_000) }), spec({ maxConcurrency: 5 }), 64)).toBe(64);
     expect(roomFor(state({ breaker: 'open', breakerUntil: at(1000) }), spec({ breaker: { failures: 1, windowMs: 1, cooldownMs: 1 } }), 64)).toBe(64);
     expect(roomFor(undefined, spec({}), 64)).toBe(64);
   });

@@ -41,6 +41,26 @@ export const LEASE_SLACK_MS = 5_000;
 /** How long a call's lease (and a half-open probe's turn) lasts from its claim: the call's hard timeout and the slack. */
 export const leaseTtlMs = (spec: ProviderSpec) => spec.hardTimeoutMs + LEASE_SLACK_MS;
 
+/**
+ * A rate-limit answer pauses its provider at least this long, whatever it asked: a `Retry-After` of 0, a negative
+ * one or an HTTP date in the past would otherwise send the next call at once, and a chain would be spent in a
+ * blink on a provider that is limiting us.
+ */
+export const MIN_PAUSE_MS = 1_000;
+
+/** Without a usable Retry-After, a rate-limit answer pauses its provider this long. */
+export const DEFAULT_PAUSE_MS = 1_000;
+
+/** How long a rate-limit answer pauses its provider: what it asked, never less than MIN_PAUSE_MS. */
+export const pauseMsFor = (retryAfterMs: number | undefined) => Math.max(MIN_PAUSE_MS, retryAfterMs ?? DEFAULT_PAUSE_MS);
+
+/**
+ * A pause with more than this left is a long one: a job with a certified fallback goes there rather than wait it
+ * out (as past an open breaker), and jobs waiting for capacity on the provider are claimed to be planned past it.
+ * A shorter one is waited out on the provider the job prefers.
+ */
+export const SHORT_PAUSE_MS = 5_000;
+
 /** Whether calls to this provider need the shared state locked before they start. */
 export function isGated(spec: ProviderSpec): boolean {
   return spec.maxConcurrency !== undefined || spec.requestsPerMinute !== undefined || spec.tokensPerMinute !== undefined || spec.breaker !== undefined;
@@ -88,17 +108,17 @@ export function gateOf(state: ProviderState | undefined): Gate {
 
 /**
  * How many of the jobs waiting for capacity on this provider a claim should take now, at most `limit`: none while
- * it is paused, at its concurrency cap or out of tokens. An open breaker does not hold them: they are claimed and
- * planned past it.
+ * it is paused for a short while, at its concurrency cap or out of tokens. An open breaker or a long pause does not
+ * hold them: they are claimed and planned past it (jobs deferred to its end wait by their next_attempt_at instead).
  */
 export function roomFor(state: ProviderState | undefined, spec: ProviderSpec, limit: number): number {
   if (!isGated(spec)) return limit;
   let room = limit;
   if (spec.maxConcurrency !== undefined) room = Math.min(room, spec.maxConcurrency - (state?.inFlight ?? 0));
   if (!state) return Math.max(0, room);
-  const gate = gateOf(state).kind;
-  if (gate === 'paused') return 0;
-  if (gate === 'breaker_open') return limit; // planned past the open breaker, whatever its leases
+  const gate = gateOf(state);
+  if (gate.kind === 'paused') return gate.delayMs > SHORT_PAUSE_MS ? limit : 0;
+  if (gate.kind === 'breaker_open') return limit; // planned past the open breaker, whatever its leases
   const fresh = refill(state, spec);
   if (fresh.requestBucket !== null) room = Math.min(room, Math.floor(fresh.requestBucket));
   if (fresh.tokenBucket !== null && fresh.tokenBucket <= 0) room = 0;

@@ -4,12 +4,24 @@ import type { ProviderSpec } from '../config/catalog.types.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import type { CapacityView } from '../providers/providers.view.js';
 import { CapacityRepository } from './capacity.repository.js';
-import { afterAnswer, afterFailure, gateOf, handsOver, msUntilRoom, refill, roomFor, type WaitingRoom, type BreakerState, type Gate, type ProviderState, type Refusal, type Transition } from './capacity.rules.js';
+import {
+  afterAnswer,
+  afterFailure,
+  gateOf,
+  handsOver,
+  msUntilRoom,
+  pauseMsFor,
+  refill,
+  roomFor,
+  type WaitingRoom,
+  type BreakerState,
+  type Gate,
+  type ProviderState,
+  type Refusal,
+  type Transition,
+} from './capacity.rules.js';
 
 const BREAKER_GAUGE: Record<BreakerState, number> = { closed: 0, half_open: 1, open: 2 };
-
-/** Without a Retry-After, a rate-limit answer pauses its provider this long. */
-export const DEFAULT_PAUSE_MS = 1_000;
 
 /**
  * Provider capacity shared by every replica (docs/design.md#capacity). Holds the state last read from PostgreSQL
@@ -21,6 +33,13 @@ export const DEFAULT_PAUSE_MS = 1_000;
 export class ProviderCapacity {
   private readonly logger = new Logger(ProviderCapacity.name);
   private states = new Map<string, ProviderState>();
+  /** performance.now() when each state was read: its `now` (the database's clock) plus what has passed since. */
+  private readonly readAt = new Map<string, number>();
+  /**
+   * Providers gated (paused, breaker open or half-open) at the last refresh; undefined before the first. A gate seen
+   * to open wakes the jobs deferred behind it (wakeDeferred): a pause cleared early, a breaker closed by its probe.
+   */
+  private gated?: Set<string>;
   /** Leases of finished calls, by provider, waiting to be handed to this process's next attempts (keepSpare). */
   private readonly spares = new Map<string, string[]>();
 
@@ -32,12 +51,43 @@ export class ProviderCapacity {
   async refresh(): Promise<void> {
     const states = await this.repository.snapshot();
     this.states = new Map(states.map((s) => [s.provider, s]));
+    const at = performance.now();
+    this.readAt.clear();
+    for (const s of states) this.readAt.set(s.provider, at);
     for (const s of states) this.metrics.providerBreakerState.set({ provider: s.provider }, BREAKER_GAUGE[s.breaker]);
+    const gated = new Set(states.filter((s) => gateOf(s).kind !== 'open').map((s) => s.provider));
+    // At the first read every open provider counts as just opened: a gate may have opened while no worker ran.
+    const opened = states.map((s) => s.provider).filter((p) => !gated.has(p) && (this.gated?.has(p) ?? true));
+    this.gated = gated;
+    if (opened.length) await this.wakeDeferred(opened);
   }
 
-  /** Paused or breaker open, as of the last refresh. */
+  /** Paused or breaker open, as of the last refresh (or this process's own pause or breaker change since). */
   gate(provider: string): Gate {
-    return gateOf(this.states.get(provider));
+    const state = this.states.get(provider);
+    // gateOf measures on the database's clock; the read may be a while old (an idle worker claims seldom).
+    const elapsed = performance.now() - (this.readAt.get(provider) ?? performance.now());
+    return gateOf(state && { ...state, now: new Date(state.now.getTime() + elapsed) });
+  }
+
+  /** A live read of the pauses, for the API (which does not claim, so holds no fresh state): ms left per provider. */
+  pauses(): Promise<Map<string, number>> {
+    return this.repository.pauses();
+  }
+
+  /**
+   * Jobs deferred to the end of these providers' pause or cooldown are due now: the gate opened before that end
+   * (an operator cleared the pause, or the half-open probe closed the breaker). Any replica may do it, any number of
+   * times: it only moves next_attempt_at forward to now.
+   */
+  private async wakeDeferred(providers: string[]): Promise<void> {
+    try {
+      const woken = await this.repository.wakeDeferred(providers);
+      if (woken) this.logger.log({ msg: 'provider available again: jobs deferred behind it are due', providers, jobs: woken });
+    } catch (error) {
+      // They start at the end of the pause or cooldown they were deferred to: late, never lost.
+      this.logger.warn({ msg: 'waking deferred jobs failed', providers, ...safeErrorFields(error) });
+    }
   }
 
   /** Per provider, how many jobs waiting on it for capacity a claim of `limit` jobs should take (roomFor, and spares). */
@@ -74,9 +124,15 @@ export class ProviderCapacity {
     this.metrics.providerThrottled.inc({ provider, reason }, count);
   }
 
-  /** A rate-limit answer pauses the provider for every replica; it resolves once the pause is stored. */
+  /**
+   * A rate-limit answer pauses the provider for every replica (at least MIN_PAUSE_MS); it resolves once the pause is
+   * stored, and this process's planner sees it at once (the job's next plan is made before the next refresh).
+   */
   async pause(provider: string, retryAfterMs: number | undefined): Promise<void> {
-    const until = await this.repository.pause(provider, retryAfterMs ?? DEFAULT_PAUSE_MS);
+    const { until, now } = await this.repository.pause(provider, pauseMsFor(retryAfterMs));
+    const known = this.states.get(provider);
+    this.remember({ ...(known ?? this.blank(provider, now)), pausedUntil: until, now });
+    this.gated?.add(provider);
     this.throttled(provider, 'rate_limited');
     this.logger.warn({ msg: 'provider rate-limited us: paused', provider, pausedUntil: until.toISOString(), retryAfterMs });
   }
@@ -183,7 +239,37 @@ export class ProviderCapacity {
       if (next.state !== state) await this.repository.save(next.state, manager);
       return next;
     });
-    this.states.set(spec.name, result.state);
+    this.remember(result.state);
     if (result.transition) this.noteTransition(spec.name, result.transition, result.state);
+    if (result.transition?.to === 'closed') {
+      this.gated?.delete(spec.name);
+      await this.wakeDeferred([spec.name]);
+    }
+  }
+
+  private remember(state: ProviderState): void {
+    this.states.set(state.provider, state);
+    this.readAt.set(state.provider, performance.now());
+  }
+
+  /** A provider this process has no state of yet: what provider_state's defaults are. */
+  private blank(provider: string, now: Date): ProviderState {
+    return {
+      provider,
+      pausedUntil: null,
+      breaker: 'closed',
+      breakerSince: null,
+      breakerUntil: null,
+      probeAttemptId: null,
+      failures: [],
+      requestBucket: null,
+      tokenBucket: null,
+      refilledAt: null,
+      windowStart: null,
+      requestsInWindow: 0,
+      tokensInWindow: 0,
+      inFlight: 0,
+      now,
+    };
   }
 }

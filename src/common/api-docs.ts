@@ -70,6 +70,11 @@ const headers: Record<string, HeaderObject> = {
     required: true,
     schema: { type: 'string', pattern: '^\\d+$', example: String(RETRY_AFTER_SECONDS) },
   },
+  RetryAfterWhenPaused: {
+    description: 'Sent with `provider_paused`: seconds until the provider\'s pause ends.',
+    required: false,
+    schema: { type: 'string', pattern: '^\\d+$', example: '30' },
+  },
   WWWAuthenticate: {
     description: 'The authentication scheme: an API key as a bearer token.',
     required: true,
@@ -83,6 +88,8 @@ const problemContent = { 'application/problem+json': { schema: { $ref: '#/compon
 export interface ProblemAnswer {
   status: number;
   codes: string[];
+  /** Some of these codes come with a Retry-After (optional on the answer: the others do not). */
+  retryAfterWhenPaused?: boolean;
 }
 
 /**
@@ -97,7 +104,13 @@ export function ApiEndpoint(options: { operationId: string; summary: string; des
   return applyDecorators(
     ApiOperation({ operationId: options.operationId, summary: options.summary, description: options.description }),
     ApiBearerAuth(),
-    ...problems.map((problem) => ApiResponse({ status: problem.status, ...problemResponse(problem.codes) })),
+    ...problems.map((problem) =>
+      ApiResponse({
+        status: problem.status,
+        ...problemResponse(problem.codes),
+        ...(problem.retryAfterWhenPaused ? { headers: { 'Retry-After': headerRef('RetryAfterWhenPaused') } } : {}),
+      }),
+    ),
   );
 }
 

@@ -10,6 +10,7 @@ export type ErrorCode =
   | 'unknown_operation'
   | 'unknown_provider'
   | 'provider_not_certified'
+  | 'provider_paused'
   | 'webhook_disabled'
   | 'budget_exceeded'
   | 'not_found'
@@ -85,5 +86,18 @@ export class ProviderNotCertifiedError extends DomainError {
       `${JSON.stringify(provider)} is neither the job's primary nor certified for ${JSON.stringify(operation)} under its current contract (I6).`,
       [{ field: 'provider', message: 'is not certified for the operation' }],
     );
+  }
+}
+
+/**
+ * An owner asked for an attempt on a provider that is paused by its own rate limit (docs/design.md#capacity): the
+ * call would be refused, or worse counted against us. Retry-After says when the pause ends; another provider of the
+ * chain may be named meanwhile.
+ */
+export class ProviderPausedError extends DomainError {
+  constructor(provider: string, pausedForMs: number) {
+    const detail = `${JSON.stringify(provider)} is paused by its own rate limit; ask again after the pause, or name another provider of the chain.`;
+    super('provider_paused', 409, detail, [{ field: 'provider', message: 'is paused by its rate limit' }]);
+    this.retryAfterSeconds = Math.max(1, Math.ceil(pausedForMs / 1000));
   }
 }

@@ -30,6 +30,7 @@ const titles: Record<ErrorCode, string> = {
   unknown_operation: 'Unknown operation',
   unknown_provider: 'Unknown provider',
   provider_not_certified: 'Provider not certified',
+  provider_paused: 'Provider paused by its rate limit',
   webhook_disabled: 'The webhook endpoint is disabled',
   budget_exceeded: 'Monthly budget exceeded',
   not_found: 'Not found',

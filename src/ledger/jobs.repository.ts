@@ -246,6 +246,20 @@ export class JobsRepository {
     return rows.map((r) => r.id);
   }
 
+  /**
+   * A job that waits, with no attempt, for a provider's pause or cooldown to end: `pending`, waiting on the provider,
+   * due at that end. Under the caller's row lock. The end is a bound, not a promise: when the provider opens
+   * earlier, CapacityRepository.wakeDeferred makes it due at once.
+   */
+  async deferOn(id: string, provider: string, delayMs: number, manager: Queryable): Promise<void> {
+    await manager.query(
+      `UPDATE jobs SET status = 'pending', updated_at = now(), waiting_for = $2,
+              next_attempt_at = now() + make_interval(secs => $3::float8 / 1000)
+        WHERE id = $1`,
+      [id, provider, Math.max(0, delayMs)],
+    );
+  }
+
   /** Jobs waiting on providers this catalog does not name (a catalog change) are planned afresh. */
   async releaseWaitsOutside(known: string[], manager: Queryable): Promise<number> {
     const rows = await rowsOf<{ id: string }>(

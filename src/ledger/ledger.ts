@@ -159,6 +159,20 @@ export class Ledger {
     if (typeof nextAttemptInMs === 'number') this.afterCommit(() => this.signals.jobsDue());
   }
 
+  /**
+   * Nothing to start until `provider`'s pause or cooldown ends (docs/design.md#capacity): the job reads `pending`
+   * (no attempt is live, none runs), waits on the provider and is due at the end, or sooner if it opens earlier.
+   */
+  async deferOn(job: Job, provider: string, reason: string, delayMs: number): Promise<void> {
+    if (job.status !== 'pending') assertJobTransition(job.status, 'pending');
+    await this.repos.jobs.deferOn(job.id, provider, delayMs, this.manager);
+    if (job.status !== 'pending') {
+      const detail = { provider, delayMs: Math.round(delayMs) };
+      this.events.push({ jobId: job.id, subject: 'job', from: job.status, to: 'pending', reason, detail });
+      job.status = 'pending';
+    }
+  }
+
   /** A final failure through the same compare-and-swap; false when the job was already settled or cancelled. */
   async settleFailure(job: Job, readVersion: number, error: FinalError): Promise<boolean> {
     const version = await this.repos.settlements.failIfVersion(job.id, readVersion, error, this.manager);

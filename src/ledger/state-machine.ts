@@ -16,10 +16,14 @@ export const ATTEMPT_TRANSITIONS: Record<AttemptStatus, readonly AttemptStatus[]
   failed: [],
 };
 
+/**
+ * `running` and `unknown` go back to `pending` only when no attempt is live and the next one waits for a provider's
+ * pause or cooldown (Ledger.deferOn): `running` with nothing running would mislead whoever reads the job.
+ */
 export const JOB_TRANSITIONS: Record<JobStatus, readonly JobStatus[]> = {
   pending: ['running', 'succeeded', 'failed', 'cancelled'],
-  running: ['unknown', 'succeeded', 'failed', 'cancelled'],
-  unknown: ['running', 'succeeded', 'failed', 'cancelled'],
+  running: ['pending', 'unknown', 'succeeded', 'failed', 'cancelled'],
+  unknown: ['pending', 'running', 'succeeded', 'failed', 'cancelled'],
   succeeded: [],
   failed: [],
   cancelled: [],

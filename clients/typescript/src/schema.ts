@@ -146,7 +146,7 @@ export interface paths {
         put?: never;
         /**
          * Ask for another attempt now
-         * @description Queues an attempt for a worker. Refused while an attempt is starting, running or unknown (I3), once the job is terminal, and for a named provider that is neither the primary nor certified now (I6).
+         * @description Queues an attempt for a worker. Refused while an attempt is starting, running or unknown (I3), once the job is terminal, for a named provider that is neither the primary nor certified now (I6), and for a provider paused by its own rate limit (`provider_paused`, with `Retry-After`: ask again then, or name another provider of the chain).
          */
         post: operations["requestAttempt"];
         delete?: never;
@@ -1025,6 +1025,8 @@ export interface components {
         PreferenceApplied: string;
         /** @description Seconds to wait before retrying. */
         RetryAfter: string;
+        /** @description Sent with `provider_paused`: seconds until the provider's pause ends. */
+        RetryAfterWhenPaused: string;
         /** @description The authentication scheme: an API key as a bearer token. */
         WWWAuthenticate: "Bearer";
         /** @description The request's id: the caller's `X-Request-Id` when it is 1-128 visible ASCII characters, else a new uuid. Sent on every response. */
@@ -1859,9 +1861,10 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code attempt_in_progress | job_terminal | provider_not_certified */
+            /** @description problem+json with code attempt_in_progress | job_terminal | provider_not_certified | provider_paused */
             409: {
                 headers: {
+                    "Retry-After": components["headers"]["RetryAfterWhenPaused"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
