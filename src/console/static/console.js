@@ -147,6 +147,15 @@ function reconcile(parent, nodes) {
 
 // ---- what resolving does ----
 
+/** The catalog with its certifications, read at most every 10 s: the queue and a live job poll far more often. */
+let catalogRead = { at: 0, providers: undefined };
+async function providerCatalog() {
+  if (Date.now() - catalogRead.at > 10_000 || !catalogRead.providers) {
+    catalogRead = { at: Date.now(), providers: await api('/v1/providers').catch(() => undefined) };
+  }
+  return catalogRead.providers;
+}
+
 /**
  * The provider the job goes on to once its unknown attempt is resolved, either way (the service's planner): the
  * next provider of its chain after the attempt's that is in the catalog and certified for the operation.
@@ -233,7 +242,7 @@ async function loadQueue(more = false) {
     const params = new URLSearchParams({ status: 'unknown' });
     if (filter.get('provider')) params.set('provider', String(filter.get('provider')).trim());
     if (filter.get('olderThan')) params.set('olderThan', String(filter.get('olderThan')));
-    const providers = api('/v1/providers').catch(() => undefined);
+    const providers = providerCatalog();
     let items = more ? queueItems : [];
     let cursor = more ? queueCursor : null;
     // A refresh reads again as many rows as are shown (at least one page).
@@ -249,11 +258,11 @@ async function loadQueue(more = false) {
         .filter((jobId) => !chains.has(jobId))
         .map((jobId) => api(`/v1/ops/jobs/${jobId}`).then((job) => chains.set(jobId, job.providers), () => undefined)),
     );
-    const catalog = await providers;
+    const known = await providers;
     if (run === queueRun) {
       queueItems = items;
       queueCursor = cursor;
-      renderQueue(items, catalog);
+      renderQueue(items, known);
     }
   } catch (error) {
     refused = error.status === 401 || error.status === 403;
@@ -372,7 +381,7 @@ async function loadJob(id) {
   try {
     const [job, providers] = await Promise.all([
       api(`/v1/ops/jobs/${encodeURIComponent(id)}`),
-      api('/v1/providers').catch(() => undefined),
+      providerCatalog(),
     ]);
     const events = [];
     let cursor = null;
@@ -455,7 +464,7 @@ function attemptWords(a, job, events, provider, now) {
     return [`${resolved.to} ${who} at ${time(resolved.at)}`, typedReason(a) ? `“${typedReason(a)}”` : null];
   };
   if (a.id === job.completedBy) {
-    words.push('winner', `took ${ms(Date.parse(a.finishedAt ?? now) - started)}`);
+    words.push('winner', `took ${ms((a.finishedAt ? Date.parse(a.finishedAt) : now) - started)}`);
   } else if (a.outcome === 'discarded') {
     const arrived = lastEvent((e) => e.reason === 'result_discarded');
     const tookMs = arrived ? Date.parse(arrived.at) - started : null;
