@@ -178,7 +178,7 @@ function effectText(chain, attempt, operation, providers) {
   const next = nextCertified(chain, attempt.provider, operation, providers);
   return next
     ? `Either way: ${next} takes over (the next certified provider of the job's chain).`
-    : 'Either way: the job fails (no certified provider is left in its chain).';
+    : 'Either way: the job fails now (no certified provider is left in its chain), and a late result is discarded.';
 }
 
 /**
@@ -194,7 +194,7 @@ function resolveForm(attempt, jobId, place, done) {
     el(
       'select',
       { id: `status-${id}`, name: 'status' },
-      el('option', { value: 'cancelled', text: 'cancelled: stop waiting (a late result may still win)' }),
+      el('option', { value: 'cancelled', text: 'cancelled: stop waiting (a late result may still win while the job is open)' }),
       el('option', { value: 'failed', text: 'failed: the work did not happen (a late result is discarded)' }),
     ),
     el('label', { for: `reason-${id}`, class: 'visually-hidden', text: 'Reason' }),
