@@ -51,8 +51,11 @@ function fail(error) {
   say(`${error.message}${hint} [${error.code ?? 'error'}]`);
 }
 
-const time = (iso) => (iso ? new Date(iso).toLocaleTimeString([], { hour12: false }) : '–');
-const dateTime = (iso) => (iso ? new Date(iso).toLocaleString([], { hour12: false }) : '–');
+// One time format everywhere, charts included: 24 h, ISO-like, in UTC and saying so. Operators hold these times
+// against logs and providers' consoles, which are in UTC; a locale's format mixed 12 h and 24 h.
+const isoOf = (value) => new Date(value).toISOString();
+const time = (value) => (value == null ? '–' : `${isoOf(value).slice(11, 19)} UTC`);
+const dateTime = (value) => (value == null ? '–' : `${isoOf(value).slice(0, 10)} ${isoOf(value).slice(11, 19)} UTC`);
 function seconds(total) {
   if (total < 60) return `${total} s`;
   if (total < 3600) return `${Math.floor(total / 60)} min ${total % 60} s`;
@@ -87,11 +90,18 @@ $('#forget-key').addEventListener('click', () => {
 // ---- screens ----
 
 let refreshTimer;
+let queueTimer;
+
+const screenOf = () => {
+  const screen = (location.hash.slice(1) || 'queue').split('/')[0];
+  return ['queue', 'job', 'providers', 'activity'].includes(screen) ? screen : 'queue';
+};
 
 async function route() {
   clearTimeout(refreshTimer);
-  const [screen, arg] = (location.hash.slice(1) || 'queue').split('/');
-  const name = ['queue', 'job', 'providers', 'activity'].includes(screen) ? screen : 'queue';
+  clearTimeout(queueTimer);
+  const name = screenOf();
+  const arg = location.hash.slice(1).split('/')[1];
   for (const section of document.querySelectorAll('main > section')) section.hidden = section.dataset.screen !== name;
   for (const link of document.querySelectorAll('nav a')) {
     if (link.dataset.screen === name) link.setAttribute('aria-current', 'page');
@@ -116,81 +126,217 @@ window.addEventListener('hashchange', () => {
   route().then(() => $('main').focus({ preventScroll: true }));
 });
 
-// ---- queue ----
+// A hidden tab polls nothing; coming back shows the queue as it is now.
+document.addEventListener('visibilitychange', () => {
+  if (document.visibilityState === 'visible' && key() && screenOf() === 'queue') loadQueue().catch(fail);
+});
 
-let queueCursor = null;
-
-async function loadQueue(append = false) {
-  const filter = new FormData($('#queue-filter'));
-  const params = new URLSearchParams({ status: 'unknown', limit: '50' });
-  if (filter.get('provider')) params.set('provider', String(filter.get('provider')).trim());
-  if (filter.get('olderThan')) params.set('olderThan', String(filter.get('olderThan')));
-  if (append && queueCursor) params.set('cursor', queueCursor);
-  const page = await api(`/v1/ops/attempts?${params}`);
-  const body = $('#queue-table tbody');
-  if (!append) body.replaceChildren();
-  for (const attempt of page.items) body.append(queueRow(attempt));
-  queueCursor = page.nextCursor;
-  $('#queue-more').hidden = !queueCursor;
-  $('#queue-empty').hidden = body.children.length > 0;
-  $('#queue-table').hidden = body.children.length === 0;
+/**
+ * Puts `nodes` in `parent` in this order, moving only what is out of place: a row being typed into keeps its
+ * focus and its text across refreshes.
+ */
+function reconcile(parent, nodes) {
+  const keep = new Set(nodes);
+  for (const child of [...parent.children]) if (!keep.has(child)) child.remove();
+  let cursor = parent.firstElementChild;
+  for (const node of nodes) {
+    if (node === cursor) cursor = cursor.nextElementSibling;
+    else parent.insertBefore(node, cursor);
+  }
 }
 
-function queueRow(attempt) {
-  const id = attempt.attemptId;
+// ---- what resolving does ----
+
+/** The catalog with its certifications, read at most every 10 s: the queue and a live job poll far more often. */
+let catalogRead = { at: 0, providers: undefined };
+async function providerCatalog() {
+  if (Date.now() - catalogRead.at > 10_000 || !catalogRead.providers) {
+    catalogRead = { at: Date.now(), providers: await api('/v1/providers').catch(() => undefined) };
+  }
+  return catalogRead.providers;
+}
+
+/**
+ * The provider the job goes on to once its unknown attempt is resolved, either way (the service's planner): the
+ * next provider of its chain after the attempt's that is in the catalog and certified for the operation.
+ * Undefined when none is left: the job then fails.
+ */
+function nextCertified(chain, after, operation, providers) {
+  const byName = new Map(providers.map((p) => [p.name, p]));
+  for (let i = chain.indexOf(after) + 1; i < chain.length; i += 1) {
+    const candidate = byName.get(chain[i]);
+    const certified = candidate?.certifications.some((c) => c.operation === operation && c.certified);
+    if (candidate && (i === 0 || certified)) return candidate.name;
+  }
+  return undefined;
+}
+
+function effectText(chain, attempt, operation, providers) {
+  if (!chain || !providers) {
+    return "Either way: the job's next certified provider takes over, or the job fails when none is left.";
+  }
+  const next = nextCertified(chain, attempt.provider, operation, providers);
+  return next
+    ? `Either way: ${next} takes over (the next certified provider of the job's chain).`
+    : 'Either way: the job fails now (no certified provider is left in its chain), and a late result is discarded.';
+}
+
+/**
+ * The resolve form of one unknown attempt; `done` runs after the service accepted it. `place` keeps its ids apart
+ * from the same attempt's form on the other screen (both stay in the document).
+ */
+function resolveForm(attempt, jobId, place, done) {
+  const id = `${place}-${attempt.id}`;
   const form = el(
     'form',
-    { class: 'resolve', 'data-attempt': id, 'aria-label': `Resolve attempt ${attempt.number} of job ${attempt.jobId}` },
+    { class: 'resolve', 'data-attempt': attempt.id, 'aria-label': `Resolve attempt ${attempt.number} of job ${jobId}` },
     el('label', { for: `status-${id}`, class: 'visually-hidden', text: 'Resolution' }),
     el(
       'select',
       { id: `status-${id}`, name: 'status' },
-      el('option', { value: 'cancelled', text: 'cancelled: stop waiting' }),
-      el('option', { value: 'failed', text: 'failed: did not happen' }),
+      el('option', { value: 'cancelled', text: 'cancelled: stop waiting (a late result may still win while the job is open)' }),
+      el('option', { value: 'failed', text: 'failed: the work did not happen (a late result is discarded)' }),
     ),
     el('label', { for: `reason-${id}`, class: 'visually-hidden', text: 'Reason' }),
-    el('input', { id: `reason-${id}`, name: 'reason', placeholder: 'reason (recorded)', required: true, maxlength: 500, size: 28 }),
+    el('input', { id: `reason-${id}`, name: 'reason', placeholder: 'reason (recorded)', required: true, maxlength: 500 }),
     el('button', { type: 'submit', text: 'Resolve' }),
   );
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     const data = new FormData(form);
-    form.querySelector('button').disabled = true;
+    const button = form.querySelector('button');
+    button.disabled = true;
     try {
-      const job = await api(`/v1/attempts/${id}/resolve`, { method: 'POST', body: { status: data.get('status'), reason: String(data.get('reason')).trim() } });
-      say(`Attempt ${attempt.number} of job ${job.id} resolved as ${data.get('status')}; the job is ${job.status}.`, 'info');
-      await loadQueue();
+      const status = data.get('status');
+      const body = { status, reason: String(data.get('reason')).trim() };
+      const job = await api(`/v1/attempts/${attempt.id}/resolve`, { method: 'POST', body });
+      say(`Attempt ${attempt.number} of job ${job.id} resolved as ${status}; the job is ${job.status}.`, 'info');
+      await done(job);
     } catch (error) {
-      form.querySelector('button').disabled = false;
+      button.disabled = false;
       fail(error);
     }
   });
+  return form;
+}
+
+// ---- queue ----
+
+/** Every few seconds while the queue is on screen and the tab visible: attempts go unknown and get resolved. */
+const QUEUE_POLL_MS = 4000;
+let queueItems = [];
+let queueCursor = null;
+/** One row per attempt, kept across refreshes (a reason being typed survives them). */
+const queueRows = new Map();
+/** A job's provider chain never changes: read once per job. */
+const chains = new Map();
+
+let queueRun = 0;
+
+async function loadQueue(more = false) {
+  clearTimeout(queueTimer);
+  const run = (queueRun += 1);
+  let refused = false;
+  try {
+    const filter = new FormData($('#queue-filter'));
+    const params = new URLSearchParams({ status: 'unknown' });
+    if (filter.get('provider')) params.set('provider', String(filter.get('provider')).trim());
+    if (filter.get('olderThan')) params.set('olderThan', String(filter.get('olderThan')));
+    const providers = providerCatalog();
+    let items = more ? queueItems : [];
+    let cursor = more ? queueCursor : null;
+    // A refresh reads again as many rows as are shown (at least one page).
+    const wanted = more ? queueItems.length + 50 : Math.max(50, queueItems.length);
+    do {
+      const limit = Math.min(100, wanted - items.length);
+      const page = await api(`/v1/ops/attempts?${params}&limit=${limit}${cursor ? `&cursor=${cursor}` : ''}`);
+      items = items.concat(page.items);
+      cursor = page.nextCursor;
+    } while (cursor && items.length < wanted);
+    await Promise.all(
+      [...new Set(items.map((a) => a.jobId))]
+        .filter((jobId) => !chains.has(jobId))
+        .map((jobId) => api(`/v1/ops/jobs/${jobId}`).then((job) => chains.set(jobId, job.providers), () => undefined)),
+    );
+    const known = await providers;
+    if (run === queueRun) {
+      queueItems = items;
+      queueCursor = cursor;
+      renderQueue(items, known);
+    }
+  } catch (error) {
+    refused = error.status === 401 || error.status === 403;
+    throw error;
+  } finally {
+    // Polls until the key is refused or the operator leaves the screen; a newer load schedules its own poll.
+    if (run === queueRun && !refused && screenOf() === 'queue' && key()) {
+      queueTimer = setTimeout(() => {
+        if (document.visibilityState === 'visible') loadQueue().catch(queueFailed);
+        else queueTimer = undefined;
+      }, QUEUE_POLL_MS);
+    }
+  }
+}
+
+const queueFailed = (error) => fail(error);
+
+function renderQueue(items, providers) {
+  const ids = new Set(items.map((a) => a.attemptId));
+  for (const id of queueRows.keys()) if (!ids.has(id)) queueRows.delete(id);
+  const rows = items.map((attempt) => {
+    let row = queueRows.get(attempt.attemptId);
+    if (!row) queueRows.set(attempt.attemptId, (row = queueRow(attempt)));
+    row.querySelector('.waited').textContent = `${seconds(attempt.waitedSeconds)} (since ${time(attempt.waitingSince)})`;
+    row.querySelector('.effect').textContent = effectText(chains.get(attempt.jobId), attempt, attempt.operation, providers);
+    return row;
+  });
+  const body = $('#queue-table tbody');
+  reconcile(body, rows);
+  $('#queue-more').hidden = !queueCursor;
+  $('#queue-empty').hidden = rows.length > 0;
+  $('#queue-table').hidden = rows.length === 0;
+}
+
+function queueRow(attempt) {
+  const form = resolveForm({ id: attempt.attemptId, number: attempt.number }, attempt.jobId, 'queue', () => loadQueue());
+  // data-label names each cell where a narrow screen stacks the row (console.css).
+  const cell = (label, attrs, ...children) => el('td', { 'data-label': label, ...attrs }, ...children);
   return el(
     'tr',
-    {},
-    el('td', {}, el('a', { href: `#job/${attempt.jobId}`, class: 'mono', title: attempt.jobId, 'aria-label': `Job ${attempt.jobId}`, text: attempt.jobId.slice(0, 8) })),
-    el('td', { text: attempt.owner }),
-    el('td', { text: attempt.provider }),
-    el('td', { text: String(attempt.number) }),
-    el('td', { text: time(attempt.deadlineAt), title: attempt.deadlineAt }),
-    el('td', { text: seconds(attempt.waitedSeconds) }),
-    el('td', {}, form),
+    { 'data-attempt': attempt.attemptId },
+    cell('Job', {}, el('a', { href: `#job/${attempt.jobId}`, class: 'mono', title: attempt.jobId, 'aria-label': `Job ${attempt.jobId}`, text: attempt.jobId.slice(0, 8) })),
+    cell(
+      'Attempt',
+      { class: 'mono attempt-id' },
+      el('span', { text: `#${attempt.number} ${attempt.attemptId}` }),
+      attempt.providerRequestId ? el('small', { text: ` provider's id ${attempt.providerRequestId}` }) : null,
+    ),
+    cell('Owner', { text: attempt.owner }),
+    cell('Operation', { text: attempt.operation }),
+    cell('Provider', { text: attempt.provider }),
+    cell('Deadline', { class: 'time', text: time(attempt.deadlineAt), title: attempt.deadlineAt }),
+    cell('Unknown for', { class: 'waited' }),
+    cell('If resolved', { class: 'effect' }),
+    cell('Resolve', {}, form),
   );
 }
 
 $('#queue-filter').addEventListener('submit', (event) => {
   event.preventDefault();
   say('');
-  loadQueue().catch(fail);
+  loadQueue().catch(queueFailed);
 });
-$('#queue-more').addEventListener('click', () => loadQueue(true).catch(fail));
+$('#queue-more').addEventListener('click', () => loadQueue(true).catch(queueFailed));
 
 // ---- job ----
 
 $('#job-by-id').addEventListener('submit', (event) => {
   event.preventDefault();
   const id = new FormData(event.target).get('id').trim();
-  if (id) location.hash = `#job/${encodeURIComponent(id)}`;
+  if (!id) return;
+  const hash = `#job/${encodeURIComponent(id)}`;
+  if (location.hash === hash) route();
+  else location.hash = hash;
 });
 
 $('#job-by-key').addEventListener('submit', async (event) => {
@@ -199,31 +345,70 @@ $('#job-by-key').addEventListener('submit', async (event) => {
   try {
     const params = new URLSearchParams({ owner: data.get('owner').trim(), idempotencyKey: data.get('idempotencyKey').trim(), limit: '1' });
     const page = await api(`/v1/ops/jobs?${params}`);
-    if (!page.items.length) return say('No job of that owner has that idempotency key.');
+    if (!page.items.length) {
+      clearJob();
+      return say('No job of that owner has that idempotency key.');
+    }
     location.hash = `#job/${page.items[0].id}`;
   } catch (error) {
+    clearJob();
     fail(error);
   }
 });
 
+/** The attempts' rows and resolve forms of the job on screen, kept across its refreshes (see reconcile). */
+const attemptRows = new Map();
+const attemptForms = new Map();
+let shownJobId = null;
+
+/** Nothing of a previous job stays on screen once another was asked for and could not be shown. */
+function clearJob() {
+  clearTimeout(refreshTimer);
+  shownJobId = null;
+  attemptRows.clear();
+  attemptForms.clear();
+  $('#job-detail').hidden = true;
+  $('#job-detail-id').textContent = '';
+  $('#job-summary').replaceChildren();
+  $('#job-timeline').replaceChildren();
+  $('#job-events tbody').replaceChildren();
+}
+
 async function loadJob(id) {
+  clearTimeout(refreshTimer);
+  const hash = `#job/${encodeURIComponent(id)}`;
   $('#job-id').value = id;
-  const job = await api(`/v1/ops/jobs/${encodeURIComponent(id)}`);
-  const events = [];
-  let cursor = null;
-  do {
-    const page = await api(`/v1/jobs/${encodeURIComponent(id)}/events?limit=500${cursor ? `&cursor=${cursor}` : ''}`);
-    events.push(...page.items);
-    cursor = page.nextCursor;
-  } while (cursor && events.length < 5000);
-  renderJob(job, events);
-  // A live job changes under the operator's eyes: follow it until it settles.
-  if (!TERMINAL.includes(job.status) && location.hash === `#job/${encodeURIComponent(id)}`) {
-    refreshTimer = setTimeout(() => loadJob(id).catch(fail), 1000);
+  try {
+    const [job, providers] = await Promise.all([
+      api(`/v1/ops/jobs/${encodeURIComponent(id)}`),
+      providerCatalog(),
+    ]);
+    const events = [];
+    let cursor = null;
+    do {
+      const page = await api(`/v1/jobs/${encodeURIComponent(id)}/events?limit=500${cursor ? `&cursor=${cursor}` : ''}`);
+      events.push(...page.items);
+      cursor = page.nextCursor;
+    } while (cursor && events.length < 5000);
+    // The operator asked for another job meanwhile: this answer is stale.
+    if (location.hash !== hash) return;
+    renderJob(job, events, providers);
+    // A live job changes under the operator's eyes: follow it until it settles.
+    if (!TERMINAL.includes(job.status)) {
+      refreshTimer = setTimeout(() => location.hash === hash && loadJob(id).catch(fail), 1000);
+    }
+  } catch (error) {
+    if (location.hash === hash) clearJob();
+    throw error;
   }
 }
 
-function renderJob(job, events) {
+function renderJob(job, events, providers) {
+  if (shownJobId !== job.id) {
+    attemptRows.clear();
+    attemptForms.clear();
+    shownJobId = job.id;
+  }
   $('#job-detail').hidden = false;
   $('#job-detail-id').textContent = job.id;
   const summary = [
@@ -238,16 +423,17 @@ function renderJob(job, events) {
     ['Completed', dateTime(job.completedAt)],
   ];
   $('#job-summary').replaceChildren(...summary.flatMap(([term, value]) => [el('dt', { text: term }), el('dd', {}, value)]));
-  renderTimeline(job);
+  renderTimeline(job, events, providers);
+  const attemptOf = (e) => job.attempts.find((a) => a.id === e.attemptId);
   $('#job-events tbody').replaceChildren(
     ...events.map((e) =>
       el(
         'tr',
         {},
-        el('td', { text: time(e.at), title: e.at }),
-        el('td', { text: e.subject === 'attempt' ? `attempt ${job.attempts.find((a) => a.id === e.attemptId)?.number ?? ''}` : 'job' }),
+        el('td', { class: 'time', text: time(e.at), title: e.at }),
+        el('td', { text: e.subject === 'attempt' ? `attempt ${attemptOf(e)?.number ?? ''}` : 'job' }),
         el('td', { text: `${e.from ?? '∅'} → ${e.to}` }),
-        el('td', { text: e.reason }),
+        el('td', { text: e.reason + operatorWords(e, attemptOf(e)) }),
         el('td', { text: e.actor ? `${e.actor.owner} (key ${e.actor.keyId.slice(0, 8)})` : 'service' }),
         el('td', { class: 'detail', text: e.detail ? JSON.stringify(e.detail) : '' }),
       ),
@@ -255,32 +441,115 @@ function renderJob(job, events) {
   );
 }
 
-/** One bar per attempt on a shared time axis: start to finish (or now), with its deadline marked. */
-function renderTimeline(job) {
+/** The reason an operator typed when resolving: kept in the attempt's error, shown where the resolution is. */
+const typedReason = (attempt) =>
+  attempt?.error?.reason === 'resolved_by_operator' && attempt.error.message ? attempt.error.message : null;
+const operatorWords = (event, attempt) =>
+  event.subject === 'attempt' && event.reason === 'resolved_by_operator' && typedReason(attempt)
+    ? `: “${typedReason(attempt)}”`
+    : '';
+
+/**
+ * What became of an attempt, in words that hold whatever its state: a discarded result says when it arrived (its
+ * event: the attempt's finishedAt is when the service gave up on it), an unknown attempt since when it is unknown.
+ */
+function attemptWords(a, job, events, provider, now) {
+  const mine = events.filter((e) => e.attemptId === a.id);
+  const lastEvent = (test) => mine.filter(test).at(-1);
+  const started = Date.parse(a.startedAt);
+  const words = [`#${a.number} ${a.provider}`];
+  const resolved = lastEvent((e) => e.reason === 'resolved_by_operator');
+  const byOperator = () => {
+    const who = resolved.actor ? `by ${resolved.actor.owner}` : 'by an operator';
+    return [`${resolved.to} ${who} at ${time(resolved.at)}`, typedReason(a) ? `“${typedReason(a)}”` : null];
+  };
+  if (a.id === job.completedBy) {
+    words.push('winner', `took ${ms((a.finishedAt ? Date.parse(a.finishedAt) : now) - started)}`);
+  } else if (a.outcome === 'discarded') {
+    const arrived = lastEvent((e) => e.reason === 'result_discarded');
+    const tookMs = arrived ? Date.parse(arrived.at) - started : null;
+    words.push('discarded', arrived ? `result arrived at ${time(arrived.at)}, took ${ms(tookMs)}` : 'its result arrived too late');
+    const gaveUp = lastEvent((e) => e !== arrived && (e.to === 'cancelled' || e.to === 'failed'));
+    if (resolved) words.push(...byOperator());
+    else if (gaveUp) words.push(`given up at ${time(a.finishedAt ?? gaveUp.at)} (${gaveUp.reason})`);
+  } else if (a.status === 'unknown') {
+    const since = lastEvent((e) => e.to === 'unknown');
+    words.push(`unknown since ${time(since?.at ?? a.deadlineAt)}`, `deadline passed at ${time(a.deadlineAt)}`);
+    if (provider) {
+      // The worker keeps listening until the provider's hard timeout: a result may still settle the job until then.
+      const hard = started + provider.hardTimeoutMs;
+      words.push(now < hard ? `a late result may still arrive until ${time(hard)}` : `no result by its hard timeout at ${time(hard)}`);
+    }
+    words.push('waiting for an operator');
+    return words;
+  } else if (a.status === 'starting' || a.status === 'running') {
+    const passed = now > Date.parse(a.deadlineAt) ? 'passed at ' : '';
+    words.push(`${a.status} for ${ms(now - started)}`, `deadline ${passed}${time(a.deadlineAt)}`);
+    return words;
+  } else if (resolved) {
+    words.push(...byOperator());
+  } else if (a.status === 'cancelled') {
+    words.push('cancelled', `given up at ${time(a.finishedAt)}`, a.error?.reason ? `reason ${a.error.reason}` : null);
+  } else {
+    const took = a.finishedAt ? `took ${ms(Date.parse(a.finishedAt) - started)}` : null;
+    words.push(a.status, took, a.error?.reason ? `reason ${a.error.reason}` : null);
+  }
+  words.push(`deadline ${time(a.deadlineAt)}`);
+  return words;
+}
+
+/** One bar per attempt on a shared time axis: start to its result (or now), with its deadline marked. */
+function renderTimeline(job, events, providers) {
   const now = Date.now();
+  // A discarded result's call ended when it arrived, after the attempt's finishedAt (when it was given up on).
+  const endOf = (a) => {
+    const arrived =
+      a.outcome === 'discarded' && events.filter((e) => e.attemptId === a.id && e.reason === 'result_discarded').at(-1);
+    return arrived ? Date.parse(arrived.at) : a.finishedAt ? Date.parse(a.finishedAt) : now;
+  };
   const start = Math.min(...job.attempts.map((a) => Date.parse(a.startedAt)), Date.parse(job.createdAt));
-  const end = Math.max(start + 1, ...job.attempts.map((a) => Math.max(a.finishedAt ? Date.parse(a.finishedAt) : now, Date.parse(a.deadlineAt))));
-  const at = (iso) => `${(((Date.parse(iso) - start) / (end - start)) * 100).toFixed(2)}%`;
+  const end = Math.max(start + 1, ...job.attempts.map((a) => Math.max(endOf(a), Date.parse(a.deadlineAt))));
+  const at = (t) => `${(((t - start) / (end - start)) * 100).toFixed(2)}%`;
   const items = job.attempts.map((a) => {
-    const finished = a.finishedAt ?? new Date(now).toISOString();
+    let row = attemptRows.get(a.id);
+    if (!row) {
+      row = el(
+        'li',
+        { class: 'attempt', 'data-attempt': a.id },
+        el('span', { class: 'label' }),
+        el('span', { class: 'track', 'aria-hidden': 'true' }, el('span', { class: 'bar' }), el('span', { class: 'deadline' })),
+        el('div', { class: 'actions' }),
+      );
+      attemptRows.set(a.id, row);
+    }
     const role = a.id === job.completedBy ? 'winner' : a.outcome === 'discarded' ? 'discarded' : a.status;
-    const bar = el('span', { class: `bar bar-${role}` });
-    bar.style.left = at(a.startedAt);
-    bar.style.width = `max(2px, calc(${at(finished)} - ${at(a.startedAt)}))`;
-    const deadline = el('span', { class: 'deadline', title: `deadline ${a.deadlineAt}` });
-    deadline.style.left = at(a.deadlineAt);
-    const duration = Date.parse(finished) - Date.parse(a.startedAt);
-    const words = [
-      `#${a.number} ${a.provider}`,
-      role === 'winner' ? 'winner' : role === 'discarded' ? `discarded at ${time(a.finishedAt)}` : a.status,
-      `${a.finishedAt ? 'took' : 'running for'} ${ms(duration)}`,
-      `deadline ${time(a.deadlineAt)}`,
-      a.error?.reason ? `reason ${a.error.reason}` : null,
-    ].filter(Boolean);
-    const track = el('span', { class: 'track', 'aria-hidden': 'true' }, bar, deadline);
-    return el('li', { class: 'attempt', 'data-attempt': a.id }, el('span', { class: 'label', text: words.join(' · ') }), track);
+    const bar = row.querySelector('.bar');
+    bar.className = `bar bar-${role}`;
+    bar.style.left = at(Date.parse(a.startedAt));
+    bar.style.width = `max(2px, calc(${at(endOf(a))} - ${at(Date.parse(a.startedAt))}))`;
+    const deadline = row.querySelector('.deadline');
+    deadline.title = `deadline ${time(a.deadlineAt)}`;
+    deadline.style.left = at(Date.parse(a.deadlineAt));
+    const provider = providers?.find((p) => p.name === a.provider);
+    row.querySelector('.label').textContent = attemptWords(a, job, events, provider, now).filter(Boolean).join(' · ');
+    const actions = row.querySelector('.actions');
+    if (a.status === 'unknown') {
+      let form = attemptForms.get(a.id);
+      if (!form) {
+        form = resolveForm(a, job.id, 'job', () => loadJob(job.id));
+        attemptForms.set(a.id, form);
+        actions.replaceChildren(el('p', { class: 'effect' }), form);
+      }
+      actions.querySelector('.effect').textContent = effectText(job.providers, a, job.operation, providers);
+    } else if (actions.firstChild) {
+      attemptForms.delete(a.id);
+      actions.replaceChildren();
+    }
+    return row;
   });
-  $('#job-timeline').replaceChildren(...(items.length ? items : [el('li', { text: 'No attempt yet.' })]));
+  const timeline = $('#job-timeline');
+  if (items.length) reconcile(timeline, items);
+  else timeline.replaceChildren(el('li', { text: 'No attempt yet.' }));
 }
 
 // ---- providers ----
@@ -314,7 +583,7 @@ async function loadProviders() {
         ...operations.map((o) => {
           const cert = p.certifications.find((c) => c.operation === o.name);
           const state = !cert ? 'none' : !cert.passed ? 'failed' : cert.current ? 'current' : 'stale';
-          return el('td', {}, el('span', { class: `cert cert-${state}`, title: cert ? `certified ${cert.certifiedAt}` : 'never certified', text: state }));
+          return el('td', {}, el('span', { class: `cert cert-${state}`, title: cert ? `certified ${dateTime(cert.certifiedAt)}` : 'never certified', text: state }));
         }),
         ...counts.map((c) => el('td', { class: 'num', text: String(h?.[c] ?? 0) })),
         el('td', { class: 'num', text: h?.latencyP95Ms == null ? '–' : ms(h.latencyP95Ms) }),
@@ -328,7 +597,7 @@ async function loadProviders() {
 /** "3 / 50" with a cap; a pause asked for by the provider's 429 is shown next to it. */
 function capacityText(c) {
   const inFlight = c.maxConcurrency == null ? String(c.inFlight) : `${c.inFlight} / ${c.maxConcurrency}`;
-  return c.pausedUntil ? `${inFlight} (paused until ${new Date(c.pausedUntil).toLocaleTimeString()})` : inFlight;
+  return c.pausedUntil ? `${inFlight} (paused until ${time(c.pausedUntil)})` : inFlight;
 }
 
 function breakerText(c) {
@@ -336,7 +605,7 @@ function breakerText(c) {
 }
 
 function breakerTitle(c) {
-  const since = c.breaker.since ? ` since ${c.breaker.since}` : '';
+  const since = c.breaker.since ? ` since ${dateTime(c.breaker.since)}` : '';
   const rate = c.requestsPerMinute == null ? '' : `; ${c.requestsThisMinute}/${c.requestsPerMinute} requests this minute`;
   return `${c.breaker.failuresInWindow} failures in the window${since}${rate}`;
 }
@@ -345,28 +614,39 @@ function breakerTitle(c) {
 
 const charts = [];
 
+/** The charts' time axis and legend in the page's format: UTC, 24 h (uPlot's own default is 12 h, local). */
+const minuteOf = (seconds) => isoOf(seconds * 1000).slice(11, 16);
+const timeAxis = () => ({
+  tzDate: (ts) => window.uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC'),
+  x: { value: (u, v) => (v == null ? '–' : `${isoOf(v * 1000).slice(0, 10)} ${minuteOf(v)} UTC`) },
+  axis: { label: 'UTC', values: (u, splits) => splits.map(minuteOf) },
+});
+
 async function loadActivity() {
   const stats = await api('/v1/ops/stats?minutes=60');
   for (const chart of charts.splice(0)) chart.destroy();
   const xs = stats.perMinute.map((m) => Date.parse(m.at) / 1000);
   const col = (name) => stats.perMinute.map((m) => m[name]);
-  const width = Math.max(600, $('#screen-activity').clientWidth - 16);
+  // As wide as the screen allows, down to a phone's: a wider canvas would make the page scroll sideways.
+  const width = Math.max(260, Math.min(1400, $('#screen-activity').clientWidth - 16));
   const uPlot = window.uPlot;
   if (!uPlot) return say('The chart library did not load.');
+  const axis = timeAxis();
   charts.push(
     new uPlot(
       {
         width,
         height: 220,
+        tzDate: axis.tzDate,
         scales: { x: { time: true } },
         series: [
-          {},
+          axis.x,
           { label: 'created', stroke: '#1f5fbf', width: 2, points: { show: false } },
           { label: 'succeeded', stroke: '#1b7f3b', width: 2, points: { show: false } },
           { label: 'failed', stroke: '#b3261e', width: 2, points: { show: false } },
           { label: 'cancelled', stroke: '#7a5c00', width: 2, dash: [4, 4], points: { show: false } },
         ],
-        axes: [{}, { label: 'jobs / min' }],
+        axes: [axis.axis, { label: 'jobs / min' }],
       },
       [xs, col('created'), col('succeeded'), col('failed'), col('cancelled')],
       $('#chart-jobs'),
@@ -375,14 +655,17 @@ async function loadActivity() {
       {
         width,
         height: 220,
+        tzDate: axis.tzDate,
         scales: { x: { time: true } },
-        series: [{}, { label: 'p50 ms', stroke: '#1f5fbf', width: 2, spanGaps: true }, { label: 'p95 ms', stroke: '#b3261e', width: 2, spanGaps: true }],
-        axes: [{}, { label: 'ms' }],
+        series: [axis.x, { label: 'p50 ms', stroke: '#1f5fbf', width: 2, spanGaps: true }, { label: 'p95 ms', stroke: '#b3261e', width: 2, spanGaps: true }],
+        axes: [axis.axis, { label: 'ms' }],
       },
       [xs, col('latencyP50Ms'), col('latencyP95Ms')],
       $('#chart-latency'),
     ),
   );
+  const range = xs.length ? `, ${minuteOf(xs[0])} to ${minuteOf(xs.at(-1))} UTC` : '';
+  for (const span of document.querySelectorAll('#screen-activity figcaption .range')) span.textContent = range;
   const sum = (name) => col(name).reduce((a, b) => a + b, 0);
   $('#activity-totals').textContent =
     `Last hour: ${sum('created')} created, ${sum('succeeded')} succeeded, ${sum('failed')} failed, ` +
