@@ -1,8 +1,9 @@
 import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
-import { Wakeup } from '../common/wakeup.js';
 import { Counter } from 'prom-client';
 import { Webhook } from 'standardwebhooks';
+import { deadline } from '../common/deadline.js';
 import { ValidationFailedError } from '../common/domain.errors.js';
+import { Wakeup } from '../common/wakeup.js';
 import { appConfig, type AppConfig } from '../config/app.config.js';
 import { isDatabaseUnavailable } from '../database/pg-errors.js';
 import { MetricsService } from '../metrics/metrics.service.js';
@@ -117,6 +118,10 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
     const signature = delivery.secrets.map((secret) => new Webhook(secret).sign(delivery.id, timestamp, delivery.payload)).join(' ');
     const started = performance.now();
     const result: DeliveryResult = { id: delivery.id, number: delivery.attempts, statusCode: null, latencyMs: 0, error: null };
+    // Our own timer, not AbortSignal.any([AbortSignal.timeout(), ...]): a composed signal can be collected by a GC
+    // mid-call and never fire (nodejs/node#57736), leaving the slot held until undici's 300 s headers timeout.
+    // It bounds the whole exchange, the body's cancel included.
+    const timeout = deadline(this.config.webhookTimeoutMs, this.shutdown.signal);
     try {
       // Checked again before each call: a host whose DNS moved to a private address since creation is refused
       // (the remaining window is the lookup fetch makes itself; egress rules close it).
@@ -133,7 +138,7 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
         },
         // A redirect could point anywhere, including where the creation check refused: it counts as a failure.
         redirect: 'manual',
-        signal: AbortSignal.any([AbortSignal.timeout(this.config.webhookTimeoutMs), this.shutdown.signal]),
+        signal: timeout.signal,
       });
       await response.body?.cancel().catch(() => undefined);
       result.statusCode = response.status;
@@ -147,6 +152,8 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
       else if (e.name === 'TimeoutError') result.error = `timed out after ${this.config.webhookTimeoutMs} ms`;
       else if (this.shutdown.signal.aborted) result.error = 'cut off by shutdown';
       else result.error = e.cause?.code ?? e.cause?.message ?? e.message;
+    } finally {
+      timeout.clear();
     }
     result.latencyMs = Math.round(performance.now() - started);
     if (result.error === null) {
