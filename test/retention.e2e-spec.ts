@@ -10,7 +10,7 @@ describe('retention: terminal jobs older than JOB_RETENTION_DAYS are purged with
 
   beforeAll(async () => {
     receiver = await startReceiver(() => 200);
-    t = await startTestApp({ role: 'all', workerPollMs: 10, reconcileIntervalMs: 100, jobRetentionDays: 30, retentionIntervalMs: 100, webhookAllowedHosts: ['127.0.0.1'], webhookPollMs: 20 });
+    t = await startTestApp({ role: 'all', workerPollMs: 10, reconcileIntervalMs: 100, jobRetentionDays: 30, retentionIntervalMs: 100, webhookAllowedHosts: [`127.0.0.1:${receiver.port}`], webhookPollMs: 20 });
     key = await t.key('owner-retention');
     const hook = await t.http().post('/v1/webhooks').set(bearer(key)).send({ url: receiver.url, events: ['job.succeeded', 'attempt.unknown'] });
     expect(hook.status).toBe(201);

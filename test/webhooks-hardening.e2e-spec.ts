@@ -1,8 +1,11 @@
+import { createSocket, type Socket } from 'node:dgram';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import type { Env } from '../src/config/env.js';
 import { WebhookDeliveriesRepository } from '../src/webhooks/webhook-deliveries.repository.js';
 import { WebhookDispatcher } from '../src/webhooks/webhook-dispatcher.js';
+import { WebhookHostLookup } from '../src/webhooks/webhook-http.js';
+import { jest } from '@jest/globals';
 import { bearer, startTestApp, type TestApp } from './helpers/app.js';
 import { sleep } from './helpers/wait.js';
 import { startReceiver } from './helpers/webhook-receiver.js';
@@ -14,7 +17,7 @@ const gc = runInNewContext('gc') as () => void;
 /** Only the API: the tests drive the dispatcher by hand (claimDue, send) to control what happens when. */
 const apiEnv = (receiverUrl: string, extra: Partial<Env> = {}): Partial<Env> => ({
   role: 'api',
-  webhookAllowedHosts: [new URL(receiverUrl).host, new URL(receiverUrl).hostname],
+  webhookAllowedHosts: [new URL(receiverUrl).host],
   webhookTimeoutMs: 300,
   ...extra,
 });
@@ -40,6 +43,20 @@ const attemptsOf = (t: TestApp, jobId: string) =>
     [jobId],
   );
 
+/** A DNS server that reads every query and never answers (as in src/common/host-lookup.spec.ts). */
+async function silentDnsServer(): Promise<{ socket: Socket; address: string; queried: string[] }> {
+  const queried: string[] = [];
+  const socket = createSocket('udp4');
+  // The question's name, label by label, right after the 12-byte header.
+  socket.on('message', (message: Buffer) => {
+    const labels: string[] = [];
+    for (let i = 12; i < message.length && message[i] !== 0; i += message[i] + 1) labels.push(message.subarray(i + 1, i + 1 + message[i]).toString());
+    queried.push(labels.join('.'));
+  });
+  await new Promise<void>((resolve) => socket.bind(0, '127.0.0.1', resolve));
+  return { socket, address: `127.0.0.1:${socket.address().port}`, queried };
+}
+
 describe('webhooks hardening', () => {
   it('times a delivery out at WEBHOOK_TIMEOUT_MS although a garbage collection ran during the call', async () => {
     const receiver = await startReceiver(() => 'hold');
@@ -63,6 +80,84 @@ describe('webhooks hardening', () => {
     } finally {
       await t.close();
       await receiver.close();
+    }
+  }, 30_000);
+
+  it('refuses at registration every IPv4-inside-IPv6 form of an internal address and the reserved ranges', async () => {
+    const t = await startTestApp({ role: 'api' });
+    try {
+      const key = await t.key('owner-ssrf');
+      const literals = ['[::7f00:1]', '[::ffff:0:7f00:1]', '[64:ff9b::7f00:1]', '[64:ff9b::a9fe:a9fe]', '[2002:7f00:1::]', '198.18.0.1', '192.0.0.1'];
+      for (const host of literals) {
+        const res = await t.http().post('/v1/webhooks').set(bearer(key)).send({ url: `https://${host}/hook`, events: ['job.succeeded'] });
+        expect({ host, status: res.status, code: res.body.code, field: res.body.errors?.[0]?.field }).toEqual({ host, status: 422, code: 'validation_failed', field: 'url' });
+      }
+      expect(await t.dataSource.query('SELECT count(*)::int AS n FROM webhook_endpoints')).toEqual([{ n: 0 }]);
+    } finally {
+      await t.close();
+    }
+  }, 30_000);
+
+  it('checks the address it connects to: a name public at registration and 127.0.0.1 at delivery is never connected', async () => {
+    const receiver = await startReceiver(() => 200);
+    const t = await startTestApp({ role: 'api', webhookTimeoutMs: 2_000 }); // nothing allowed: the address rules apply
+    try {
+      const key = await t.key('owner-rebind');
+      // The rebinding resolver: whatever the URL check (checkWebhookUrl) asks sees a public address; any other
+      // resolution, the one made to connect, gets 127.0.0.1. `localhost` as the name: the system's resolver says
+      // 127.0.0.1 too, so a connect that did not go through a checked lookup would reach the receiver.
+      jest.spyOn(t.app.get(WebhookHostLookup), 'resolve').mockImplementation(async () => [
+        new Error().stack?.includes('checkWebhookUrl') ? { address: '93.184.215.14', family: 4 as const } : { address: '127.0.0.1', family: 4 as const },
+      ]);
+      await subscribe(t, key, `https://localhost:${receiver.port}/hooks`);
+      const jobId = await cancelledJob(t, key, 'rebind');
+      const claimed = await t.app.get(WebhookDeliveriesRepository).claimDue(10, 60_000);
+      await t.app.get(WebhookDispatcher).send(claimed[0]);
+      expect(receiver.connections()).toBe(0);
+      const [attempt] = await attemptsOf(t, jobId);
+      expect(attempt).toMatchObject({ status_code: null, error: expect.stringMatching(/^refused: .*loopback.*127\.0\.0\.1/) });
+    } finally {
+      await t.close();
+      await receiver.close();
+    }
+  }, 30_000);
+
+  it('answers registrations to names whose DNS never answers with a quick 422, holding up no other delivery', async () => {
+    const dns = await silentDnsServer();
+    const receiver = await startReceiver(() => 204);
+    const receiverUrl = `http://localhost:${receiver.port}/hooks`;
+    const t = await startTestApp({ ...apiEnv(receiverUrl), dnsServers: [dns.address], dnsTimeoutMs: 300 });
+    try {
+      const stalled = await t.key('owner-stalled');
+      const other = await t.key('owner-other');
+      await subscribe(t, other, receiverUrl);
+      const jobId = await cancelledJob(t, other, 'other');
+      const [claimed] = await t.app.get(WebhookDeliveriesRepository).claimDue(10, 60_000);
+
+      const started = Date.now();
+      const registrations = Array.from({ length: 8 }, (_, i) =>
+        t.http().post('/v1/webhooks').set(bearer(stalled)).send({ url: `https://hangs-${i}.example/hook`, events: ['job.succeeded'] }).then((res) => ({ res, ms: Date.now() - started })),
+      );
+      // While the eight names hang, the other owner's delivery to a hosts-file name goes out at once.
+      await t.app.get(WebhookDispatcher).send(claimed);
+      const deliveredMs = Date.now() - started;
+      const answered = await Promise.all(registrations);
+
+      expect(receiver.accepted()).toHaveLength(1);
+      expect(await attemptsOf(t, jobId)).toEqual([expect.objectContaining({ status_code: 204, error: null })]);
+      for (const { res, ms } of answered) {
+        expect(res.status).toBe(422);
+        expect(res.body.errors).toEqual([{ field: 'url', message: 'host does not resolve' }]);
+        // DNS_TIMEOUT_MS is 300: 3 s is ample slack, and far below the system resolver's retries (40 s seen).
+        expect(ms).toBeLessThan(3_000);
+      }
+      // The names were asked of the configured server (the bounded resolver), not of the system's getaddrinfo.
+      for (let i = 0; i < 8; i++) expect(dns.queried).toContain(`hangs-${i}.example`);
+      expect(deliveredMs).toBeLessThan(2_000);
+    } finally {
+      await t.close();
+      await receiver.close();
+      dns.socket.close();
     }
   }, 30_000);
 });

@@ -24,7 +24,7 @@ export interface Env {
   dbPreparedStatements: boolean;
   bodyLimitBytes: number;
   logLevel: LogLevel;
-  /** Hosts a webhook may name over http and that skip the address checks (exact, lower-case hostnames). */
+  /** `host:port` (or a bare host: default ports only) a webhook may name over http, skipping the address checks. */
   webhookAllowedHosts: string[];
   webhookTimeoutMs: number;
   /** Multiplies the retry schedule (1 = 5 s ... 12 h); tests shrink it. */
@@ -87,12 +87,30 @@ function decimal(source: Source, name: string, fallback: number, min: number, ma
   return value;
 }
 
+/**
+ * WEBHOOK_ALLOWED_HOSTS: `host:port` (that port only) or a bare host (the scheme's default port only), IPv6
+ * bracketed when a port follows. Kept in the spelling URL.host uses, so a delivery's URL compares as is.
+ */
 function hostList(source: Source, name: string): string[] {
   const raw = source[name] ?? '';
-  const hosts = raw.split(',').map((h) => h.trim().toLowerCase()).filter(Boolean);
-  // A hostname or an IP literal (IPv6 without brackets); never a URL or a port.
-  if (hosts.some((h) => !/^[a-z0-9.:-]{1,253}$/.test(h))) throw new EnvError(name, 'must be a comma-separated list of hostnames or IP addresses');
-  return hosts;
+  const entries = raw.split(',').map((h) => h.trim().toLowerCase()).filter(Boolean);
+  const invalid = () => new EnvError(name, 'must be a comma-separated list of hosts or IP addresses, each with an optional :port');
+  return entries.map((entry) => {
+    const bareIPv6 = /^[0-9a-f:.]+$/.test(entry) && entry.split(':').length > 2;
+    const match = bareIPv6 ? [entry, `[${entry}]`, undefined] : /^(\[[0-9a-f:.]+\]|[a-z0-9.-]{1,253})(?::(\d{1,5}))?$/.exec(entry);
+    if (!match) throw invalid();
+    const port = match[2] === undefined ? undefined : Number(match[2]);
+    if (port !== undefined && (port < 1 || port > 65_535)) throw invalid();
+    let url: URL;
+    try {
+      url = new URL(`http://${match[1]}${port === undefined ? '' : `:${port}`}`);
+    } catch {
+      throw invalid();
+    }
+    // A bare host stays bare (default port); a port equal to http's default is kept as written.
+    const host = url.hostname;
+    return port === undefined ? host.replace(/^\[(.*)\]$/, '$1') : `${host}:${port}`;
+  });
 }
 
 function serverList(source: Source, name: string): string[] {

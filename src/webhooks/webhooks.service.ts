@@ -5,6 +5,7 @@ import { appConfig, type AppConfig } from '../config/app.config.js';
 import type { WebhookEventType } from '../ledger/outbox.port.js';
 import { WebhookDeliveriesRepository, type DeliveryPageQuery } from './webhook-deliveries.repository.js';
 import { WebhookEndpointsRepository } from './webhook-endpoints.repository.js';
+import { WebhookHostLookup } from './webhook-http.js';
 import { WebhookOutbox } from './webhook-outbox.js';
 import { checkWebhookUrl } from './webhook-url.js';
 import type { WebhookDelivery, WebhookEndpoint } from './webhook.types.js';
@@ -25,10 +26,14 @@ export class WebhooksService {
     private readonly endpoints: WebhookEndpointsRepository,
     private readonly deliveries: WebhookDeliveriesRepository,
     private readonly outbox: WebhookOutbox,
+    private readonly hostLookup: WebhookHostLookup,
   ) {}
 
   async create(ownerId: string, url: string, events: WebhookEventType[]): Promise<{ endpoint: WebhookEndpoint; secret: string }> {
-    const checked = await checkWebhookUrl(url, this.config.webhookAllowedHosts);
+    // Resolved through HostLookup: bounded by DNS_TIMEOUT_MS and off libuv's pool, so a name whose DNS server
+    // never answers is a quick 422 and holds up no one else.
+    const resolve = async (host: string) => (await this.hostLookup.resolve(host)).map((a) => a.address);
+    const checked = await checkWebhookUrl(url, this.config.webhookAllowedHosts, resolve);
     const secret = newSecret();
     return { endpoint: await this.endpoints.insert(ownerId, checked, events, secret), secret };
   }

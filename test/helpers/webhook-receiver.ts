@@ -52,10 +52,15 @@ export async function startReceiver(behaviour: Behaviour) {
       res.writeHead(answer).end();
     });
   });
+  // Every TCP connection, whether or not an HTTP request came of it (a TLS hello to this plain server does not).
+  let connections = 0;
+  server.on('connection', () => connections++);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.address() as AddressInfo).port;
   return {
     url: `http://127.0.0.1:${port}/hooks`,
+    port,
+    connections: () => connections,
     received,
     trust: (secret: string) => secrets.push(secret),
     behave: (next: Behaviour) => (current = next),
