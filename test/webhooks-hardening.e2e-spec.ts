@@ -160,4 +160,26 @@ describe('webhooks hardening', () => {
       dns.socket.close();
     }
   }, 30_000);
+
+  it('reads one endpoint: GET /v1/webhooks/:id answers the list item to its owner, 404 to another owner', async () => {
+    const t = await startTestApp({ role: 'api', webhookAllowedHosts: ['127.0.0.1:9'] });
+    try {
+      const key = await t.key('owner-read');
+      const reader = await t.key('owner-read', ['jobs:read']);
+      const stranger = await t.key('owner-stranger');
+      const endpoint = await subscribe(t, key, 'http://127.0.0.1:9/hook', ['job.succeeded', 'job.failed']);
+      const [listed] = (await t.http().get('/v1/webhooks').set(bearer(key))).body.items;
+
+      const read = await t.http().get(`/v1/webhooks/${endpoint.id}`).set(bearer(reader));
+      expect(read.status).toBe(200);
+      expect(read.body).toEqual(listed);
+      expect(JSON.stringify(read.body)).not.toContain('whsec_');
+      const foreign = await t.http().get(`/v1/webhooks/${endpoint.id}`).set(bearer(stranger));
+      expect(foreign.status).toBe(404);
+      expect(foreign.body.code).toBe('not_found');
+      expect((await t.http().get('/v1/webhooks/not-a-uuid').set(bearer(key))).status).toBe(400);
+    } finally {
+      await t.close();
+    }
+  }, 30_000);
 });

@@ -50,6 +50,14 @@ export class WebhooksController {
     return { items: (await this.webhooks.list(ownerId)).map(toEndpointView) };
   }
 
+  @Get(':id')
+  @RequireScopes('jobs:read')
+  @ApiEndpoint({ operationId: 'getWebhook', summary: 'One of the owner\'s webhook endpoints (without its secret), as the list shows it', problems: [badId, notFound] })
+  @ApiOkResponse({ type: WebhookEndpointView })
+  async getWebhook(@OwnerId() ownerId: string, @Param('id', UuidPipe) id: string): Promise<WebhookEndpointView> {
+    return toEndpointView(await this.webhooks.get(ownerId, id));
+  }
+
   @Delete(':id')
   @HttpCode(204)
   @RequireScopes('jobs:write')

@@ -42,6 +42,12 @@ export class WebhooksService {
     return this.endpoints.listOwned(ownerId);
   }
 
+  async get(ownerId: string, id: string): Promise<WebhookEndpoint> {
+    const endpoint = await this.endpoints.findOwned(ownerId, id);
+    if (!endpoint) throw new NotFoundError('Webhook endpoint');
+    return endpoint;
+  }
+
   async remove(ownerId: string, id: string): Promise<void> {
     if (!(await this.endpoints.deleteOwned(ownerId, id))) throw new NotFoundError('Webhook endpoint');
   }
