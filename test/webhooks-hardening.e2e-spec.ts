@@ -7,7 +7,7 @@ import { WebhookDispatcher } from '../src/webhooks/webhook-dispatcher.js';
 import { WebhookHostLookup } from '../src/webhooks/webhook-http.js';
 import { jest } from '@jest/globals';
 import { bearer, startTestApp, type TestApp } from './helpers/app.js';
-import { sleep } from './helpers/wait.js';
+import { sleep, waitFor } from './helpers/wait.js';
 import { startReceiver } from './helpers/webhook-receiver.js';
 
 // A forced full collection inside jest (see src/common/deadline.spec.ts).
@@ -182,4 +182,66 @@ describe('webhooks hardening', () => {
       await t.close();
     }
   }, 30_000);
+
+  it('refuses endpoints past WEBHOOK_MAX_ENDPOINTS_PER_OWNER, atomically under concurrent registrations', async () => {
+    const t = await startTestApp({ role: 'api', webhookAllowedHosts: ['127.0.0.1:9'], webhookMaxEndpointsPerOwner: 3 });
+    try {
+      const key = await t.key('owner-many');
+      const other = await t.key('owner-few');
+      const register = (k: string, i: number) => t.http().post('/v1/webhooks').set(bearer(k)).send({ url: `http://127.0.0.1:9/hook-${i}`, events: ['job.succeeded'] });
+      const answers = await Promise.all(Array.from({ length: 12 }, (_, i) => register(key, i)));
+      expect(answers.filter((r) => r.status === 201)).toHaveLength(3);
+      const refused = answers.filter((r) => r.status !== 201);
+      expect(refused).toHaveLength(9);
+      for (const r of refused) {
+        expect(r.status).toBe(409);
+        expect(r.body.code).toBe('webhook_endpoint_limit');
+        expect(r.headers['content-type']).toMatch(/application\/problem\+json/);
+      }
+      expect(await t.dataSource.query(`SELECT count(*)::int AS n FROM webhook_endpoints WHERE owner_id = 'owner-many'`)).toEqual([{ n: 3 }]);
+      // Another owner has a limit of its own; a deleted endpoint frees its place.
+      expect((await register(other, 0)).status).toBe(201);
+      const [first] = (await t.http().get('/v1/webhooks').set(bearer(key))).body.items;
+      expect((await t.http().delete(`/v1/webhooks/${first.id}`).set(bearer(key))).status).toBe(204);
+      expect((await register(key, 99)).status).toBe(201);
+    } finally {
+      await t.close();
+    }
+  }, 30_000);
+
+  it('shares the delivery slots between owners: a flood to a slow receiver does not queue another owner behind it', async () => {
+    const slow = await startReceiver(() => 'hold');
+    const fast = await startReceiver(() => 204);
+    const concurrency = 4;
+    const t = await startTestApp({
+      role: 'all',
+      workerPollMs: 10,
+      webhookAllowedHosts: [`127.0.0.1:${slow.port}`, `127.0.0.1:${fast.port}`],
+      webhookConcurrency: concurrency,
+      webhookTimeoutMs: 1_000,
+      webhookPollMs: 20,
+      webhookBackoffScale: 0.001,
+      shutdownGraceMs: 100,
+    });
+    try {
+      const flooder = await t.key('owner-flood');
+      const patient = await t.key('owner-patient');
+      await subscribe(t, flooder, slow.url, ['job.succeeded']);
+      await subscribe(t, patient, fast.url, ['job.succeeded']);
+      const job = (key: string, k: string) =>
+        t.http().post('/v1/jobs').set(bearer(key)).set('Idempotency-Key', k).send({ operation: 'summarize', input: { text: k } }).expect(201);
+      await Promise.all(Array.from({ length: 40 }, (_, i) => job(flooder, `flood-${i}`)));
+      // The flood's 40 deliveries are queued ahead (10 turnovers of the 4 slots in first-come order).
+      await waitFor(async () => (await t.dataSource.query(`SELECT count(*)::int AS n FROM webhook_deliveries WHERE owner_id = 'owner-flood'`))[0].n, (n) => n === 40, 20_000);
+      await job(patient, 'patient');
+      await waitFor(async () => fast.received.length, (n) => n === 1, 20_000);
+      // Round-robin by owner: the patient owner's delivery takes the next free slot, so at most one more turnover
+      // of the flood (plus the slots already held) went out before it.
+      expect(slow.received.length).toBeLessThanOrEqual(3 * concurrency);
+    } finally {
+      await t.close();
+      await slow.close();
+      await fast.close();
+    }
+  }, 60_000);
 });

@@ -11,6 +11,7 @@ export type ErrorCode =
   | 'unknown_provider'
   | 'provider_not_certified'
   | 'webhook_disabled'
+  | 'webhook_endpoint_limit'
   | 'budget_exceeded'
   | 'not_found'
   | 'unauthorized'

@@ -31,6 +31,7 @@ const titles: Record<ErrorCode, string> = {
   unknown_provider: 'Unknown provider',
   provider_not_certified: 'Provider not certified',
   webhook_disabled: 'The webhook endpoint is disabled',
+  webhook_endpoint_limit: 'Webhook endpoint limit reached',
   budget_exceeded: 'Monthly budget exceeded',
   not_found: 'Not found',
   unauthorized: 'Unauthorized',

@@ -31,6 +31,8 @@ export interface Env {
   webhookBackoffScale: number;
   webhookPollMs: number;
   webhookConcurrency: number;
+  /** Endpoints one owner may have at once (each settled job is one delivery per endpoint). */
+  webhookMaxEndpointsPerOwner: number;
   /** Terminal jobs older than this are purged with everything of theirs; 0 keeps them forever. */
   jobRetentionDays: number;
   retentionIntervalMs: number;
@@ -164,6 +166,7 @@ export function parseEnv(source: Source): Env {
     webhookBackoffScale: decimal(source, 'WEBHOOK_BACKOFF_SCALE', 1, 0.0001, 100),
     webhookPollMs: integer(source, 'WEBHOOK_POLL_MS', 1000, 5, 60_000),
     webhookConcurrency: integer(source, 'WEBHOOK_CONCURRENCY', 16, 1, 1000),
+    webhookMaxEndpointsPerOwner: integer(source, 'WEBHOOK_MAX_ENDPOINTS_PER_OWNER', 20, 1, 1000),
     jobRetentionDays: integer(source, 'JOB_RETENTION_DAYS', 30, 0, 36_500),
     retentionIntervalMs: integer(source, 'RETENTION_INTERVAL_MS', 300_000, 50, 86_400_000),
     dnsTimeoutMs: integer(source, 'DNS_TIMEOUT_MS', 2_000, 50, 60_000),

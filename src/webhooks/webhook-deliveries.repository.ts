@@ -78,15 +78,25 @@ export class WebhookDeliveriesRepository {
    * Takes up to `limit` due deliveries of enabled endpoints (FOR UPDATE SKIP LOCKED, so replicas never take
    * the same one) and leases them in the same statement: the attempt is counted and the delivery is due again
    * after `leaseMs`, which is how a delivery whose dispatcher died mid-call is sent again.
+   *
+   * Round-robin by owner: each owner's due deliveries are ranked oldest first and the claim takes every owner's
+   * first before anyone's second, so one owner's backlog (2,000 endpoints, a slow receiver) delays another
+   * owner's delivery by at most one turnover of the slots, not by the backlog. The lock step re-checks the row
+   * (a delivery another dispatcher claimed meanwhile is skipped or no longer due) and keeps the rank's order.
    */
   async claimDue(limit: number, leaseMs: number): Promise<ClaimedDelivery[]> {
     const rows = await rowsOf<ClaimedRow>(
       this.dataSource.manager,
-      `WITH due AS (
-         SELECT d.id FROM webhook_deliveries d
+      `WITH ranked AS (
+         SELECT d.id, d.next_attempt_at,
+                row_number() OVER (PARTITION BY d.owner_id ORDER BY d.next_attempt_at, d.id) AS turn
+           FROM webhook_deliveries d
           WHERE d.status = 'pending' AND d.next_attempt_at <= now()
             AND EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.id = d.endpoint_id AND w.status = 'enabled')
-          ORDER BY d.next_attempt_at
+       ), due AS (
+         SELECT d.id FROM webhook_deliveries d JOIN ranked r ON r.id = d.id
+          WHERE r.turn <= $1 AND d.status = 'pending' AND d.next_attempt_at <= now()
+          ORDER BY r.turn, r.next_attempt_at, d.id
           LIMIT $1
           FOR UPDATE OF d SKIP LOCKED
        )

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { rowsOf } from '../database/transactions.js';
+import { rowsOf, type Queryable } from '../database/transactions.js';
 import type { WebhookEventType } from '../ledger/outbox.port.js';
 import { endpointFromRow, type WebhookEndpoint, type WebhookEndpointRow } from './webhook.types.js';
 
@@ -11,13 +11,29 @@ const COLUMNS = 'id, owner_id, url, events, status, disabled_reason, disabled_at
 export class WebhookEndpointsRepository {
   constructor(private readonly dataSource: DataSource) {}
 
-  async insert(ownerId: string, url: string, events: WebhookEventType[], secret: string): Promise<WebhookEndpoint> {
+  /**
+   * Inserts an endpoint unless the owner already has `limit`; undefined then. Run it in a transaction: the
+   * owner's advisory lock (held to commit) serialises concurrent registrations of one owner, and the count runs
+   * in a statement of its own after the lock is granted, so its snapshot sees every endpoint committed before.
+   * (In one statement the snapshot would predate the lock, and two registrations could both count limit - 1.)
+   */
+  async insertWithinLimit(
+    manager: Queryable,
+    ownerId: string,
+    url: string,
+    events: WebhookEventType[],
+    secret: string,
+    limit: number,
+  ): Promise<WebhookEndpoint | undefined> {
+    await manager.query(`SELECT pg_advisory_xact_lock(hashtextextended('onejob.webhook_endpoints:' || $1, 0))`, [ownerId]);
     const rows = await rowsOf<WebhookEndpointRow>(
-      this.dataSource.manager,
-      `INSERT INTO webhook_endpoints (owner_id, url, events, secret) VALUES ($1, $2, $3, $4) RETURNING ${COLUMNS}`,
-      [ownerId, url, events, secret],
+      manager,
+      `INSERT INTO webhook_endpoints (owner_id, url, events, secret)
+       SELECT $1, $2, $3, $4 WHERE (SELECT count(*) FROM webhook_endpoints WHERE owner_id = $1) < $5
+       RETURNING ${COLUMNS}`,
+      [ownerId, url, events, secret, limit],
     );
-    return endpointFromRow(rows[0]);
+    return rows[0] && endpointFromRow(rows[0]);
   }
 
   async listOwned(ownerId: string): Promise<WebhookEndpoint[]> {

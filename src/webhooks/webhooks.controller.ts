@@ -33,6 +33,7 @@ export class WebhooksController {
       'Deliveries follow Standard Webhooks: headers `webhook-id` (the same on every retry), `webhook-timestamp`, `webhook-signature` (HMAC-SHA256 with the secret), body `{type, timestamp, data}`. Each settled job is announced once, never for a discarded result.',
     problems: [
       { status: 400, codes: ['validation_failed'] },
+      { status: 409, codes: ['webhook_endpoint_limit'] },
       { status: 422, codes: ['validation_failed'] },
     ],
   })

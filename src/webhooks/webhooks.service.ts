@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Inject, Injectable } from '@nestjs/common';
+import { DataSource } from 'typeorm';
 import { NotFoundError } from '../common/domain.errors.js';
 import { appConfig, type AppConfig } from '../config/app.config.js';
 import type { WebhookEventType } from '../ledger/outbox.port.js';
@@ -9,7 +10,7 @@ import { WebhookHostLookup } from './webhook-http.js';
 import { WebhookOutbox } from './webhook-outbox.js';
 import { checkWebhookUrl } from './webhook-url.js';
 import type { WebhookDelivery, WebhookEndpoint } from './webhook.types.js';
-import { WebhookDisabledError } from './webhooks.errors.js';
+import { WebhookDisabledError, WebhookEndpointLimitError } from './webhooks.errors.js';
 
 /** How long the old secret still signs after a rotation. */
 const ROTATION_OVERLAP_MS = 24 * 3_600_000;
@@ -23,6 +24,7 @@ function newSecret(): string {
 export class WebhooksService {
   constructor(
     @Inject(appConfig.KEY) private readonly config: AppConfig,
+    private readonly dataSource: DataSource,
     private readonly endpoints: WebhookEndpointsRepository,
     private readonly deliveries: WebhookDeliveriesRepository,
     private readonly outbox: WebhookOutbox,
@@ -35,7 +37,10 @@ export class WebhooksService {
     const resolve = async (host: string) => (await this.hostLookup.resolve(host)).map((a) => a.address);
     const checked = await checkWebhookUrl(url, this.config.webhookAllowedHosts, resolve);
     const secret = newSecret();
-    return { endpoint: await this.endpoints.insert(ownerId, checked, events, secret), secret };
+    const limit = this.config.webhookMaxEndpointsPerOwner;
+    const endpoint = await this.dataSource.transaction((manager) => this.endpoints.insertWithinLimit(manager, ownerId, checked, events, secret, limit));
+    if (!endpoint) throw new WebhookEndpointLimitError(limit);
+    return { endpoint, secret };
   }
 
   list(ownerId: string): Promise<WebhookEndpoint[]> {
