@@ -1,6 +1,7 @@
 import { createSocket, type Socket } from 'node:dgram';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
+import { Webhook } from 'standardwebhooks';
 import type { Env } from '../src/config/env.js';
 import { WebhookDeliveriesRepository } from '../src/webhooks/webhook-deliveries.repository.js';
 import { WebhookDispatcher } from '../src/webhooks/webhook-dispatcher.js';
@@ -244,4 +245,66 @@ describe('webhooks hardening', () => {
       await fast.close();
     }
   }, 60_000);
+
+  it('keeps every rotated-out secret signing until the expiry its rotation promised, through a second rotation', async () => {
+    const receiver = await startReceiver(() => 204);
+    const t = await startTestApp(apiEnv(receiver.url));
+    try {
+      const key = await t.key('owner-rotate');
+      const endpoint = await subscribe(t, key, receiver.url);
+      const rotate = async () => {
+        const res = await t.http().post(`/v1/webhooks/${endpoint.id}/rotate-secret`).set(bearer(key));
+        expect(res.status).toBe(200);
+        return res.body as { secret: string; previousSecretExpiresAt: string };
+      };
+      const first = await rotate();
+      const second = await rotate();
+      // The first rotation promised the original secret until about a day from now; the second must keep that.
+      expect(Date.parse(first.previousSecretExpiresAt)).toBeGreaterThan(Date.now() + 23 * 3_600_000);
+      const deliver = async (idempotencyKey: string) => {
+        await cancelledJob(t, key, idempotencyKey);
+        const [claimed] = await t.app.get(WebhookDeliveriesRepository).claimDue(10, 60_000);
+        await t.app.get(WebhookDispatcher).send(claimed);
+        return receiver.received[receiver.received.length - 1];
+      };
+      const verifies = (secret: string, seen: { raw: string; headers: Record<string, string> }) => {
+        try {
+          new Webhook(secret).verify(seen.raw, seen.headers);
+          return true;
+        } catch {
+          return false;
+        }
+      };
+      const seen = await deliver('after-two-rotations');
+      expect({ original: verifies(endpoint.secret, seen), first: verifies(first.secret, seen), current: verifies(second.secret, seen) }).toEqual({
+        original: true,
+        first: true,
+        current: true,
+      });
+      expect(seen.headers['webhook-signature'].split(' ')).toHaveLength(3);
+
+      // Once the original secret's promised expiry has passed it signs no more; the others still do.
+      await t.dataSource.query(
+        `UPDATE webhook_endpoints SET previous_secrets = (
+           SELECT jsonb_agg(CASE WHEN p->>'secret' = $2 THEN jsonb_set(p, '{expiresAt}', to_jsonb(now() - interval '1 second')) ELSE p END)
+             FROM jsonb_array_elements(previous_secrets) p) WHERE id = $1`,
+        [endpoint.id, endpoint.secret],
+      );
+      const later = await deliver('after-the-first-expiry');
+      expect({ original: verifies(endpoint.secret, later), first: verifies(first.secret, later), current: verifies(second.secret, later) }).toEqual({
+        original: false,
+        first: true,
+        current: true,
+      });
+      // Five rotated-out secrets may sign at once (the first and four more); a sixth rotation keeps every promise
+      // by being refused until the oldest expires.
+      for (let i = 0; i < 4; i++) await rotate();
+      const refused = await t.http().post(`/v1/webhooks/${endpoint.id}/rotate-secret`).set(bearer(key));
+      expect(refused.status).toBe(409);
+      expect(refused.body.code).toBe('webhook_rotation_limit');
+    } finally {
+      await t.close();
+      await receiver.close();
+    }
+  }, 30_000);
 });

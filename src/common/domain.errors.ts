@@ -12,6 +12,7 @@ export type ErrorCode =
   | 'provider_not_certified'
   | 'webhook_disabled'
   | 'webhook_endpoint_limit'
+  | 'webhook_rotation_limit'
   | 'budget_exceeded'
   | 'not_found'
   | 'unauthorized'

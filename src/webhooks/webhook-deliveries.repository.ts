@@ -17,7 +17,8 @@ interface ClaimedRow {
   payload: string;
   url: string;
   secret: string;
-  previous_secret: string | null;
+  /** The retired secrets whose promised expiry has not passed, oldest first. */
+  previous_secrets: string[] | null;
 }
 
 export interface DeliveryResult {
@@ -104,7 +105,9 @@ export class WebhookDeliveriesRepository {
          FROM due, webhook_endpoints w
         WHERE d.id = due.id AND w.id = d.endpoint_id
        RETURNING d.id, d.endpoint_id, d.attempts, d.payload::text AS payload, w.url, w.secret,
-                 CASE WHEN w.previous_secret_expires_at > now() THEN w.previous_secret END AS previous_secret`,
+                 (SELECT array_agg(p->>'secret' ORDER BY (p->>'expiresAt')::timestamptz)
+                    FROM jsonb_array_elements(w.previous_secrets) p
+                   WHERE (p->>'expiresAt')::timestamptz > now()) AS previous_secrets`,
       [limit, leaseMs],
     );
     return rows.map((r) => ({
@@ -113,7 +116,7 @@ export class WebhookDeliveriesRepository {
       attempts: r.attempts,
       payload: r.payload,
       url: r.url,
-      secrets: r.previous_secret ? [r.secret, r.previous_secret] : [r.secret],
+      secrets: [r.secret, ...(r.previous_secrets ?? [])],
     }));
   }
 

@@ -74,7 +74,9 @@ export class WebhooksController {
   @ApiEndpoint({
     operationId: 'rotateWebhookSecret',
     summary: 'A new signing secret (shown once); the old one keeps signing beside it for 24 hours',
-    problems: [badId, notFound],
+    description:
+      'Secrets rotated out earlier keep signing until their own `previousSecretExpiresAt`, so each rotation\'s promise holds. With 5 rotated-out secrets still signing, another rotation is refused (409 `webhook_rotation_limit`) until the oldest expires.',
+    problems: [badId, notFound, { status: 409, codes: ['webhook_rotation_limit'] }],
   })
   @ApiOkResponse({ type: RotatedSecretView })
   async rotateWebhookSecret(@OwnerId() ownerId: string, @Param('id', UuidPipe) id: string): Promise<RotatedSecretView> {

@@ -11,3 +11,13 @@ export class WebhookEndpointLimitError extends DomainError {
     super('webhook_endpoint_limit', 409, `An owner may have at most ${limit} webhook endpoints (WEBHOOK_MAX_ENDPOINTS_PER_OWNER). Delete one first.`);
   }
 }
+
+export class WebhookRotationLimitError extends DomainError {
+  constructor(limit: number) {
+    super(
+      'webhook_rotation_limit',
+      409,
+      `${limit} rotated-out secrets of this endpoint still sign until their promised expiry; rotate again when the oldest expires.`,
+    );
+  }
+}

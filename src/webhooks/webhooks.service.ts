@@ -10,10 +10,16 @@ import { WebhookHostLookup } from './webhook-http.js';
 import { WebhookOutbox } from './webhook-outbox.js';
 import { checkWebhookUrl } from './webhook-url.js';
 import type { WebhookDelivery, WebhookEndpoint } from './webhook.types.js';
-import { WebhookDisabledError, WebhookEndpointLimitError } from './webhooks.errors.js';
+import { WebhookDisabledError, WebhookEndpointLimitError, WebhookRotationLimitError } from './webhooks.errors.js';
 
 /** How long the old secret still signs after a rotation. */
 const ROTATION_OVERLAP_MS = 24 * 3_600_000;
+
+/**
+ * Rotated-out secrets that may sign at once, beside the current one. Each rotation's promised expiry holds, so a
+ * rotation past this is refused (409) rather than dropping a secret early; each one is a signature per delivery.
+ */
+const MAX_RETIRED_SECRETS = 5;
 
 /** Standard Webhooks secrets: `whsec_` and base64 of 24-64 random bytes. */
 function newSecret(): string {
@@ -59,8 +65,9 @@ export class WebhooksService {
 
   async rotateSecret(ownerId: string, id: string): Promise<{ id: string; secret: string; previousSecretExpiresAt: Date }> {
     const secret = newSecret();
-    const rotated = await this.endpoints.rotateSecret(ownerId, id, secret, ROTATION_OVERLAP_MS);
+    const rotated = await this.endpoints.rotateSecret(ownerId, id, secret, ROTATION_OVERLAP_MS, MAX_RETIRED_SECRETS);
     if (!rotated) throw new NotFoundError('Webhook endpoint');
+    if (!rotated.rotated) throw new WebhookRotationLimitError(MAX_RETIRED_SECRETS);
     return { id, secret, previousSecretExpiresAt: rotated.previousSecretExpiresAt };
   }
 

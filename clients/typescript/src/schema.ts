@@ -433,7 +433,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** A new signing secret (shown once); the old one keeps signing beside it for 24 hours */
+        /**
+         * A new signing secret (shown once); the old one keeps signing beside it for 24 hours
+         * @description Secrets rotated out earlier keep signing until their own `previousSecretExpiresAt`, so each rotation's promise holds. With 5 rotated-out secrets still signing, another rotation is refused (409 `webhook_rotation_limit`) until the oldest expires.
+         */
         post: operations["rotateWebhookSecret"];
         delete?: never;
         options?: never;
@@ -3475,6 +3478,16 @@ export interface operations {
             };
             /** @description problem+json with code not_found */
             404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code webhook_rotation_limit */
+            409: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
