@@ -95,9 +95,9 @@ describe('retention batches', () => {
       // Three cancelled jobs and one pending, all created 40 days ago.
       await api.dataSource.query(`UPDATE jobs SET created_at = created_at - interval '40 days', completed_at = completed_at - interval '40 days' WHERE id = ANY($1)`, [ids]);
       const retention = api.app.get(RetentionRepository);
-      expect(await retention.purgeBatch(30, 2)).toBe(2);
-      expect(await retention.purgeBatch(30, 2)).toBe(1);
-      expect(await retention.purgeBatch(30, 2)).toBe(0);
+      expect((await retention.purgeBatch(30, 2)).jobs).toBe(2);
+      expect((await retention.purgeBatch(30, 2)).jobs).toBe(1);
+      expect((await retention.purgeBatch(30, 2)).jobs).toBe(0);
       const left = await api.dataSource.query('SELECT id, status FROM jobs');
       expect(left).toEqual([{ id: ids[3], status: 'pending' }]);
     } finally {
