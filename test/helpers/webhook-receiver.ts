@@ -14,8 +14,11 @@ export interface Received {
   answered: number | 'hold';
 }
 
-/** What to answer the nth request for one webhook-id: a status, or 'hold' (never answer: a timeout or a kill). */
-export type Behaviour = (nth: number, body: Received['body']) => number | 'hold';
+/**
+ * What to answer the nth request for one webhook-id: a status, 'hold' (never answer: a timeout or a kill), or a
+ * status after a delay (a slow receiver).
+ */
+export type Behaviour = (nth: number, body: Received['body']) => number | 'hold' | { status: number; afterMs: number };
 
 /**
  * A customer's receiver on 127.0.0.1: it verifies every request with `standardwebhooks` (as a customer would)
@@ -44,9 +47,18 @@ export async function startReceiver(behaviour: Behaviour) {
       const body = JSON.parse(raw) as Received['body'];
       const nth = received.filter((r) => r.webhookId === headers['webhook-id']).length + 1;
       const answer = current(nth, body);
-      received.push({ webhookId: headers['webhook-id'], nth, body, verified, raw, headers, answered: answer });
+      const answered = typeof answer === 'object' ? answer.status : answer;
+      received.push({ webhookId: headers['webhook-id'], nth, body, verified, raw, headers, answered });
       if (answer === 'hold') {
         held.add(res);
+        return;
+      }
+      if (typeof answer === 'object') {
+        held.add(res);
+        setTimeout(() => {
+          held.delete(res);
+          if (!res.destroyed) res.writeHead(answer.status).end();
+        }, answer.afterMs);
         return;
       }
       res.writeHead(answer).end();
