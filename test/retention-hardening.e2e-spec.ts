@@ -58,8 +58,8 @@ describe('retention hardening', () => {
       expect(await t.app.get(RetentionSweeper).sweep(30)).toBe(1);
       const info = spyLog('log');
       const warn = spyLog('warn');
-      // The simulated call answers 2.5 s after it started; 6 s is ample.
-      await waitFor(async () => [...info.calls(), ...warn.calls(), ...error.calls()].filter((c) => c.jobId === jobId).length, (n) => n > 0, 6_000).catch(() => undefined);
+      // The simulated call answers 2.5 s after it started; 10 s is ample.
+      await waitFor(async () => [...info.calls(), ...warn.calls(), ...error.calls()].filter((c) => c.jobId === jobId).length, (n) => n > 0, 10_000).catch(() => undefined);
       await sleep(200);
       const errors = error.calls().filter((c) => c.jobId === jobId);
       expect(errors).toEqual([]);
