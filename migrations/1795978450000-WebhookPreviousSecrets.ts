@@ -21,8 +21,14 @@ export class WebhookPreviousSecrets1795978450000 implements MigrationInterface {
     await queryRunner.query(`ALTER TABLE webhook_endpoints ADD COLUMN previous_secret text, ADD COLUMN previous_secret_expires_at timestamptz`);
     // Only one previous secret fits the old shape: the one that lasts longest.
     await queryRunner.query(`
-      UPDATE webhook_endpoints w SET previous_secret = p.value->>'secret', previous_secret_expires_at = (p.value->>'expiresAt')::timestamptz
-        FROM LATERAL (SELECT value FROM jsonb_array_elements(w.previous_secrets) ORDER BY (value->>'expiresAt')::timestamptz DESC LIMIT 1) p`);
+      WITH last AS (
+        SELECT w.id, p.value->>'secret' AS secret, (p.value->>'expiresAt')::timestamptz AS expires_at
+          FROM webhook_endpoints w
+          CROSS JOIN LATERAL (SELECT value FROM jsonb_array_elements(w.previous_secrets)
+                               ORDER BY (value->>'expiresAt')::timestamptz DESC LIMIT 1) p
+      )
+      UPDATE webhook_endpoints w SET previous_secret = last.secret, previous_secret_expires_at = last.expires_at
+        FROM last WHERE last.id = w.id`);
     await queryRunner.query(`ALTER TABLE webhook_endpoints DROP COLUMN previous_secrets`);
   }
 }
