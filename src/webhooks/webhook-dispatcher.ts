@@ -122,7 +122,7 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
   /** One signed POST and its record. */
   async send(delivery: ClaimedDelivery): Promise<void> {
     const timestamp = new Date();
-    // During a secret rotation both secrets sign: receivers on either verify (space-separated signatures).
+    // During secret rotations every live secret signs: receivers on any of them verify (space-separated signatures).
     const signature = delivery.secrets.map((secret) => new Webhook(secret).sign(delivery.id, timestamp, delivery.payload)).join(' ');
     const started = performance.now();
     const result: DeliveryResult = { id: delivery.id, number: delivery.attempts, statusCode: null, latencyMs: 0, error: null };
