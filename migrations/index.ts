@@ -8,6 +8,8 @@ import { AddAttemptCost1795977920000 } from './1795977920000-AddAttemptCost.js';
 import { CreateOwnerBudgets1795977930000 } from './1795977930000-CreateOwnerBudgets.js';
 import { AddJobTraceContext1795978100000 } from './1795978100000-AddJobTraceContext.js';
 import { CreateProviderCapacity1795978200000 } from './1795978200000-CreateProviderCapacity.js';
+import { WebhookPreviousSecrets1795978450000 } from './1795978450000-WebhookPreviousSecrets.js';
+import { WebhookDeliveryLease1795978460000 } from './1795978460000-WebhookDeliveryLease.js';
 
 /** Every migration, in order. Listed by class so the same list works from TypeScript sources and from dist/. */
 export const migrations = [
@@ -21,4 +23,6 @@ export const migrations = [
   CreateOwnerBudgets1795977930000,
   AddJobTraceContext1795978100000,
   CreateProviderCapacity1795978200000,
+  WebhookPreviousSecrets1795978450000,
+  WebhookDeliveryLease1795978460000,
 ];

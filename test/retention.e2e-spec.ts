@@ -10,7 +10,7 @@ describe('retention: terminal jobs older than JOB_RETENTION_DAYS are purged with
 
   beforeAll(async () => {
     receiver = await startReceiver(() => 200);
-    t = await startTestApp({ role: 'all', workerPollMs: 10, reconcileIntervalMs: 100, jobRetentionDays: 30, retentionIntervalMs: 100, webhookAllowedHosts: ['127.0.0.1'], webhookPollMs: 20 });
+    t = await startTestApp({ role: 'all', workerPollMs: 10, reconcileIntervalMs: 100, jobRetentionDays: 30, retentionIntervalMs: 100, webhookAllowedHosts: [`127.0.0.1:${receiver.port}`], webhookPollMs: 20 });
     key = await t.key('owner-retention');
     const hook = await t.http().post('/v1/webhooks').set(bearer(key)).send({ url: receiver.url, events: ['job.succeeded', 'attempt.unknown'] });
     expect(hook.status).toBe(201);
@@ -95,9 +95,9 @@ describe('retention batches', () => {
       // Three cancelled jobs and one pending, all created 40 days ago.
       await api.dataSource.query(`UPDATE jobs SET created_at = created_at - interval '40 days', completed_at = completed_at - interval '40 days' WHERE id = ANY($1)`, [ids]);
       const retention = api.app.get(RetentionRepository);
-      expect(await retention.purgeBatch(30, 2)).toBe(2);
-      expect(await retention.purgeBatch(30, 2)).toBe(1);
-      expect(await retention.purgeBatch(30, 2)).toBe(0);
+      expect((await retention.purgeBatch(30, 2)).jobs).toBe(2);
+      expect((await retention.purgeBatch(30, 2)).jobs).toBe(1);
+      expect((await retention.purgeBatch(30, 2)).jobs).toBe(0);
       const left = await api.dataSource.query('SELECT id, status FROM jobs');
       expect(left).toEqual([{ id: ids[3], status: 'pending' }]);
     } finally {

@@ -10,12 +10,15 @@ import { spawnService, waitUntilReady } from './helpers/process.js';
 import { sleep, waitFor } from './helpers/wait.js';
 import { startReceiver, type Received } from './helpers/webhook-receiver.js';
 
+/** WEBHOOK_ALLOWED_HOSTS for a receiver: its host and port only. */
+const allow = (receiver: { port: number }) => [`127.0.0.1:${receiver.port}`];
+
 /** A service with workers and the dispatcher, allowed to call the receiver on 127.0.0.1, with a schedule shrunk 1000x. */
-const serviceEnv = (extra: Partial<Env> = {}): Partial<Env> => ({
+const serviceEnv = (receiver: { port: number }, extra: Partial<Env> = {}): Partial<Env> => ({
   role: 'all',
   workerPollMs: 10,
   reconcileIntervalMs: 100,
-  webhookAllowedHosts: ['127.0.0.1'],
+  webhookAllowedHosts: allow(receiver),
   webhookBackoffScale: 0.001,
   webhookTimeoutMs: 1000,
   webhookPollMs: 20,
@@ -42,7 +45,7 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
   it('retries through three 500s and a timeout with one webhook-id, and each settled job is accepted exactly once', async () => {
     // Per event: 500, 500, 500, no answer (timeout), then 200.
     const receiver = await startReceiver((nth) => (nth <= 3 ? 500 : nth === 4 ? 'hold' : 200));
-    const t = await startTestApp(serviceEnv());
+    const t = await startTestApp(serviceEnv(receiver));
     try {
       const key = await t.key('owner-hooks');
       const endpoint = await subscribe(t, key, receiver.url);
@@ -83,7 +86,7 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
       c.providers.push({ name: 'slow-a', kind: 'simulated', model: 'a', timeoutMs: 200, hardTimeoutMs: 5000, onTimeout: 'failover', sideEffectFree: true, simulate: { latencyMs: 1200 } });
       c.providers.push({ name: 'fast-b', kind: 'simulated', model: 'b', timeoutMs: 2000, simulate: { latencyMs: 100 } });
     });
-    const t = await startTestApp(serviceEnv({ catalogFile }));
+    const t = await startTestApp(serviceEnv(receiver, { catalogFile }));
     try {
       const key = await t.key('owner-late');
       receiver.trust((await subscribe(t, key, receiver.url)).secret);
@@ -112,7 +115,7 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
 
   it('writes the delivery in the settling transaction: nothing for an owner without endpoints, nothing for unsubscribed events', async () => {
     const receiver = await startReceiver(() => 200);
-    const t = await startTestApp(serviceEnv());
+    const t = await startTestApp(serviceEnv(receiver));
     try {
       const subscriber = await t.key('owner-sub');
       const other = await t.key('owner-none');
@@ -131,7 +134,7 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
 
   it('announces a committed settlement and never a rolled-back one', async () => {
     const receiver = await startReceiver(() => 200);
-    const t = await startTestApp({ role: 'api', webhookAllowedHosts: ['127.0.0.1'] });
+    const t = await startTestApp({ role: 'api', webhookAllowedHosts: allow(receiver) });
     try {
       const key = await t.key('owner-tx');
       await subscribe(t, key, receiver.url, ['job.cancelled']);
@@ -157,7 +160,7 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
   it('delivers after restart when the app is closed while the receiver holds the request', async () => {
     const receiver = await startReceiver(() => 'hold');
     const database = await createTestDatabase();
-    const first = await startTestApp(serviceEnv({ webhookTimeoutMs: 5000 }), database);
+    const first = await startTestApp(serviceEnv(receiver, { webhookTimeoutMs: 5000 }), database);
     let second: TestApp | undefined;
     try {
       const key = await first.key('owner-restart');
@@ -167,7 +170,7 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
       receiver.behave(() => 200);
       await first.close(); // the receiver still holds the first request
 
-      second = await startTestApp(serviceEnv({ webhookTimeoutMs: 5000 }), database);
+      second = await startTestApp(serviceEnv(receiver, { webhookTimeoutMs: 5000 }), database);
       await waitFor(async () => receiver.accepted().length, (n) => n === 1, 30_000);
       await sleep(300);
       const seen = forJob(receiver.received, jobId);
@@ -185,8 +188,8 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
 
   it('delivers after a SIGKILL of the dispatcher mid-delivery, once its lease runs out', async () => {
     const receiver = await startReceiver(() => 'hold');
-    const api = await startTestApp({ role: 'api', webhookAllowedHosts: ['127.0.0.1'] });
-    const env = { DATABASE_URL: api.database.url, CATALOG_FILE: 'test/fixtures/catalog.test.yaml', ROLE: 'worker', WORKER_POLL_MS: '20', WEBHOOK_POLL_MS: '20', WEBHOOK_TIMEOUT_MS: '1000', WEBHOOK_ALLOWED_HOSTS: '127.0.0.1' };
+    const api = await startTestApp({ role: 'api', webhookAllowedHosts: allow(receiver) });
+    const env = { DATABASE_URL: api.database.url, CATALOG_FILE: 'test/fixtures/catalog.test.yaml', ROLE: 'worker', WORKER_POLL_MS: '20', WEBHOOK_POLL_MS: '20', WEBHOOK_TIMEOUT_MS: '1000', WEBHOOK_ALLOWED_HOSTS: allow(receiver).join(',') };
     const victim = await spawnService(env);
     let survivor: Awaited<ReturnType<typeof spawnService>> | undefined;
     try {
@@ -224,7 +227,7 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
 
   it('disables an endpoint that keeps failing, says why, and refuses a manual retry until it is enabled', async () => {
     const receiver = await startReceiver(() => 500);
-    const t = await startTestApp(serviceEnv());
+    const t = await startTestApp(serviceEnv(receiver));
     try {
       const key = await t.key('owner-failing');
       const endpoint = await subscribe(t, key, receiver.url, ['job.succeeded']);
@@ -263,7 +266,7 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
 
   it('manages endpoints per owner: URL checks, scopes, one-time secret, rotation signs with both secrets', async () => {
     const receiver = await startReceiver(() => 200);
-    const t = await startTestApp(serviceEnv({ webhookAllowedHosts: ['127.0.0.1'] }));
+    const t = await startTestApp(serviceEnv(receiver));
     try {
       const key = await t.key('owner-manage');
       const reader = await t.key('owner-manage', ['jobs:read']);
@@ -313,7 +316,7 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
   }, 90_000);
 
   it('claims each due delivery once across concurrent dispatchers (FOR UPDATE SKIP LOCKED)', async () => {
-    const t = await startTestApp({ role: 'api', webhookAllowedHosts: ['127.0.0.1'] });
+    const t = await startTestApp({ role: 'api', webhookAllowedHosts: ['127.0.0.1:9'] });
     try {
       const key = await t.key('owner-claims');
       await subscribe(t, key, 'http://127.0.0.1:9/never', ['job.cancelled']);

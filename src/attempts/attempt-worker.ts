@@ -18,6 +18,7 @@ import type { ProviderSpec } from '../config/catalog.types.js';
 import { CatalogService } from '../providers/catalog.service.js';
 import { renderPrompt } from '../providers/prompt.js';
 import { ProviderRegistry } from '../providers/provider-registry.js';
+import { isPurgedJobError } from '../retention/purged-job.js';
 import { inJobTrace } from '../telemetry/tracing.js';
 import { AttemptRunner, type Claimed } from './attempt-runner.js';
 import { AttemptScheduler } from './attempt-scheduler.js';
@@ -149,7 +150,12 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
           const info = { jobId: job.id, attemptId: attempt.id, provider: attempt.provider, claimStartedAt };
           return one && inJobTrace(job, info, () => this.runner.call(one, this.shutdown.signal, callEnded));
         })
-        .catch((error: Error) => this.logger.error({ msg: 'attempt run failed; the reconciler will find it', jobId: job.id, attemptId: attempt.id, ...safeErrorFields(error) }))
+        .catch((error: Error) =>
+          // A job purged by retention while its call was out: nothing is left to reconcile, so not an error.
+          isPurgedJobError(error)
+            ? this.logger.warn({ msg: 'late result dropped: its job was purged by retention', jobId: job.id, attemptId: attempt.id })
+            : this.logger.error({ msg: 'attempt run failed; the reconciler will find it', jobId: job.id, attemptId: attempt.id, ...safeErrorFields(error) }),
+        )
         .finally(() => {
           callEnded();
           this.inFlight.delete(run);

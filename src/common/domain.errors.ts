@@ -12,6 +12,8 @@ export type ErrorCode =
   | 'provider_not_certified'
   | 'provider_paused'
   | 'webhook_disabled'
+  | 'webhook_endpoint_limit'
+  | 'webhook_rotation_limit'
   | 'budget_exceeded'
   | 'not_found'
   | 'unauthorized'

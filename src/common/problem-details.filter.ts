@@ -32,6 +32,8 @@ const titles: Record<ErrorCode, string> = {
   provider_not_certified: 'Provider not certified',
   provider_paused: 'Provider paused by its rate limit',
   webhook_disabled: 'The webhook endpoint is disabled',
+  webhook_endpoint_limit: 'Webhook endpoint limit reached',
+  webhook_rotation_limit: 'Too many secret rotations in progress',
   budget_exceeded: 'Monthly budget exceeded',
   not_found: 'Not found',
   unauthorized: 'Unauthorized',

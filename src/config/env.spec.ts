@@ -33,5 +33,13 @@ describe('parseEnv', () => {
       webhookBackoffScale: 0.001,
       jobRetentionDays: 0,
     });
+    // Scoped by port; IPv6 bracketed before a port, bare without one.
+    expect(parseEnv({ WEBHOOK_ALLOWED_HOSTS: '127.0.0.1:4000,[::1]:8080,::1,Hooks.Internal:8443' }).webhookAllowedHosts).toEqual([
+      '127.0.0.1:4000',
+      '[::1]:8080',
+      '::1',
+      'hooks.internal:8443',
+    ]);
+    for (const bad of ['127.0.0.1:0', '127.0.0.1:70000', 'host:port', 'http://x/']) expect(() => parseEnv({ WEBHOOK_ALLOWED_HOSTS: bad })).toThrow(/WEBHOOK_ALLOWED_HOSTS/);
   });
 });

@@ -26,13 +26,15 @@ export interface Env {
   dbPreparedStatements: boolean;
   bodyLimitBytes: number;
   logLevel: LogLevel;
-  /** Hosts a webhook may name over http and that skip the address checks (exact, lower-case hostnames). */
+  /** `host:port` (or a bare host: default ports only) a webhook may name over http, skipping the address checks. */
   webhookAllowedHosts: string[];
   webhookTimeoutMs: number;
   /** Multiplies the retry schedule (1 = 5 s ... 12 h); tests shrink it. */
   webhookBackoffScale: number;
   webhookPollMs: number;
   webhookConcurrency: number;
+  /** Endpoints one owner may have at once (each settled job is one delivery per endpoint). */
+  webhookMaxEndpointsPerOwner: number;
   /** Terminal jobs older than this are purged with everything of theirs; 0 keeps them forever. */
   jobRetentionDays: number;
   retentionIntervalMs: number;
@@ -94,12 +96,30 @@ function decimal(source: Source, name: string, fallback: number, min: number, ma
   return value;
 }
 
+/**
+ * WEBHOOK_ALLOWED_HOSTS: `host:port` (that port only) or a bare host (the scheme's default port only), IPv6
+ * bracketed when a port follows. Kept in the spelling URL.host uses, so a delivery's URL compares as is.
+ */
 function hostList(source: Source, name: string): string[] {
   const raw = source[name] ?? '';
-  const hosts = raw.split(',').map((h) => h.trim().toLowerCase()).filter(Boolean);
-  // A hostname or an IP literal (IPv6 without brackets); never a URL or a port.
-  if (hosts.some((h) => !/^[a-z0-9.:-]{1,253}$/.test(h))) throw new EnvError(name, 'must be a comma-separated list of hostnames or IP addresses');
-  return hosts;
+  const entries = raw.split(',').map((h) => h.trim().toLowerCase()).filter(Boolean);
+  const invalid = () => new EnvError(name, 'must be a comma-separated list of hosts or IP addresses, each with an optional :port');
+  return entries.map((entry) => {
+    const bareIPv6 = /^[0-9a-f:.]+$/.test(entry) && entry.split(':').length > 2;
+    const match = bareIPv6 ? [entry, `[${entry}]`, undefined] : /^(\[[0-9a-f:.]+\]|[a-z0-9.-]{1,253})(?::(\d{1,5}))?$/.exec(entry);
+    if (!match) throw invalid();
+    const port = match[2] === undefined ? undefined : Number(match[2]);
+    if (port !== undefined && (port < 1 || port > 65_535)) throw invalid();
+    let url: URL;
+    try {
+      url = new URL(`http://${match[1]}${port === undefined ? '' : `:${port}`}`);
+    } catch {
+      throw invalid();
+    }
+    // A bare host stays bare (default port); a port equal to http's default is kept as written.
+    const host = url.hostname;
+    return port === undefined ? host.replace(/^\[(.*)\]$/, '$1') : `${host}:${port}`;
+  });
 }
 
 function serverList(source: Source, name: string): string[] {
@@ -161,6 +181,7 @@ export function parseEnv(source: Source): Env {
     webhookBackoffScale: decimal(source, 'WEBHOOK_BACKOFF_SCALE', 1, 0.0001, 100),
     webhookPollMs: integer(source, 'WEBHOOK_POLL_MS', 1000, 5, 60_000),
     webhookConcurrency: integer(source, 'WEBHOOK_CONCURRENCY', 16, 1, 1000),
+    webhookMaxEndpointsPerOwner: integer(source, 'WEBHOOK_MAX_ENDPOINTS_PER_OWNER', 20, 1, 1000),
     jobRetentionDays: integer(source, 'JOB_RETENTION_DAYS', 30, 0, 36_500),
     retentionIntervalMs: integer(source, 'RETENTION_INTERVAL_MS', 300_000, 50, 86_400_000),
     dnsTimeoutMs: integer(source, 'DNS_TIMEOUT_MS', 2_000, 50, 60_000),

@@ -1,6 +1,8 @@
 import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
+import { Counter } from 'prom-client';
 import { appConfig, type AppConfig } from '../config/app.config.js';
 import { isDatabaseUnavailable } from '../database/pg-errors.js';
+import { MetricsService } from '../metrics/metrics.service.js';
 import { RetentionRepository } from './retention.repository.js';
 
 /** Jobs one statement purges at most: short transactions, short locks. */
@@ -17,11 +19,19 @@ export class RetentionSweeper implements OnApplicationBootstrap, BeforeApplicati
   private timer?: NodeJS.Timeout;
   private running?: Promise<unknown>;
   private stopping = false;
+  private readonly pendingDeliveriesMetric: Counter;
 
   constructor(
     @Inject(appConfig.KEY) private readonly config: AppConfig,
     private readonly retention: RetentionRepository,
-  ) {}
+    metrics: MetricsService,
+  ) {
+    this.pendingDeliveriesMetric = new Counter({
+      name: 'onejob_retention_pending_webhook_deliveries_purged_total',
+      help: 'Webhook deliveries still pending (never delivered) when retention purged their job.',
+      registers: [metrics.registry],
+    });
+  }
 
   onApplicationBootstrap(): void {
     if (this.config.role === 'api' || this.config.jobRetentionDays === 0) return;
@@ -45,12 +55,19 @@ export class RetentionSweeper implements OnApplicationBootstrap, BeforeApplicati
   /** Purges batch after batch until a short one; returns the jobs purged. */
   async sweep(days = this.config.jobRetentionDays): Promise<number> {
     let total = 0;
+    let pending = 0;
     while (!this.stopping) {
       const purged = await this.retention.purgeBatch(days, PURGE_BATCH);
-      total += purged;
-      if (purged < PURGE_BATCH) break;
+      total += purged.jobs;
+      pending += purged.pendingDeliveries;
+      if (purged.jobs < PURGE_BATCH) break;
     }
-    if (total) this.logger.log({ msg: 'retention: terminal jobs purged', count: total, olderThanDays: days });
+    this.pendingDeliveriesMetric.inc(pending);
+    // A pending delivery purged with its job is an announcement its receiver never gets: said, at warn, with
+    // the count. (Keeping such jobs instead would let a disabled endpoint hold data past its retention forever.)
+    const line = { msg: 'retention: terminal jobs purged', count: total, olderThanDays: days, pendingWebhookDeliveries: pending };
+    if (pending) this.logger.warn({ ...line, msg: 'retention: terminal jobs purged with webhook deliveries still pending' });
+    else if (total) this.logger.log(line);
     return total;
   }
 }

@@ -13,12 +13,13 @@ export class RetentionRepository {
   /**
    * Purges up to `limit` terminal jobs completed more than `days` ago, with their attempts, events and webhook
    * deliveries, in one transaction. Live jobs (pending, running, unknown) have no completed_at and are never
-   * candidates. SKIP LOCKED: a job some transaction holds is left for the next batch. Returns the jobs purged.
+   * candidates. SKIP LOCKED: a job some transaction holds is left for the next batch. Returns the jobs purged and
+   * how many of their webhook deliveries were still pending (never to be delivered now: the caller reports them).
    */
-  async purgeBatch(days: number, limit: number): Promise<number> {
+  async purgeBatch(days: number, limit: number): Promise<{ jobs: number; pendingDeliveries: number }> {
     return this.dataSource.transaction(async (manager) => {
       await manager.query(`SET LOCAL onejob.purge = 'on'`);
-      const rows = await rowsOf<{ purged: number }>(
+      const rows = await rowsOf<{ purged: number; pending_deliveries: number }>(
         manager,
         `WITH doomed AS (
            SELECT id FROM jobs
@@ -27,7 +28,7 @@ export class RetentionRepository {
             LIMIT $2
             FOR UPDATE SKIP LOCKED
          ), deliveries AS (
-           DELETE FROM webhook_deliveries WHERE job_id IN (SELECT id FROM doomed)
+           DELETE FROM webhook_deliveries WHERE job_id IN (SELECT id FROM doomed) RETURNING status
          ), events AS (
            DELETE FROM job_events WHERE job_id IN (SELECT id FROM doomed)
          ), attempts AS (
@@ -35,10 +36,11 @@ export class RetentionRepository {
          ), purged AS (
            DELETE FROM jobs WHERE id IN (SELECT id FROM doomed) RETURNING id
          )
-         SELECT count(*)::int AS purged FROM purged`,
+         SELECT (SELECT count(*) FROM purged)::int AS purged,
+                (SELECT count(*) FROM deliveries WHERE status = 'pending')::int AS pending_deliveries`,
         [days, limit],
       );
-      return rows[0]?.purged ?? 0;
+      return { jobs: rows[0]?.purged ?? 0, pendingDeliveries: rows[0]?.pending_deliveries ?? 0 };
     });
   }
 }

@@ -17,7 +17,8 @@ interface ClaimedRow {
   payload: string;
   url: string;
   secret: string;
-  previous_secret: string | null;
+  /** The retired secrets whose promised expiry has not passed, oldest first. */
+  previous_secrets: string[] | null;
 }
 
 export interface DeliveryResult {
@@ -78,23 +79,42 @@ export class WebhookDeliveriesRepository {
    * Takes up to `limit` due deliveries of enabled endpoints (FOR UPDATE SKIP LOCKED, so replicas never take
    * the same one) and leases them in the same statement: the attempt is counted and the delivery is due again
    * after `leaseMs`, which is how a delivery whose dispatcher died mid-call is sent again.
+   *
+   * Round-robin by owner, across claims: each owner's due deliveries are ranked oldest first, after the ones it
+   * already has in flight (`leased_until`), and the claim takes the lowest ranks. An owner with 4 deliveries out
+   * ranks its next one 5th, behind another owner's first, so one owner's backlog (2,000 endpoints, a slow
+   * receiver) delays another owner's delivery by at most one turnover of the slots, not by the backlog, even
+   * when slots free one at a time. The lock step re-checks the row (a delivery another dispatcher claimed
+   * meanwhile is skipped or no longer due) and keeps the rank's order.
    */
   async claimDue(limit: number, leaseMs: number): Promise<ClaimedDelivery[]> {
     const rows = await rowsOf<ClaimedRow>(
       this.dataSource.manager,
-      `WITH due AS (
-         SELECT d.id FROM webhook_deliveries d
+      `WITH busy AS (
+         SELECT owner_id, count(*) AS n FROM webhook_deliveries
+          WHERE leased_until IS NOT NULL AND leased_until > now() AND status = 'pending'
+          GROUP BY owner_id
+       ), ranked AS (
+         SELECT d.id, d.next_attempt_at,
+                COALESCE(b.n, 0) + row_number() OVER (PARTITION BY d.owner_id ORDER BY d.next_attempt_at, d.id) AS turn
+           FROM webhook_deliveries d LEFT JOIN busy b ON b.owner_id = d.owner_id
           WHERE d.status = 'pending' AND d.next_attempt_at <= now()
             AND EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.id = d.endpoint_id AND w.status = 'enabled')
-          ORDER BY d.next_attempt_at
+       ), due AS (
+         SELECT d.id FROM webhook_deliveries d JOIN ranked r ON r.id = d.id
+          WHERE d.status = 'pending' AND d.next_attempt_at <= now()
+          ORDER BY r.turn, r.next_attempt_at, d.id
           LIMIT $1
           FOR UPDATE OF d SKIP LOCKED
        )
-       UPDATE webhook_deliveries d SET attempts = d.attempts + 1, next_attempt_at = now() + $2 * interval '1 millisecond'
+       UPDATE webhook_deliveries d SET attempts = d.attempts + 1, next_attempt_at = now() + $2 * interval '1 millisecond',
+              leased_until = now() + $2 * interval '1 millisecond'
          FROM due, webhook_endpoints w
         WHERE d.id = due.id AND w.id = d.endpoint_id
        RETURNING d.id, d.endpoint_id, d.attempts, d.payload::text AS payload, w.url, w.secret,
-                 CASE WHEN w.previous_secret_expires_at > now() THEN w.previous_secret END AS previous_secret`,
+                 (SELECT array_agg(p->>'secret' ORDER BY (p->>'expiresAt')::timestamptz)
+                    FROM jsonb_array_elements(w.previous_secrets) p
+                   WHERE (p->>'expiresAt')::timestamptz > now()) AS previous_secrets`,
       [limit, leaseMs],
     );
     return rows.map((r) => ({
@@ -103,7 +123,7 @@ export class WebhookDeliveriesRepository {
       attempts: r.attempts,
       payload: r.payload,
       url: r.url,
-      secrets: r.previous_secret ? [r.secret, r.previous_secret] : [r.secret],
+      secrets: [r.secret, ...(r.previous_secrets ?? [])],
     }));
   }
 
@@ -111,7 +131,8 @@ export class WebhookDeliveriesRepository {
   async recordSuccess(result: DeliveryResult): Promise<void> {
     await this.dataSource.query(
       `WITH d AS (
-         UPDATE webhook_deliveries SET status = 'succeeded', delivered_at = now(), last_status_code = $3, last_error = NULL
+         UPDATE webhook_deliveries SET status = 'succeeded', delivered_at = now(), last_status_code = $3, last_error = NULL,
+                leased_until = NULL
           WHERE id = $1 AND attempts = $2 AND status = 'pending'
           RETURNING endpoint_id
        ), a AS (
@@ -136,7 +157,7 @@ export class WebhookDeliveriesRepository {
          UPDATE webhook_deliveries
             SET status = CASE WHEN $6::bigint IS NULL THEN 'failed' ELSE 'pending' END,
                 next_attempt_at = now() + COALESCE($6::bigint, 0) * interval '1 millisecond',
-                last_status_code = $3, last_error = $5
+                last_status_code = $3, last_error = $5, leased_until = NULL
           WHERE id = $1 AND attempts = $2 AND status = 'pending'
           RETURNING endpoint_id, status
        ), a AS (
@@ -176,7 +197,7 @@ export class WebhookDeliveriesRepository {
   async release(result: DeliveryResult): Promise<void> {
     await this.dataSource.query(
       `WITH d AS (
-         UPDATE webhook_deliveries SET next_attempt_at = now(), last_error = $5
+         UPDATE webhook_deliveries SET next_attempt_at = now(), last_error = $5, leased_until = NULL
           WHERE id = $1 AND attempts = $2 AND status = 'pending'
        )
        INSERT INTO webhook_delivery_attempts (delivery_id, number, status_code, latency_ms, error)

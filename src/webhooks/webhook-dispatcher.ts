@@ -1,15 +1,19 @@
+import type { LookupFunction } from 'node:net';
 import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
-import { Wakeup } from '../common/wakeup.js';
 import { Counter } from 'prom-client';
 import { Webhook } from 'standardwebhooks';
+import { deadline } from '../common/deadline.js';
 import { ValidationFailedError } from '../common/domain.errors.js';
+import { HostLookupError } from '../common/host-lookup.js';
+import { Wakeup } from '../common/wakeup.js';
 import { appConfig, type AppConfig } from '../config/app.config.js';
 import { isDatabaseUnavailable } from '../database/pg-errors.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { DISABLE_AFTER_FAILED_EVENTS, DISABLE_AFTER_FAILING_MS, retryDelayMs } from './webhook-backoff.js';
 import { WebhookDeliveriesRepository, type DeliveryResult } from './webhook-deliveries.repository.js';
+import { postOnce, WebhookHostLookup } from './webhook-http.js';
 import { WebhookOutbox } from './webhook-outbox.js';
-import { checkWebhookUrl } from './webhook-url.js';
+import { assertPublicAddress, checkWebhookUrlForm, RefusedAddressError } from './webhook-url.js';
 import type { ClaimedDelivery } from './webhook.types.js';
 
 /** Time a call cut off by shutdown may still take; then it is aborted and released to the next dispatcher. */
@@ -18,8 +22,8 @@ const SHUTDOWN_GRACE_CAP_MS = 5_000;
 /**
  * Sends the outbox (worker role, and `all`): claims due deliveries with FOR UPDATE SKIP LOCKED and a lease,
  * signs each per Standard Webhooks with the `standardwebhooks` reference implementation (the `webhook-id` is
- * the delivery's id, the same on every retry), POSTs it with a timeout and without following redirects, and
- * records the attempt. A 2xx is success; anything else backs off (docs/operations.md#webhooks). Woken in-process
+ * the delivery's id, the same on every retry), POSTs it with a deadline and without following redirects, to an
+ * address checked when the socket connects, and records the attempt. A 2xx is success; anything else backs off (docs/operations.md#webhooks). Woken in-process
  * after a commit that announced something; polls WEBHOOK_POLL_MS for the rest (other replicas, retries).
  */
 @Injectable()
@@ -33,13 +37,18 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
   private unsubscribe?: () => void;
   private readonly attemptsMetric: Counter<'outcome'>;
   private readonly disabledMetric: Counter;
+  private readonly lookupPublic: LookupFunction;
+  private readonly lookupAllowed: LookupFunction;
 
   constructor(
     @Inject(appConfig.KEY) private readonly config: AppConfig,
     private readonly deliveries: WebhookDeliveriesRepository,
     private readonly outbox: WebhookOutbox,
+    hostLookup: WebhookHostLookup,
     metrics: MetricsService,
   ) {
+    this.lookupPublic = hostLookup.lookupFunction((address) => assertPublicAddress(address.address));
+    this.lookupAllowed = hostLookup.lookupFunction();
     this.attemptsMetric = new Counter({
       name: 'onejob_webhook_attempts_total',
       help: 'Webhook delivery attempts by outcome: delivered (2xx), failed (other status, timeout, connection error), refused (address check).',
@@ -113,17 +122,18 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
   /** One signed POST and its record. */
   async send(delivery: ClaimedDelivery): Promise<void> {
     const timestamp = new Date();
-    // During a secret rotation both secrets sign: receivers on either verify (space-separated signatures).
+    // During secret rotations every live secret signs: receivers on any of them verify (space-separated signatures).
     const signature = delivery.secrets.map((secret) => new Webhook(secret).sign(delivery.id, timestamp, delivery.payload)).join(' ');
     const started = performance.now();
     const result: DeliveryResult = { id: delivery.id, number: delivery.attempts, statusCode: null, latencyMs: 0, error: null };
+    // Our own timer, not AbortSignal.any([AbortSignal.timeout(), ...]): a composed signal can be collected by a GC
+    // mid-call and never fire (nodejs/node#57736), leaving the slot held until undici's 300 s headers timeout.
+    // It bounds the whole exchange: the name's resolution, the connect and the answer's headers.
+    const timeout = deadline(this.config.webhookTimeoutMs, this.shutdown.signal);
     try {
-      // Checked again before each call: a host whose DNS moved to a private address since creation is refused
-      // (the remaining window is the lookup fetch makes itself; egress rules close it).
-      await checkWebhookUrl(delivery.url, this.config.webhookAllowedHosts);
-      const response = await fetch(delivery.url, {
-        method: 'POST',
-        body: delivery.payload,
+      // The form (and an IP literal's address) again: the row may predate a rule, or WEBHOOK_ALLOWED_HOSTS changed.
+      const { url, allowed } = checkWebhookUrlForm(delivery.url, this.config.webhookAllowedHosts);
+      result.statusCode = await postOnce(url, delivery.payload, {
         headers: {
           'content-type': 'application/json',
           'user-agent': 'onejob-webhooks/1',
@@ -131,22 +141,26 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
           'webhook-timestamp': String(Math.floor(timestamp.getTime() / 1000)),
           'webhook-signature': signature,
         },
-        // A redirect could point anywhere, including where the creation check refused: it counts as a failure.
-        redirect: 'manual',
-        signal: AbortSignal.any([AbortSignal.timeout(this.config.webhookTimeoutMs), this.shutdown.signal]),
+        signal: timeout.signal,
+        // The address is checked when the socket connects, on every delivery: what was public at creation may
+        // resolve to loopback now (DNS rebinding), and what is checked is what is connected to.
+        lookup: allowed ? this.lookupAllowed : this.lookupPublic,
       });
-      await response.body?.cancel().catch(() => undefined);
-      result.statusCode = response.status;
-      if (response.status < 200 || response.status > 299) {
-        const redirect = response.status >= 300 && response.status < 400;
-        result.error = redirect ? `redirect ${response.status} not followed` : `HTTP ${response.status}`;
+      if (result.statusCode < 200 || result.statusCode > 299) {
+        // A redirect could point anywhere, including where the creation check refused: it counts as a failure.
+        const redirect = result.statusCode >= 300 && result.statusCode < 400;
+        result.error = redirect ? `redirect ${result.statusCode} not followed` : `HTTP ${result.statusCode}`;
       }
     } catch (error) {
-      const e = error as Error & { cause?: { code?: string; message?: string } };
+      const e = error as Error & { code?: string };
       if (error instanceof ValidationFailedError) result.error = `refused: ${error.errors[0]?.message ?? error.message}`;
-      else if (e.name === 'TimeoutError') result.error = `timed out after ${this.config.webhookTimeoutMs} ms`;
+      else if (error instanceof RefusedAddressError) result.error = `refused: ${error.message}`;
       else if (this.shutdown.signal.aborted) result.error = 'cut off by shutdown';
-      else result.error = e.cause?.code ?? e.cause?.message ?? e.message;
+      else if (timeout.signal.aborted) result.error = `timed out after ${this.config.webhookTimeoutMs} ms`;
+      else if (error instanceof HostLookupError) result.error = error.message;
+      else result.error = e.code ?? e.message;
+    } finally {
+      timeout.clear();
     }
     result.latencyMs = Math.round(performance.now() - started);
     if (result.error === null) {

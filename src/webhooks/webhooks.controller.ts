@@ -33,6 +33,7 @@ export class WebhooksController {
       'Deliveries follow Standard Webhooks: headers `webhook-id` (the same on every retry), `webhook-timestamp`, `webhook-signature` (HMAC-SHA256 with the secret), body `{type, timestamp, data}`. Each settled job is announced once, never for a discarded result.',
     problems: [
       { status: 400, codes: ['validation_failed'] },
+      { status: 409, codes: ['webhook_endpoint_limit'] },
       { status: 422, codes: ['validation_failed'] },
     ],
   })
@@ -50,6 +51,14 @@ export class WebhooksController {
     return { items: (await this.webhooks.list(ownerId)).map(toEndpointView) };
   }
 
+  @Get(':id')
+  @RequireScopes('jobs:read')
+  @ApiEndpoint({ operationId: 'getWebhook', summary: 'One of the owner\'s webhook endpoints (without its secret), as the list shows it', problems: [badId, notFound] })
+  @ApiOkResponse({ type: WebhookEndpointView })
+  async getWebhook(@OwnerId() ownerId: string, @Param('id', UuidPipe) id: string): Promise<WebhookEndpointView> {
+    return toEndpointView(await this.webhooks.get(ownerId, id));
+  }
+
   @Delete(':id')
   @HttpCode(204)
   @RequireScopes('jobs:write')
@@ -65,7 +74,9 @@ export class WebhooksController {
   @ApiEndpoint({
     operationId: 'rotateWebhookSecret',
     summary: 'A new signing secret (shown once); the old one keeps signing beside it for 24 hours',
-    problems: [badId, notFound],
+    description:
+      'Secrets rotated out earlier keep signing until their own `previousSecretExpiresAt`, so each rotation\'s promise holds. With 5 rotated-out secrets still signing, another rotation is refused (409 `webhook_rotation_limit`) until the oldest expires.',
+    problems: [badId, notFound, { status: 409, codes: ['webhook_rotation_limit'] }],
   })
   @ApiOkResponse({ type: RotatedSecretView })
   async rotateWebhookSecret(@OwnerId() ownerId: string, @Param('id', UuidPipe) id: string): Promise<RotatedSecretView> {

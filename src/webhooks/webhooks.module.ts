@@ -1,8 +1,10 @@
 import { Global, Module } from '@nestjs/common';
+import { appConfig, type AppConfig } from '../config/app.config.js';
 import { OUTBOX } from '../ledger/outbox.port.js';
 import { WebhookDeliveriesRepository } from './webhook-deliveries.repository.js';
 import { WebhookDispatcher } from './webhook-dispatcher.js';
 import { WebhookEndpointsRepository } from './webhook-endpoints.repository.js';
+import { WebhookHostLookup } from './webhook-http.js';
 import { WebhookOutbox } from './webhook-outbox.js';
 import { WebhooksController } from './webhooks.controller.js';
 import { WebhooksService } from './webhooks.service.js';
@@ -21,6 +23,11 @@ import { WebhooksService } from './webhooks.service.js';
     { provide: OUTBOX, useExisting: WebhookOutbox },
     WebhooksService,
     WebhookDispatcher,
+    {
+      provide: WebhookHostLookup,
+      inject: [appConfig.KEY],
+      useFactory: (config: AppConfig) => new WebhookHostLookup({ timeoutMs: config.dnsTimeoutMs, servers: config.dnsServers }),
+    },
   ],
   exports: [OUTBOX],
 })

@@ -14,8 +14,11 @@ export interface Received {
   answered: number | 'hold';
 }
 
-/** What to answer the nth request for one webhook-id: a status, or 'hold' (never answer: a timeout or a kill). */
-export type Behaviour = (nth: number, body: Received['body']) => number | 'hold';
+/**
+ * What to answer the nth request for one webhook-id: a status, 'hold' (never answer: a timeout or a kill), or a
+ * status after a delay (a slow receiver).
+ */
+export type Behaviour = (nth: number, body: Received['body']) => number | 'hold' | { status: number; afterMs: number };
 
 /**
  * A customer's receiver on 127.0.0.1: it verifies every request with `standardwebhooks` (as a customer would)
@@ -44,18 +47,32 @@ export async function startReceiver(behaviour: Behaviour) {
       const body = JSON.parse(raw) as Received['body'];
       const nth = received.filter((r) => r.webhookId === headers['webhook-id']).length + 1;
       const answer = current(nth, body);
-      received.push({ webhookId: headers['webhook-id'], nth, body, verified, raw, headers, answered: answer });
+      const answered = typeof answer === 'object' ? answer.status : answer;
+      received.push({ webhookId: headers['webhook-id'], nth, body, verified, raw, headers, answered });
       if (answer === 'hold') {
         held.add(res);
+        return;
+      }
+      if (typeof answer === 'object') {
+        held.add(res);
+        setTimeout(() => {
+          held.delete(res);
+          if (!res.destroyed) res.writeHead(answer.status).end();
+        }, answer.afterMs);
         return;
       }
       res.writeHead(answer).end();
     });
   });
+  // Every TCP connection, whether or not an HTTP request came of it (a TLS hello to this plain server does not).
+  let connections = 0;
+  server.on('connection', () => connections++);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.address() as AddressInfo).port;
   return {
     url: `http://127.0.0.1:${port}/hooks`,
+    port,
+    connections: () => connections,
     received,
     trust: (secret: string) => secrets.push(secret),
     behave: (next: Behaviour) => (current = next),
