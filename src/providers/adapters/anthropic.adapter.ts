@@ -1,4 +1,5 @@
 import Anthropic from '@anthropic-ai/sdk';
+import { deadline } from '../../common/deadline.js';
 import type { ProviderSpec } from '../../config/catalog.types.js';
 import {
   classifySdkError,
@@ -31,8 +32,11 @@ export class AnthropicAdapter implements ProviderAdapter {
   }
 
   async invoke(request: ProviderRequest): Promise<ProviderResponse> {
-    // Our own hard deadline as well as the SDK's: the abort is what tells a timeout from a lost connection.
-    const signal = AbortSignal.any([request.signal, AbortSignal.timeout(this.spec.hardTimeoutMs)]);
+    // Our own hard deadline as well as the SDK's: the abort is what tells a timeout from a lost connection. It is
+    // the only bound on the body once the headers are in (the SDK clears its timeout then), so it is a timer of
+    // ours that a collection cannot take (src/common/deadline.ts).
+    const hard = deadline(this.spec.hardTimeoutMs, request.signal);
+    const signal = hard.signal;
     try {
       const message = await this.client.messages.create(
         {
@@ -57,6 +61,8 @@ export class AnthropicAdapter implements ProviderAdapter {
       const failure = classifySdkError(Anthropic, error, signal.aborted);
       logProviderFailure(this.spec.name, request.idempotencyKey, failure);
       throw failure;
+    } finally {
+      hard.clear();
     }
   }
 }

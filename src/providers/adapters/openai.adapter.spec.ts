@@ -1,3 +1,5 @@
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import type { ProviderSpec } from '../../config/catalog.types.js';
 import { freePort } from '../../database/embedded-postgres.js';
 import { FakeOpenAiServer } from '../../../test/fakes/fake-openai.server.js';
@@ -28,6 +30,10 @@ const request = (signal = new AbortController().signal): ProviderRequest => ({
   idempotencyKey: 'attempt-1',
   signal,
 });
+
+// A forced full collection, without starting the test process with --expose-gc (as src/common/deadline.spec.ts).
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
 
 async function failure(promise: Promise<unknown>): Promise<ProviderError> {
   try {
@@ -96,6 +102,18 @@ describe('OpenAiAdapter against a fake OpenAI-compatible server', () => {
     expect(Date.now() - started).toBeGreaterThanOrEqual(250);
     expect(server.requests).toHaveLength(1);
   });
+
+  it('ends a body that drips after its headers at hardTimeoutMs, even after a garbage collection', async () => {
+    adapter = new OpenAiAdapter(spec(server.url, 600), 'sk-test');
+    server.always({ kind: 'drip', intervalMs: 100 });
+    const started = Date.now();
+    const pending = failure(adapter.invoke(request()));
+    while (server.requests[0]?.answeredAt === undefined) await new Promise((r) => setTimeout(r, 10));
+    gc();
+    const error = await pending;
+    expect({ kind: error.kind, reason: error.reason }).toEqual({ kind: 'ambiguous', reason: 'timeout' });
+    expect(Date.now() - started).toBeLessThan(5_000);
+  }, 10_000);
 
   it('classifies an abort from the worker (its hard deadline) as ambiguous', async () => {
     server.always({ kind: 'hang' });

@@ -1,4 +1,5 @@
 import OpenAI from 'openai';
+import { deadline } from '../../common/deadline.js';
 import type { ProviderSpec } from '../../config/catalog.types.js';
 import {
   classifySdkError,
@@ -57,8 +58,11 @@ export class OpenAiAdapter implements ProviderAdapter {
     const messages: OpenAI.Chat.Completions.ChatCompletionMessageParam[] = [];
     if (request.prompt.system !== undefined) messages.push({ role: 'system', content: request.prompt.system });
     messages.push({ role: 'user', content: request.prompt.user });
-    // Our own hard deadline as well as the SDK's: the abort is what tells a timeout from a lost connection.
-    const signal = AbortSignal.any([request.signal, AbortSignal.timeout(this.spec.hardTimeoutMs)]);
+    // Our own hard deadline as well as the SDK's: the abort is what tells a timeout from a lost connection. It is
+    // the only bound on the body once the headers are in (the SDK clears its timeout then), so it is a timer of
+    // ours that a collection cannot take (src/common/deadline.ts).
+    const hard = deadline(this.spec.hardTimeoutMs, request.signal);
+    const signal = hard.signal;
     try {
       const completion = await this.client.chat.completions.create(
         {
@@ -82,6 +86,8 @@ export class OpenAiAdapter implements ProviderAdapter {
       const failure = classifySdkError(OpenAI, error, signal.aborted);
       logProviderFailure(this.spec.name, request.idempotencyKey, failure);
       throw failure;
+    } finally {
+      hard.clear();
     }
   }
 }

@@ -1,0 +1,85 @@
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import { FakeOpenAiServer } from './fakes/fake-openai.server.js';
+import { bearer, startTestApp, type TestApp } from './helpers/app.js';
+import { writeCatalog } from './helpers/catalog.js';
+import { sleep, waitFor } from './helpers/wait.js';
+
+// Issue 22, the provider call: deadlines that hold under garbage collection (item 1), names resolved off the
+// thread pool (item 3), a provider's answer read with a size limit (item 4). docs/testing.md lists each case.
+
+// A forced full collection, without starting the test process with --expose-gc (as src/common/deadline.spec.ts).
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
+
+type AttemptBody = { id: string; provider: string; status: string; error: { reason: string } | null; startedAt: string; finishedAt: string | null };
+type JobBody = { id: string; status: string; error: { reason: string } | null; result: unknown; attempts: AttemptBody[] };
+
+const openAiProvider = (name: string, baseUrl: string, more: object = {}) => ({
+  name,
+  kind: 'openai',
+  model: 'gpt-4o-mini',
+  baseUrl,
+  apiKeyEnv: 'FAKE_OPENAI_KEY',
+  timeoutMs: 500,
+  hardTimeoutMs: 1500,
+  maxAttempts: 1,
+  ...more,
+});
+
+describe('the provider call (issue 22 items 1, 3 and 4)', () => {
+  let fake: FakeOpenAiServer;
+  beforeAll(async () => {
+    process.env.FAKE_OPENAI_KEY = 'sk-fake';
+    fake = await new FakeOpenAiServer().start();
+  });
+  afterAll(() => fake.stop());
+  beforeEach(() => fake.reset());
+
+  async function owner(t: TestApp) {
+    const key = await t.key('owner-calls', ['jobs:write', 'jobs:read']);
+    return {
+      create: async (providers: string[], text = `job ${Math.random()}`) => {
+        const res = await t.http().post('/v1/jobs').set(bearer(key)).set('Idempotency-Key', `k-${Math.random()}`).send({ operation: 'summarize', input: { text }, providers });
+        expect(res.status).toBe(201);
+        return res.body as JobBody;
+      },
+      job: async (id: string) => (await t.http().get(`/v1/jobs/${id}`).set(bearer(key))).body as JobBody,
+      list: (query = '') => t.http().get(`/v1/jobs${query}`).set(bearer(key)),
+    };
+  }
+
+  describe('item 1: a body that drips after its headers, with a collection during the call', () => {
+    let t: TestApp;
+    beforeAll(async () => {
+      const catalogFile = writeCatalog((c) => c.providers.push(openAiProvider('fake-drip', fake.url)));
+      // One slot: a call that outlives its hard deadline holds the only worker slot of the process.
+      t = await startTestApp({ role: 'all', catalogFile, workerConcurrency: 1, workerPollMs: 20, reconcileIntervalMs: 200 });
+    });
+    afterAll(() => t.close());
+
+    it('ends the call at hardTimeoutMs after a GC, frees the slot, and another provider\'s job runs', async () => {
+      const o = await owner(t);
+      fake.always({ kind: 'drip', intervalMs: 200 });
+      const dripping = await o.create(['fake-drip']);
+      // The headers are out and the SDK's own timeout is cleared: only our deadlines bound the body read now.
+      await waitFor(async () => fake.requests[0]?.answeredAt, (at) => at !== undefined, 10_000);
+      await sleep(100);
+      gc();
+      await sleep(50);
+      gc();
+      const other = await o.create(['sim-primary']);
+      // Without a deadline that survives the collection the drip never ends, and the one slot stays taken.
+      const done = await waitFor(() => o.job(other.id), (j) => j.status === 'succeeded', 10_000);
+      const cut = fake.requests[0];
+      expect(cut.closedAt).toBeDefined();
+      // The client cut the drip off at its hard deadline (1.5 s), well before the 10 s this test waits.
+      expect(cut.closedAt! - cut.at).toBeLessThan(6_000);
+      expect(new Date(done.attempts[0].startedAt).getTime()).toBeGreaterThanOrEqual(cut.closedAt! - 50);
+      // A hard timeout after the request was sent is ambiguous (I4): unknown, never failed.
+      const held = await o.job(dripping.id);
+      expect(held.attempts[0]).toMatchObject({ provider: 'fake-drip', status: 'unknown' });
+      expect(held.status).toBe('unknown');
+    });
+  });
+});
