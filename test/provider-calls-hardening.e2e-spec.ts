@@ -1,3 +1,10 @@
+import { createSocket } from 'node:dgram';
+import { lookup } from 'node:dns/promises';
+import { mkdtempSync, openSync, closeSync } from 'node:fs';
+import { open, type FileHandle } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { FakeOpenAiServer } from './fakes/fake-openai.server.js';
@@ -26,6 +33,26 @@ const openAiProvider = (name: string, baseUrl: string, more: object = {}) => ({
   maxAttempts: 1,
   ...more,
 });
+
+/**
+ * Takes every thread of libuv's pool: each opens a FIFO that has no writer, which blocks in open(2) until
+ * `release` gives it one. That is what eight names whose DNS server never answers do to `dns.lookup`.
+ */
+async function saturateThreadPool(): Promise<{ release: () => Promise<void> }> {
+  const dir = mkdtempSync(join(tmpdir(), 'onejob-pool-'));
+  const size = Number(process.env.UV_THREADPOOL_SIZE ?? 4);
+  const fifos = Array.from({ length: size }, (_, i) => join(dir, `fifo-${i}`));
+  execFileSync('mkfifo', fifos);
+  const readers = fifos.map((fifo) => open(fifo, 'r'));
+  return {
+    release: async () => {
+      // O_RDWR on a FIFO never blocks on Linux, and is a writer: every blocked open returns.
+      const writers = fifos.map((fifo) => openSync(fifo, 'r+'));
+      for (const handle of await Promise.all<FileHandle>(readers)) await handle.close();
+      writers.forEach((fd) => closeSync(fd));
+    },
+  };
+}
 
 describe('the provider call (issue 22 items 1, 3 and 4)', () => {
   let fake: FakeOpenAiServer;
@@ -80,6 +107,52 @@ describe('the provider call (issue 22 items 1, 3 and 4)', () => {
       const held = await o.job(dripping.id);
       expect(held.attempts[0]).toMatchObject({ provider: 'fake-drip', status: 'unknown' });
       expect(held.status).toBe('unknown');
+    });
+  });
+
+  describe('item 3: a provider addressed by a name whose DNS server never answers, the thread pool taken', () => {
+    let t: TestApp;
+    const dns = createSocket('udp4');
+    const queries: Buffer[] = [];
+    beforeAll(async () => {
+      dns.on('message', (message) => queries.push(message));
+      await new Promise<void>((resolve) => dns.bind(0, '127.0.0.1', resolve));
+      const port = new URL(fake.url).port;
+      const catalogFile = writeCatalog((c) =>
+        c.providers.push(openAiProvider('fake-dns', `http://never-resolves.test:${port}/v1`, { timeoutMs: 2000, hardTimeoutMs: 3000, maxAttempts: 2 })),
+      );
+      t = await startTestApp({
+        role: 'all',
+        catalogFile,
+        workerPollMs: 20,
+        reconcileIntervalMs: 200,
+        dnsServers: [`127.0.0.1:${dns.address().port}`],
+        dnsTimeoutMs: 300,
+      });
+    });
+    afterAll(async () => {
+      await t.close();
+      dns.close();
+    });
+
+    it('fails the attempts as a refused connection (never unknown: nothing was sent) and the job moves on', async () => {
+      const o = await owner(t);
+      const pool = await saturateThreadPool();
+      try {
+        // The pool is really taken: a lookup through it does not answer.
+        const through = lookup('localhost').then(() => 'answered');
+        await expect(Promise.race([through, sleep(300).then(() => 'stalled')])).resolves.toBe('stalled');
+        const job = await o.create(['fake-dns']);
+        const settled = await waitFor(() => o.job(job.id), (j) => ['succeeded', 'failed', 'cancelled'].includes(j.status) || j.status === 'unknown', 15_000);
+        expect(settled.status).toBe('failed');
+        expect(settled.attempts).toHaveLength(2);
+        for (const attempt of settled.attempts) expect(attempt).toMatchObject({ status: 'failed', error: expect.objectContaining({ reason: 'connection_refused', message: expect.stringContaining('ETIMEOUT') }) });
+        // Resolved by the DNS servers of DNS_SERVERS (c-ares, off the pool), and nothing reached the provider.
+        expect(queries.some((q) => q.includes(Buffer.from('never-resolves')))).toBe(true);
+        expect(fake.requests).toHaveLength(0);
+      } finally {
+        await pool.release();
+      }
     });
   });
 });

@@ -198,8 +198,31 @@ export interface SdkErrorClasses {
   APIError: abstract new (...args: never[]) => Error & { status?: number; headers?: Headers };
 }
 
-/** Classifies an official SDK's error: HTTP answers are definitive, transport failures by whether they were sent. */
-export function classifySdkError(sdk: SdkErrorClasses, error: unknown, aborted: boolean): ProviderError {
+/** What the HTTP layer saw of one call (`ProviderCall` in provider-http.ts). */
+export interface CallTrace {
+  /** The request reached a connected socket: until then nothing was sent. */
+  sent: boolean;
+}
+
+/**
+ * A call that failed before its request reached a socket (the name did not resolve in time, the connection was
+ * refused or never completed, or the deadline came first): nothing was sent, so it is definitive and retryable,
+ * like a refused connection, and never `unknown` (I4).
+ */
+export function notConnectedError(error: unknown, aborted: boolean): ProviderError {
+  const raw = error instanceof Error ? error.message : String(error);
+  const code = networkCode(error);
+  const why = code ? ` (${code})` : aborted ? ' before the hard timeout' : '';
+  return new ProviderError('definitive', 'connection_refused', `the provider could not be reached${why}`, true, undefined, raw);
+}
+
+/**
+ * Classifies an official SDK's error: HTTP answers are definitive, transport failures by whether they were sent
+ * (the call's trace when the adapter has one, the error's code otherwise).
+ */
+export function classifySdkError(sdk: SdkErrorClasses, error: unknown, aborted: boolean, trace?: CallTrace): ProviderError {
+  if (error instanceof sdk.APIError && typeof error.status === 'number') return definitiveHttpError(error.status, error.message, error.headers);
+  if (trace && !trace.sent) return notConnectedError(error, aborted);
   if (error instanceof sdk.APIConnectionTimeoutError) return new ProviderError('ambiguous', 'timeout', 'no answer before the hard timeout', false, undefined, error.message);
   if (error instanceof sdk.APIUserAbortError) return classifyTransportError(error, true);
   if (error instanceof sdk.APIConnectionError) return classifyTransportError(error, aborted);

@@ -1,6 +1,7 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { deadline } from '../../common/deadline.js';
 import type { ProviderSpec } from '../../config/catalog.types.js';
+import type { ProviderHttp } from '../provider-http.js';
 import {
   classifySdkError,
   logProviderFailure,
@@ -23,8 +24,9 @@ export class AnthropicAdapter implements ProviderAdapter {
   constructor(
     private readonly spec: ProviderSpec,
     apiKey: string,
+    private readonly http: ProviderHttp,
   ) {
-    this.client = new Anthropic({ apiKey, baseURL: spec.baseUrl, maxRetries: 0, timeout: spec.hardTimeoutMs });
+    this.client = new Anthropic({ apiKey, baseURL: spec.baseUrl, maxRetries: 0, timeout: spec.hardTimeoutMs, fetch: http.fetch });
   }
 
   countPromptTokens(prompt: RenderedPrompt): number {
@@ -37,6 +39,7 @@ export class AnthropicAdapter implements ProviderAdapter {
     // ours that a collection cannot take (src/common/deadline.ts).
     const hard = deadline(this.spec.hardTimeoutMs, request.signal);
     const signal = hard.signal;
+    const call = this.http.call(Number.MAX_SAFE_INTEGER);
     try {
       const message = await this.client.messages.create(
         {
@@ -46,7 +49,7 @@ export class AnthropicAdapter implements ProviderAdapter {
           ...(request.prompt.system !== undefined ? { system: request.prompt.system } : {}),
           messages: [{ role: 'user', content: request.prompt.user }],
         },
-        { signal, headers: { 'Idempotency-Key': request.idempotencyKey } },
+        { signal, headers: { 'Idempotency-Key': request.idempotencyKey }, fetchOptions: call.fetchOptions },
       );
       const text = message.content
         .map((block) => (block.type === 'text' ? block.text : ''))
@@ -58,7 +61,7 @@ export class AnthropicAdapter implements ProviderAdapter {
         requestId: message.id ?? null,
       };
     } catch (error) {
-      const failure = classifySdkError(Anthropic, error, signal.aborted);
+      const failure = classifySdkError(Anthropic, error, signal.aborted, call);
       logProviderFailure(this.spec.name, request.idempotencyKey, failure);
       throw failure;
     } finally {

@@ -1,8 +1,11 @@
+import { createSocket } from 'node:dgram';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import type { ProviderSpec } from '../../config/catalog.types.js';
 import { freePort } from '../../database/embedded-postgres.js';
 import { FakeOpenAiServer } from '../../../test/fakes/fake-openai.server.js';
+import { HostLookup } from '../../common/host-lookup.js';
+import { ProviderHttp } from '../provider-http.js';
 import { ProviderError, type ProviderRequest } from '../provider.port.js';
 import { OpenAiAdapter } from './openai.adapter.js';
 
@@ -20,6 +23,8 @@ const spec = (baseUrl: string, hardTimeoutMs = 2000): ProviderSpec => ({
   maxAttempts: 1,
   contextWindow: 8192,
 });
+
+const http = new ProviderHttp(new HostLookup({ timeoutMs: 1000 }), 2000);
 
 const request = (signal = new AbortController().signal): ProviderRequest => ({
   prompt: { system: 'Answer in JSON.', user: 'Summarize: hello' },
@@ -55,7 +60,7 @@ describe('OpenAiAdapter against a fake OpenAI-compatible server', () => {
   afterAll(() => server.stop());
   beforeEach(() => {
     server.reset();
-    adapter = new OpenAiAdapter(spec(server.url), 'sk-test');
+    adapter = new OpenAiAdapter(spec(server.url), 'sk-test', http);
   });
 
   it('returns the text, the usage and the request id, with one HTTP request carrying the attempt id', async () => {
@@ -93,7 +98,7 @@ describe('OpenAiAdapter against a fake OpenAI-compatible server', () => {
   });
 
   it('classifies a hang past hardTimeoutMs as ambiguous, after one request', async () => {
-    adapter = new OpenAiAdapter(spec(server.url, 300), 'sk-test');
+    adapter = new OpenAiAdapter(spec(server.url, 300), 'sk-test', http);
     server.always({ kind: 'hang' });
     const started = Date.now();
     const error = await failure(adapter.invoke(request()));
@@ -104,7 +109,7 @@ describe('OpenAiAdapter against a fake OpenAI-compatible server', () => {
   });
 
   it('ends a body that drips after its headers at hardTimeoutMs, even after a garbage collection', async () => {
-    adapter = new OpenAiAdapter(spec(server.url, 600), 'sk-test');
+    adapter = new OpenAiAdapter(spec(server.url, 600), 'sk-test', http);
     server.always({ kind: 'drip', intervalMs: 100 });
     const started = Date.now();
     const pending = failure(adapter.invoke(request()));
@@ -130,9 +135,24 @@ describe('OpenAiAdapter against a fake OpenAI-compatible server', () => {
 
   it('classifies a refused connection as definitive and retryable', async () => {
     const port = await freePort();
-    adapter = new OpenAiAdapter(spec(`http://127.0.0.1:${port}/v1`), 'sk-test');
+    adapter = new OpenAiAdapter(spec(`http://127.0.0.1:${port}/v1`), 'sk-test', http);
     const error = await failure(adapter.invoke(request()));
     expect({ kind: error.kind, reason: error.reason, retryable: error.retryable }).toEqual({ kind: 'definitive', reason: 'connection_refused', retryable: true });
+  });
+
+  it('classifies a hard deadline that passes while the name is still resolving as not sent (never ambiguous)', async () => {
+    const silent = createSocket('udp4');
+    await new Promise<void>((resolve) => silent.bind(0, '127.0.0.1', resolve));
+    try {
+      const slowLookup = new HostLookup({ timeoutMs: 5_000, servers: [`127.0.0.1:${silent.address().port}`] });
+      const port = new URL(server.url).port;
+      adapter = new OpenAiAdapter(spec(`http://never-resolves.test:${port}/v1`, 300), 'sk-test', new ProviderHttp(slowLookup, 2000));
+      const error = await failure(adapter.invoke(request()));
+      expect({ kind: error.kind, reason: error.reason, retryable: error.retryable }).toEqual({ kind: 'definitive', reason: 'connection_refused', retryable: true });
+      expect(server.requests).toHaveLength(0);
+    } finally {
+      silent.close();
+    }
   });
 
   it('passes malformed output through as text: the contract check, not the adapter, refuses it', async () => {

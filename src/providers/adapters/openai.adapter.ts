@@ -1,6 +1,7 @@
 import OpenAI from 'openai';
 import { deadline } from '../../common/deadline.js';
 import type { ProviderSpec } from '../../config/catalog.types.js';
+import type { ProviderHttp } from '../provider-http.js';
 import {
   classifySdkError,
   logProviderFailure,
@@ -46,8 +47,9 @@ export class OpenAiAdapter implements ProviderAdapter {
   constructor(
     private readonly spec: ProviderSpec,
     apiKey: string,
+    private readonly http: ProviderHttp,
   ) {
-    this.client = new OpenAI({ apiKey, baseURL: spec.baseUrl, maxRetries: 0, timeout: spec.hardTimeoutMs });
+    this.client = new OpenAI({ apiKey, baseURL: spec.baseUrl, maxRetries: 0, timeout: spec.hardTimeoutMs, fetch: http.fetch });
   }
 
   countPromptTokens(prompt: RenderedPrompt): number {
@@ -63,6 +65,7 @@ export class OpenAiAdapter implements ProviderAdapter {
     // ours that a collection cannot take (src/common/deadline.ts).
     const hard = deadline(this.spec.hardTimeoutMs, request.signal);
     const signal = hard.signal;
+    const call = this.http.call(Number.MAX_SAFE_INTEGER);
     try {
       const completion = await this.client.chat.completions.create(
         {
@@ -75,7 +78,7 @@ export class OpenAiAdapter implements ProviderAdapter {
             json_schema: { name: request.operation.replace(/[^A-Za-z0-9_-]/g, '_'), schema: request.outputSchema, strict: false },
           },
         },
-        { signal, headers: { 'Idempotency-Key': request.idempotencyKey } },
+        { signal, headers: { 'Idempotency-Key': request.idempotencyKey }, fetchOptions: call.fetchOptions },
       );
       return {
         text: completion.choices[0]?.message?.content ?? '',
@@ -83,7 +86,7 @@ export class OpenAiAdapter implements ProviderAdapter {
         requestId: completion.id ?? null,
       };
     } catch (error) {
-      const failure = classifySdkError(OpenAI, error, signal.aborted);
+      const failure = classifySdkError(OpenAI, error, signal.aborted, call);
       logProviderFailure(this.spec.name, request.idempotencyKey, failure);
       throw failure;
     } finally {
