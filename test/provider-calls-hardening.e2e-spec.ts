@@ -56,14 +56,43 @@ async function saturateThreadPool(): Promise<{ release: () => Promise<void> }> {
 
 describe('the provider call (issue 22 items 1, 3 and 4)', () => {
   let fake: FakeOpenAiServer;
+  let t: TestApp;
+  const dns = createSocket('udp4');
+  const queries: Buffer[] = [];
   beforeAll(async () => {
     process.env.FAKE_OPENAI_KEY = 'sk-fake';
     fake = await new FakeOpenAiServer().start();
+    dns.on('message', (message) => queries.push(message));
+    await new Promise<void>((resolve) => dns.bind(0, '127.0.0.1', resolve));
+    const port = new URL(fake.url).port;
+    const catalogFile = writeCatalog((c) => {
+      c.providers.push(openAiProvider('fake-drip', fake.url));
+      c.providers.push(openAiProvider('fake-dns', `http://never-resolves.test:${port}/v1`, { timeoutMs: 2000, hardTimeoutMs: 3000, maxAttempts: 2 }));
+      c.providers.push(openAiProvider('fake-large', fake.url, { timeoutMs: 5000, hardTimeoutMs: 10_000 }));
+      // 200 kB: allowed by the 1 MiB default, too large for a list page. 2 MB: past the limit.
+      c.providers.push({ name: 'sim-big', kind: 'simulated', model: 'big', timeoutMs: 2000, simulate: { latencyMs: 5, responseBytes: 200_000 } });
+      c.providers.push({ name: 'sim-huge', kind: 'simulated', model: 'huge', timeoutMs: 2000, simulate: { latencyMs: 5, responseBytes: 2_000_000 } });
+    });
+    // One worker slot: a call that outlives its hard deadline holds the only slot of the process (item 1). The
+    // DNS servers are a socket that never answers (item 3); the fake's own address is an IP and asks no one.
+    t = await startTestApp({
+      role: 'all',
+      catalogFile,
+      workerConcurrency: 1,
+      workerPollMs: 20,
+      reconcileIntervalMs: 200,
+      dnsServers: [`127.0.0.1:${dns.address().port}`],
+      dnsTimeoutMs: 300,
+    });
   });
-  afterAll(() => fake.stop());
+  afterAll(async () => {
+    await t?.close();
+    dns.close();
+    await fake.stop();
+  });
   beforeEach(() => fake.reset());
 
-  async function owner(t: TestApp) {
+  async function owner() {
     const key = await t.key('owner-calls', ['jobs:write', 'jobs:read']);
     return {
       create: async (providers: string[], text = `job ${Math.random()}`) => {
@@ -77,16 +106,8 @@ describe('the provider call (issue 22 items 1, 3 and 4)', () => {
   }
 
   describe('item 1: a body that drips after its headers, with a collection during the call', () => {
-    let t: TestApp;
-    beforeAll(async () => {
-      const catalogFile = writeCatalog((c) => c.providers.push(openAiProvider('fake-drip', fake.url)));
-      // One slot: a call that outlives its hard deadline holds the only worker slot of the process.
-      t = await startTestApp({ role: 'all', catalogFile, workerConcurrency: 1, workerPollMs: 20, reconcileIntervalMs: 200 });
-    });
-    afterAll(() => t.close());
-
     it('ends the call at hardTimeoutMs after a GC, frees the slot, and another provider\'s job runs', async () => {
-      const o = await owner(t);
+      const o = await owner();
       fake.always({ kind: 'drip', intervalMs: 200 });
       const dripping = await o.create(['fake-drip']);
       // The headers are out and the SDK's own timeout is cleared: only our deadlines bound the body read now.
@@ -111,32 +132,8 @@ describe('the provider call (issue 22 items 1, 3 and 4)', () => {
   });
 
   describe('item 3: a provider addressed by a name whose DNS server never answers, the thread pool taken', () => {
-    let t: TestApp;
-    const dns = createSocket('udp4');
-    const queries: Buffer[] = [];
-    beforeAll(async () => {
-      dns.on('message', (message) => queries.push(message));
-      await new Promise<void>((resolve) => dns.bind(0, '127.0.0.1', resolve));
-      const port = new URL(fake.url).port;
-      const catalogFile = writeCatalog((c) =>
-        c.providers.push(openAiProvider('fake-dns', `http://never-resolves.test:${port}/v1`, { timeoutMs: 2000, hardTimeoutMs: 3000, maxAttempts: 2 })),
-      );
-      t = await startTestApp({
-        role: 'all',
-        catalogFile,
-        workerPollMs: 20,
-        reconcileIntervalMs: 200,
-        dnsServers: [`127.0.0.1:${dns.address().port}`],
-        dnsTimeoutMs: 300,
-      });
-    });
-    afterAll(async () => {
-      await t.close();
-      dns.close();
-    });
-
     it('fails the attempts as a refused connection (never unknown: nothing was sent) and the job moves on', async () => {
-      const o = await owner(t);
+      const o = await owner();
       const pool = await saturateThreadPool();
       try {
         // The pool is really taken: a lookup through it does not answer.
@@ -153,6 +150,54 @@ describe('the provider call (issue 22 items 1, 3 and 4)', () => {
       } finally {
         await pool.release();
       }
+    });
+  });
+
+  describe('item 4: a size limit on the answer, and list pages without large results', () => {    const terminal = (j: JobBody) => ['succeeded', 'failed', 'cancelled'].includes(j.status);
+
+    it('cuts a 20 MB answer off past maxResponseBytes (1 MiB): the attempt fails response_too_large, the job fails', async () => {
+      const o = await owner();
+      fake.always({ kind: 'large', bytes: 20_000_000 });
+      const rssBefore = process.memoryUsage().rss;
+      const job = await o.create(['fake-large']);
+      const settled = await waitFor(() => o.job(job.id), terminal, 20_000);
+      expect(settled.attempts).toHaveLength(1);
+      expect(settled.attempts[0]).toMatchObject({ status: 'failed', error: expect.objectContaining({ reason: 'response_too_large' }) });
+      expect(settled).toMatchObject({ status: 'failed', result: null });
+      // Read as a stream and cut off: the fake wrote a few socket buffers' worth, not the 20 MB.
+      const served = fake.requests[0];
+      await waitFor(async () => served.closedAt, (at) => at !== undefined, 5_000);
+      expect(served.bytesWritten!).toBeLessThan(8_000_000);
+      expect(process.memoryUsage().rss - rssBefore).toBeLessThan(150_000_000);
+    });
+
+    it('fails a simulated answer past the limit the same way, and the job moves on to nothing stuck', async () => {
+      const o = await owner();
+      const job = await o.create(['sim-huge']);
+      const settled = await waitFor(() => o.job(job.id), terminal, 10_000);
+      expect(settled.status).toBe('failed');
+      expect(settled.attempts.map((a) => [a.status, a.error?.reason])).toEqual([['failed', 'response_too_large']]);
+    });
+
+    it('leaves a large result out of list pages (resultOmitted), while the job itself carries it', async () => {
+      const o = await owner();
+      const small = await o.create(['sim-primary']);
+      const big = await o.create(['sim-big']);
+      const done = await waitFor(() => o.job(big.id), terminal, 10_000);
+      await waitFor(() => o.job(small.id), terminal, 10_000);
+      expect(done.status).toBe('succeeded');
+      expect(JSON.stringify(done.result).length).toBeGreaterThanOrEqual(199_000);
+      const page = await o.list('?limit=10');
+      expect(page.status).toBe(200);
+      expect(page.text.length).toBeLessThan(50_000);
+      const items = page.body.items as Array<{ id: string; result: unknown; resultOmitted: boolean }>;
+      expect(items.find((j) => j.id === big.id)).toMatchObject({ result: null, resultOmitted: true });
+      expect(items.find((j) => j.id === small.id)).toMatchObject({ result: { summary: expect.any(String) }, resultOmitted: false });
+      const ops = await t.key('operator', ['ops:read']);
+      const opsPage = await t.http().get('/v1/ops/jobs?limit=10').set(bearer(ops));
+      expect(opsPage.status).toBe(200);
+      expect(opsPage.text.length).toBeLessThan(50_000);
+      expect((opsPage.body.items as Array<{ id: string }>).find((j) => j.id === big.id)).toMatchObject({ result: null, resultOmitted: true });
     });
   });
 });

@@ -118,6 +118,7 @@ export class AttemptRunner {
           outputSchema: operation.outputSchema,
           temperature: operation.temperature,
           maxTokens: operation.maxTokens,
+          maxResponseBytes: operation.maxResponseBytes,
           idempotencyKey: attempt.id,
           signal: hardStop.signal,
         }),

@@ -116,6 +116,7 @@ export class CertificationService {
         outputSchema: operation.outputSchema,
         temperature: operation.temperature,
         maxTokens: operation.maxTokens,
+        maxResponseBytes: operation.maxResponseBytes,
         idempotencyKey: `certify-${provider.name}-${operation.name}-${index}-${started}`,
         signal: hard.signal,
       });

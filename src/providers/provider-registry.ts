@@ -39,6 +39,11 @@ export class ProviderRegistry {
     return this.adapters.get(provider);
   }
 
+  /** After the workers drained (their beforeApplicationShutdown): the providers' connection pools close. */
+  async onApplicationShutdown(): Promise<void> {
+    await Promise.allSettled([...this.adapters.values()].map((adapter) => adapter.close?.()));
+  }
+
   adapter(provider: string): ProviderAdapter {
     const adapter = this.adapters.get(provider);
     if (!adapter) throw new Error(`no adapter for provider ${provider}`);

@@ -14,6 +14,8 @@ export interface ProviderRequest {
   outputSchema: JsonSchema;
   temperature: number;
   maxTokens: number;
+  /** The operation's `maxResponseBytes`: a larger answer is cut off and fails `response_too_large`. */
+  maxResponseBytes: number;
   /** The attempt id: sent to providers that deduplicate by key. */
   idempotencyKey: string;
   /** Aborts the call: the worker fires it at the provider's hardTimeoutMs, never at the soft deadline. */
@@ -60,6 +62,17 @@ export class ProviderError extends Error {
 
 /** The reason of a rate-limit answer: retryable, not counted against maxAttempts, and pauses the provider. */
 export const RATE_LIMITED = 'rate_limited';
+
+/**
+ * The reason of an answer past the operation's `maxResponseBytes`: definitive and not retryable (the same prompt
+ * at the same provider answers alike), so the job moves to its next certified provider or fails; the provider
+ * answered, so its breaker does not count it.
+ */
+export const RESPONSE_TOO_LARGE = 'response_too_large';
+
+export function responseTooLargeError(limit: number, raw?: string): ProviderError {
+  return new ProviderError('definitive', RESPONSE_TOO_LARGE, `the answer was larger than the operation allows (${limit} bytes)`, false, undefined, raw);
+}
 
 type HeaderBag = Headers | Record<string, string | string[] | undefined> | undefined;
 
@@ -162,6 +175,8 @@ export interface ProviderAdapter {
   cancel?(requestId: string): Promise<void>;
   /** What became of the request sent with this idempotency key (the attempt id). */
   lookup?(idempotencyKey: string): Promise<LookupResult>;
+  /** Closes the adapter's connections, once no call is in flight any more. */
+  close?(): Promise<void>;
 }
 
 /** Walks an error's cause chain for a network error code. */
@@ -202,6 +217,9 @@ export interface SdkErrorClasses {
 export interface CallTrace {
   /** The request reached a connected socket: until then nothing was sent. */
   sent: boolean;
+  /** The answer passed `maxResponseBytes` and was cut off. */
+  tooLarge: boolean;
+  maxResponseBytes: number;
 }
 
 /**
@@ -221,6 +239,7 @@ export function notConnectedError(error: unknown, aborted: boolean): ProviderErr
  * (the call's trace when the adapter has one, the error's code otherwise).
  */
 export function classifySdkError(sdk: SdkErrorClasses, error: unknown, aborted: boolean, trace?: CallTrace): ProviderError {
+  if (trace?.tooLarge) return responseTooLargeError(trace.maxResponseBytes, error instanceof Error ? error.message : undefined);
   if (error instanceof sdk.APIError && typeof error.status === 'number') return definitiveHttpError(error.status, error.message, error.headers);
   if (trace && !trace.sent) return notConnectedError(error, aborted);
   if (error instanceof sdk.APIConnectionTimeoutError) return new ProviderError('ambiguous', 'timeout', 'no answer before the hard timeout', false, undefined, error.message);

@@ -29,6 +29,10 @@ export class AnthropicAdapter implements ProviderAdapter {
     this.client = new Anthropic({ apiKey, baseURL: spec.baseUrl, maxRetries: 0, timeout: spec.hardTimeoutMs, fetch: http.fetch });
   }
 
+  close(): Promise<void> {
+    return this.http.close();
+  }
+
   countPromptTokens(prompt: RenderedPrompt): number {
     return estimateTokens(prompt);
   }
@@ -39,7 +43,7 @@ export class AnthropicAdapter implements ProviderAdapter {
     // ours that a collection cannot take (src/common/deadline.ts).
     const hard = deadline(this.spec.hardTimeoutMs, request.signal);
     const signal = hard.signal;
-    const call = this.http.call(Number.MAX_SAFE_INTEGER);
+    const call = this.http.call(request.maxResponseBytes);
     try {
       const message = await this.client.messages.create(
         {

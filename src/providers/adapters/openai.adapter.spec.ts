@@ -32,6 +32,7 @@ const request = (signal = new AbortController().signal): ProviderRequest => ({
   outputSchema: { type: 'object', required: ['summary'], properties: { summary: { type: 'string' } } },
   temperature: 0,
   maxTokens: 50,
+  maxResponseBytes: 1_048_576,
   idempotencyKey: 'attempt-1',
   signal,
 });
@@ -57,7 +58,10 @@ describe('OpenAiAdapter against a fake OpenAI-compatible server', () => {
   beforeAll(async () => {
     server = await new FakeOpenAiServer().start();
   });
-  afterAll(() => server.stop());
+  afterAll(async () => {
+    await http.close();
+    await server.stop();
+  });
   beforeEach(() => {
     server.reset();
     adapter = new OpenAiAdapter(spec(server.url), 'sk-test', http);

@@ -52,6 +52,10 @@ export class OpenAiAdapter implements ProviderAdapter {
     this.client = new OpenAI({ apiKey, baseURL: spec.baseUrl, maxRetries: 0, timeout: spec.hardTimeoutMs, fetch: http.fetch });
   }
 
+  close(): Promise<void> {
+    return this.http.close();
+  }
+
   countPromptTokens(prompt: RenderedPrompt): number {
     return countOpenAiTokens(this.spec.model, prompt);
   }
@@ -65,7 +69,7 @@ export class OpenAiAdapter implements ProviderAdapter {
     // ours that a collection cannot take (src/common/deadline.ts).
     const hard = deadline(this.spec.hardTimeoutMs, request.signal);
     const signal = hard.signal;
-    const call = this.http.call(Number.MAX_SAFE_INTEGER);
+    const call = this.http.call(request.maxResponseBytes);
     try {
       const completion = await this.client.chat.completions.create(
         {
