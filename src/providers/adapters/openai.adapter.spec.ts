@@ -159,6 +159,26 @@ describe('OpenAiAdapter against a fake OpenAI-compatible server', () => {
     }
   });
 
+  it('refuses an answer whose Content-Length passes maxResponseBytes before reading it: response_too_large, not retryable', async () => {
+    server.script({ kind: 'json', content: { summary: 'x'.repeat(2_000_000) } });
+    const error = await failure(adapter.invoke(request()));
+    expect({ kind: error.kind, reason: error.reason, retryable: error.retryable }).toEqual({ kind: 'definitive', reason: 'response_too_large', retryable: false });
+  });
+
+  it('cuts a chunked answer off once it passes maxResponseBytes', async () => {
+    server.script({ kind: 'large', bytes: 30_000_000 });
+    const error = await failure(adapter.invoke({ ...request(), maxResponseBytes: 64 * 1024 }));
+    expect(error.reason).toBe('response_too_large');
+    while (server.requests[0].closedAt === undefined) await new Promise((r) => setTimeout(r, 10));
+    expect(server.requests[0].bytesWritten!).toBeLessThan(8_000_000);
+  });
+
+  it('passes an answer just under the limit', async () => {
+    server.script({ kind: 'json', content: { summary: 'x'.repeat(500_000) } });
+    const response = await adapter.invoke(request());
+    expect((JSON.parse(response.text) as { summary: string }).summary).toHaveLength(500_000);
+  });
+
   it('passes malformed output through as text: the contract check, not the adapter, refuses it', async () => {
     server.script({ kind: 'text', content: '{"summary": nope' });
     const response = await adapter.invoke(request());
