@@ -56,8 +56,9 @@ export class ProviderCall {
         return (handler.onConnect as (a: Abort, c: unknown) => unknown)?.(cut, context);
       },
       onHeaders: (status: number, raw: Buffer[], resume: () => void, text: string) => {
-        // A declared length past the limit is refused before a byte of the body is read.
-        for (let i = 0; i + 1 < raw.length; i += 2) {
+        // A declared length past the limit is refused before a byte of the body is read. An error answer's
+        // status is what matters: its body, counted below all the same, is only read for a message.
+        for (let i = 0; status < 300 && i + 1 < raw.length; i += 2) {
           if (raw[i].toString('latin1').toLowerCase() === 'content-length' && Number(raw[i + 1].toString('latin1')) > this.maxResponseBytes) return refuse();
         }
         return (handler.onHeaders as (...a: unknown[]) => boolean)(status, raw, resume, text);

@@ -239,8 +239,9 @@ export function notConnectedError(error: unknown, aborted: boolean): ProviderErr
  * (the call's trace when the adapter has one, the error's code otherwise).
  */
 export function classifySdkError(sdk: SdkErrorClasses, error: unknown, aborted: boolean, trace?: CallTrace): ProviderError {
-  if (trace?.tooLarge) return responseTooLargeError(trace.maxResponseBytes, error instanceof Error ? error.message : undefined);
+  // An error answer is its status, even when its body was cut off at the size limit (the SDK reads it for a message).
   if (error instanceof sdk.APIError && typeof error.status === 'number') return definitiveHttpError(error.status, error.message, error.headers);
+  if (trace?.tooLarge) return responseTooLargeError(trace.maxResponseBytes, error instanceof Error ? error.message : undefined);
   if (trace && !trace.sent) return notConnectedError(error, aborted);
   if (error instanceof sdk.APIConnectionTimeoutError) return new ProviderError('ambiguous', 'timeout', 'no answer before the hard timeout', false, undefined, error.message);
   if (error instanceof sdk.APIUserAbortError) return classifyTransportError(error, true);

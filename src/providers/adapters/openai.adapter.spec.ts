@@ -173,6 +173,12 @@ describe('OpenAiAdapter against a fake OpenAI-compatible server', () => {
     expect(server.requests[0].bytesWritten!).toBeLessThan(8_000_000);
   });
 
+  it('keeps an error answer\'s status when its body passes the limit', async () => {
+    server.script({ kind: 'status', status: 503, body: { error: { message: 'x'.repeat(200_000) } } });
+    const error = await failure(adapter.invoke({ ...request(), maxResponseBytes: 64 * 1024 }));
+    expect({ reason: error.reason, retryable: error.retryable, status: error.status }).toEqual({ reason: 'http_503', retryable: true, status: 503 });
+  });
+
   it('passes an answer just under the limit', async () => {
     server.script({ kind: 'json', content: { summary: 'x'.repeat(500_000) } });
     const response = await adapter.invoke(request());
