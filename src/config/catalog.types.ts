@@ -58,7 +58,7 @@ export interface OperationSpec {
   name: string;
   temperature: number;
   maxTokens: number;
-  /** The largest answer a provider may send for this operation (the HTTP body, or a simulated text); past it the attempt fails. */
+  /** The largest answer a provider may send (the HTTP body, or a simulated text); past it the attempt fails. */
   maxResponseBytes: number;
   prompt: { system?: string; user: string };
   inputSchema: JsonSchema;

@@ -1,6 +1,12 @@
 import { ApiProperty, type ApiPropertyOptions } from '@nestjs/swagger';
 import { ATTEMPT_STATUSES, type Attempt } from '../ledger/attempt.types.js';
-import { JOB_STATUSES, LIST_RESULT_MAX_BYTES, type Job, type JobWithAttempts, type ListedJob } from '../ledger/job.types.js';
+import {
+  JOB_STATUSES,
+  LIST_RESULT_MAX_BYTES,
+  type Job,
+  type JobWithAttempts,
+  type ListedJob,
+} from '../ledger/job.types.js';
 import { CURSOR } from './jobs.dto.js';
 
 export interface UsageView {
@@ -81,7 +87,9 @@ export class JobFieldsView {
 /** A list page's job: a large result is left out of it (issue 22 item 4). */
 export class JobSummaryView extends JobFieldsView {
   @ApiProperty({
-    description: `True when the result is longer than ${LIST_RESULT_MAX_BYTES} bytes as JSON: it is left out of list pages (result is null) and \`GET /v1/jobs/{id}\` carries it.`,
+    description:
+      `True when the result is longer than ${LIST_RESULT_MAX_BYTES} bytes as JSON: it is left out of list pages ` +
+      '(result is null) and `GET /v1/jobs/{id}` carries it.',
   })
   resultOmitted!: boolean;
 }

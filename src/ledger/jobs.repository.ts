@@ -218,7 +218,8 @@ export class JobsRepository {
     }
     const rows = await rowsOf<JobRow>(
       this.dataSource.manager,
-      `SELECT ${listedJobColumns(JOB_COLUMNS)} FROM jobs j WHERE ${where} ORDER BY j.created_at DESC, j.id DESC LIMIT $2`,
+      `SELECT ${listedJobColumns(JOB_COLUMNS)} FROM jobs j WHERE ${where}
+        ORDER BY j.created_at DESC, j.id DESC LIMIT $2`,
       params,
     );
     return rows.map(listedJobFromRow);

@@ -1,6 +1,12 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { jobWithAttemptsFromRow, listedJobFromRow, type JobStatus, type JobWithAttempts, type ListedJob } from '../ledger/job.types.js';
+import {
+  jobWithAttemptsFromRow,
+  listedJobFromRow,
+  type JobStatus,
+  type JobWithAttempts,
+  type ListedJob,
+} from '../ledger/job.types.js';
 import { listedJobColumns } from '../ledger/jobs.repository.js';
 
 /** One row of a job's timeline, as job_events stores it. */

@@ -59,7 +59,8 @@ export class ProviderCall {
         // A declared length past the limit is refused before a byte of the body is read. An error answer's
         // status is what matters: its body, counted below all the same, is only read for a message.
         for (let i = 0; status < 300 && i + 1 < raw.length; i += 2) {
-          if (raw[i].toString('latin1').toLowerCase() === 'content-length' && Number(raw[i + 1].toString('latin1')) > this.maxResponseBytes) return refuse();
+          const name = raw[i].toString('latin1').toLowerCase();
+          if (name === 'content-length' && Number(raw[i + 1].toString('latin1')) > this.maxResponseBytes) return refuse();
         }
         return (handler.onHeaders as (...a: unknown[]) => boolean)(status, raw, resume, text);
       },
@@ -72,7 +73,8 @@ export class ProviderCall {
     // Everything else fetch's handler has goes to it unchanged, with itself as `this`.
     return new Proxy(handler, {
       get: (target, property, receiver) => {
-        if (typeof property === 'string' && property in own && typeof target[property] === 'function') return own[property];
+        const mine = typeof property === 'string' && property in own && typeof target[property] === 'function';
+        if (mine) return own[property];
         const value = Reflect.get(target, property, receiver) as unknown;
         return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
       },

@@ -19,7 +19,9 @@ export async function createAdapter(spec: ProviderSpec, index: number, lookup: H
   // A connection (TCP and TLS) that takes longer than the soft deadline fails as not sent, before the attempt
   // would be unknown; at least 1 s, so a short deadline does not refuse a distant provider's handshake.
   const http = new ProviderHttp(lookup, Math.max(1000, Math.min(spec.timeoutMs, 10_000)));
-  if (spec.kind === 'openai') return new (await import('./adapters/openai.adapter.js')).OpenAiAdapter(spec, apiKey, http);
+  if (spec.kind === 'openai') {
+    return new (await import('./adapters/openai.adapter.js')).OpenAiAdapter(spec, apiKey, http);
+  }
   return new (await import('./adapters/anthropic.adapter.js')).AnthropicAdapter(spec, apiKey, http);
 }
 
@@ -27,11 +29,16 @@ export async function createAdapter(spec: ProviderSpec, index: number, lookup: H
 export class ProviderRegistry {
   private constructor(private readonly adapters: Map<string, ProviderAdapter>) {}
 
-  static async load(catalog: CatalogService, config: Pick<AppConfig, 'dnsTimeoutMs' | 'dnsServers'>): Promise<ProviderRegistry> {
-    // One resolver for every provider: bounded in time and off libuv's thread pool (docs/operations.md#name-resolution).
+  static async load(
+    catalog: CatalogService,
+    config: Pick<AppConfig, 'dnsTimeoutMs' | 'dnsServers'>,
+  ): Promise<ProviderRegistry> {
+    // One resolver for every provider: bounded in time, off libuv's thread pool (docs/operations.md#name-resolution).
     const lookup = new HostLookup({ timeoutMs: config.dnsTimeoutMs, servers: config.dnsServers });
     const adapters = new Map<string, ProviderAdapter>();
-    for (const [i, spec] of catalog.listProviders().entries()) adapters.set(spec.name, await createAdapter(spec, i, lookup));
+    for (const [i, spec] of catalog.listProviders().entries()) {
+      adapters.set(spec.name, await createAdapter(spec, i, lookup));
+    }
     return new ProviderRegistry(adapters);
   }
 

@@ -71,7 +71,8 @@ export const RATE_LIMITED = 'rate_limited';
 export const RESPONSE_TOO_LARGE = 'response_too_large';
 
 export function responseTooLargeError(limit: number, raw?: string): ProviderError {
-  return new ProviderError('definitive', RESPONSE_TOO_LARGE, `the answer was larger than the operation allows (${limit} bytes)`, false, undefined, raw);
+  const message = `the answer was larger than the operation allows (${limit} bytes)`;
+  return new ProviderError('definitive', RESPONSE_TOO_LARGE, message, false, undefined, raw);
 }
 
 type HeaderBag = Headers | Record<string, string | string[] | undefined> | undefined;
@@ -231,17 +232,28 @@ export function notConnectedError(error: unknown, aborted: boolean): ProviderErr
   const raw = error instanceof Error ? error.message : String(error);
   const code = networkCode(error);
   const why = code ? ` (${code})` : aborted ? ' before the hard timeout' : '';
-  return new ProviderError('definitive', 'connection_refused', `the provider could not be reached${why}`, true, undefined, raw);
+  const message = `the provider could not be reached${why}`;
+  return new ProviderError('definitive', 'connection_refused', message, true, undefined, raw);
 }
 
 /**
  * Classifies an official SDK's error: HTTP answers are definitive, transport failures by whether they were sent
  * (the call's trace when the adapter has one, the error's code otherwise).
  */
-export function classifySdkError(sdk: SdkErrorClasses, error: unknown, aborted: boolean, trace?: CallTrace): ProviderError {
-  // An error answer is its status, even when its body was cut off at the size limit (the SDK reads it for a message).
-  if (error instanceof sdk.APIError && typeof error.status === 'number') return definitiveHttpError(error.status, error.message, error.headers);
-  if (trace?.tooLarge) return responseTooLargeError(trace.maxResponseBytes, error instanceof Error ? error.message : undefined);
+export function classifySdkError(
+  sdk: SdkErrorClasses,
+  error: unknown,
+  aborted: boolean,
+  trace?: CallTrace,
+): ProviderError {
+  // An error answer is its status, even when its body was cut off at the size limit (the SDK reads it for a
+  // message).
+  if (error instanceof sdk.APIError && typeof error.status === 'number') {
+    return definitiveHttpError(error.status, error.message, error.headers);
+  }
+  if (trace?.tooLarge) {
+    return responseTooLargeError(trace.maxResponseBytes, error instanceof Error ? error.message : undefined);
+  }
   if (trace && !trace.sent) return notConnectedError(error, aborted);
   if (error instanceof sdk.APIConnectionTimeoutError) return new ProviderError('ambiguous', 'timeout', 'no answer before the hard timeout', false, undefined, error.message);
   if (error instanceof sdk.APIUserAbortError) return classifyTransportError(error, true);

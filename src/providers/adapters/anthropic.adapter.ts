@@ -26,7 +26,14 @@ export class AnthropicAdapter implements ProviderAdapter {
     apiKey: string,
     private readonly http: ProviderHttp,
   ) {
-    this.client = new Anthropic({ apiKey, baseURL: spec.baseUrl, maxRetries: 0, timeout: spec.hardTimeoutMs, fetch: http.fetch });
+    // undici's fetch over the provider's own pool: names resolved by HostLookup, each call watched (provider-http.ts).
+    this.client = new Anthropic({
+      apiKey,
+      baseURL: spec.baseUrl,
+      maxRetries: 0,
+      timeout: spec.hardTimeoutMs,
+      fetch: http.fetch,
+    });
   }
 
   close(): Promise<void> {
