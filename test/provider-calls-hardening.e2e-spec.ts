@@ -132,6 +132,21 @@ describe('the provider call (issue 22 items 1, 3 and 4)', () => {
     });
   });
 
+  describe('item 1: the runner\'s own hard deadline, for an adapter that has none of its own', () => {
+    it('ends a simulated call that never answers at its hard deadline after a GC, and frees the slot', async () => {
+      const o = await owner();
+      // sim-hang waits on the runner's signal alone (timeoutMs 300, hardTimeoutMs 1000 in the test catalog).
+      const hanging = await o.create(['sim-hang']);
+      await waitFor(() => o.job(hanging.id), (j) => j.attempts.length === 1, 5_000);
+      gc();
+      await sleep(50);
+      gc();
+      const other = await o.create(['sim-primary']);
+      await waitFor(() => o.job(other.id), (j) => j.status === 'succeeded', 10_000);
+      expect((await o.job(hanging.id)).attempts[0]).toMatchObject({ provider: 'sim-hang', status: 'unknown' });
+    });
+  });
+
   describe('item 3: a provider addressed by a name whose DNS server never answers, the thread pool taken', () => {
     it('fails the attempts as a refused connection (never unknown: nothing was sent) and the job moves on', async () => {
       const o = await owner();
