@@ -7,7 +7,11 @@ export type Script =
   | { kind: 'text'; content: string; delayMs?: number }
   | { kind: 'status'; status: number; delayMs?: number; body?: unknown; headers?: Record<string, string> }
   | { kind: 'hang' }
-  | { kind: 'reset' };
+  | { kind: 'reset' }
+  /** 200 and its headers at once, then one byte of the body every `intervalMs` (1 s), never ending. */
+  | { kind: 'drip'; intervalMs?: number }
+  /** A valid completion whose summary is `bytes` long, written in 64 KiB chunks, without a Content-Length. */
+  | { kind: 'large'; bytes: number };
 
 export interface SeenRequest {
   headers: IncomingMessage['headers'];
@@ -18,6 +22,10 @@ export interface SeenRequest {
   answeredAt?: number;
   /** The HTTP status answered. */
   status?: number;
+  /** Date.now() when the connection of this request closed (the client cut it off, or the answer ended). */
+  closedAt?: number;
+  /** Body bytes handed to the socket for a `large` or `drip` answer. */
+  bytesWritten?: number;
 }
 
 const DEFAULT: Script = { kind: 'json', content: { summary: 'fine' } };
@@ -123,7 +131,10 @@ export class FakeOpenAiServer {
     };
     this.inFlight++;
     this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
-    res.on('close', done);
+    res.on('close', () => {
+      seen.closedAt = Date.now();
+      done();
+    });
     const script: Script = this.failing !== undefined ? { kind: 'status', status: this.failing } : (this.scripts.shift() ?? this.fallback);
     if (script.kind === 'hang') return;
     const delay = this.latency + ('delayMs' in script && script.delayMs ? script.delayMs : 0);
@@ -134,6 +145,23 @@ export class FakeOpenAiServer {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.write('{"id":"chatcmpl-partial","choices":[{"message":{"content":"{\\"sum');
       setTimeout(() => res.socket?.destroy(), 5);
+      return;
+    }
+    if (script.kind === 'drip') {
+      seen.status = 200;
+      res.writeHead(200, { 'content-type': 'application/json', 'x-request-id': `req_${number}` });
+      res.write('{');
+      seen.bytesWritten = 1;
+      const timer = setInterval(() => {
+        res.write(' ');
+        seen.bytesWritten! += 1;
+      }, script.intervalMs ?? 1000);
+      res.on('close', () => clearInterval(timer));
+      return;
+    }
+    if (script.kind === 'large') {
+      await this.writeLarge(res, seen, number, script.bytes);
+      done();
       return;
     }
     if (script.kind === 'status') {
@@ -157,5 +185,23 @@ export class FakeOpenAiServer {
       }),
     );
     done();
+  }
+
+  /** Streams a completion of about `bytes`, respecting backpressure, and stops when the client goes away. */
+  private async writeLarge(res: ServerResponse, seen: SeenRequest, number: number, bytes: number): Promise<void> {
+    seen.status = 200;
+    seen.bytesWritten = 0;
+    res.writeHead(200, { 'content-type': 'application/json', 'x-request-id': `req_${number}` });
+    const write = async (text: string) => {
+      seen.bytesWritten! += Buffer.byteLength(text);
+      if (!res.write(text)) await new Promise((resolve) => (res.once('drain', resolve), res.once('close', resolve)));
+    };
+    // The summary is a JSON string inside the message content, itself a JSON string: `x` needs no escaping.
+    await write(`{"id":"chatcmpl-${number}","object":"chat.completion","created":0,"model":"fake","choices":[{"index":0,`);
+    await write('"message":{"role":"assistant","content":"{\\"summary\\":\\"');
+    const chunk = 'x'.repeat(65_536);
+    for (let left = bytes; left > 0 && !res.destroyed; left -= chunk.length) await write(chunk.slice(0, Math.min(left, chunk.length)));
+    if (res.destroyed) return;
+    res.end('\\"}"},"finish_reason":"stop"}],"usage":{"prompt_tokens":17,"completion_tokens":5,"total_tokens":22}}');
   }
 }

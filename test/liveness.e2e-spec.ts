@@ -154,7 +154,7 @@ describe('liveness: in-process (the test drives the worker and the reconciler)',
     const { attempt, prompt } = ready.get(claimed.attempt.id)!;
     // The call reaches the provider and it answers, but the worker never records it (it died, or the database was away).
     const operation = t.app.get(CatalogService).operation('summarize')!;
-    await registry.adapter('sim-late').invoke({ prompt, operation: 'summarize', outputSchema: operation.outputSchema, temperature: 0, maxTokens: 30, idempotencyKey: attempt.id, signal: AbortSignal.timeout(5000) });
+    await registry.adapter('sim-late').invoke({ prompt, operation: 'summarize', outputSchema: operation.outputSchema, temperature: 0, maxTokens: 30, maxResponseBytes: 1_048_576, idempotencyKey: attempt.id, signal: AbortSignal.timeout(5000) });
     expect(await t.app.get(AttemptOutcomes).unknown(attempt.id, job.id, 'deadline_passed')).toBe(true);
     expect((await jobRow(job.id)).status).toBe('unknown');
 

@@ -1,4 +1,5 @@
 import { Injectable, Logger } from '@nestjs/common';
+import { deadline } from '../common/deadline.js';
 import { safeErrorFields } from '../common/log-safe.js';
 import { isDatabaseUnavailable, isRetryableTransactionError } from '../database/pg-errors.js';
 import type { Attempt } from '../ledger/attempt.types.js';
@@ -96,7 +97,9 @@ export class AttemptRunner {
       work().catch((e: unknown) => this.logger.error({ msg: 'provider health bookkeeping failed', ...log, ...safeErrorFields(e) }));
     let countedTimeout = false;
 
-    const hardStop = AbortSignal.any([shutdown, AbortSignal.timeout(Math.max(1, attempt.hardDeadlineAt.getTime() - Date.now()))]);
+    // Our own timer, not AbortSignal.timeout composed with AbortSignal.any: a collection can take that one with
+    // its timer, and then a call that drips its body after the headers holds its slot for ever (issue 22 item 1).
+    const hardStop = deadline(Math.max(1, attempt.hardDeadlineAt.getTime() - Date.now()), shutdown);
     const soft = setTimeout(() => {
       // A timeout counts against the provider's breaker at once; the call goes on until the hard deadline.
       countedTimeout = true;
@@ -115,14 +118,16 @@ export class AttemptRunner {
           outputSchema: operation.outputSchema,
           temperature: operation.temperature,
           maxTokens: operation.maxTokens,
+          maxResponseBytes: operation.maxResponseBytes,
           idempotencyKey: attempt.id,
-          signal: hardStop,
+          signal: hardStop.signal,
         }),
       );
     } catch (error) {
       failure = error instanceof ProviderError ? error : new ProviderError('ambiguous', 'unexpected', (error as Error).message);
     } finally {
       clearTimeout(soft);
+      hardStop.clear();
       this.capacity.callEnded(provider.name);
       callEnded();
       if (ready.leased) {

@@ -48,3 +48,15 @@ describe('catalog capacity fields', () => {
     expect(() => validateCatalog(withFields(fields))).toThrow(new RegExp(`providers\\[0\\]\\.${field.replace('.', '\\.')}`));
   });
 });
+
+describe('catalog maxResponseBytes', () => {
+  it('defaults to 1 MiB per operation', () => {
+    expect(validateCatalog(catalog(undefined)).operations[0].maxResponseBytes).toBe(1_048_576);
+  });
+
+  it.each([100, 100 * 1024 * 1024, 1.5, '1MB'])('refuses %j, naming the field', (value) => {
+    const c = catalog(undefined);
+    Object.assign(c.operations[0], { maxResponseBytes: value });
+    expect(() => validateCatalog(c)).toThrow(/operations\[0\]\.maxResponseBytes/);
+  });
+});

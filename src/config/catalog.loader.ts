@@ -15,6 +15,10 @@ export class CatalogError extends Error {
 
 const name = { type: 'string', pattern: '^[a-z0-9][a-z0-9._-]{0,62}$' };
 
+/** An operation's answer size limit by default (1 MiB), and the most a catalog may allow (64 MiB: one jsonb value). */
+export const DEFAULT_MAX_RESPONSE_BYTES = 1_048_576;
+export const MAX_RESPONSE_BYTES = 67_108_864;
+
 const catalogSchema = {
   type: 'object',
   required: ['providers', 'operations'],
@@ -71,6 +75,7 @@ const catalogSchema = {
               retryAfterMs: { type: 'integer', minimum: 0, maximum: 3_600_000 },
               outcome: { enum: ['success', 'error', 'timeout', 'malformed', 'invalid', 'reset'], default: 'success' },
               errorStatus: { type: 'integer', minimum: 400, maximum: 599, default: 500 },
+              responseBytes: { type: 'integer', minimum: 1, maximum: MAX_RESPONSE_BYTES },
             },
           },
         },
@@ -87,6 +92,12 @@ const catalogSchema = {
           name,
           temperature: { type: 'number', minimum: 0, maximum: 2, default: 0 },
           maxTokens: { type: 'integer', minimum: 1, maximum: 1_000_000, default: 512 },
+          maxResponseBytes: {
+            type: 'integer',
+            minimum: 1024,
+            maximum: MAX_RESPONSE_BYTES,
+            default: DEFAULT_MAX_RESPONSE_BYTES,
+          },
           prompt: {
             type: 'object',
             required: ['user'],

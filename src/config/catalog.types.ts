@@ -9,6 +9,8 @@ export interface SimulateSpec {
   errorStatus: number;
   /** The Retry-After a simulated 429 (or 503) answer carries, in ms; none when absent. */
   retryAfterMs?: number;
+  /** A successful answer padded to about this many bytes (the size limit's tests and demos). */
+  responseBytes?: number;
 }
 
 /** Opens a provider's circuit after `failures` counted failures within `windowMs`, for `cooldownMs`. */
@@ -56,6 +58,8 @@ export interface OperationSpec {
   name: string;
   temperature: number;
   maxTokens: number;
+  /** The largest answer a provider may send (the HTTP body, or a simulated text); past it the attempt fails. */
+  maxResponseBytes: number;
   prompt: { system?: string; user: string };
   inputSchema: JsonSchema;
   outputSchema: JsonSchema;

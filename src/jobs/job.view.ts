@@ -1,6 +1,12 @@
 import { ApiProperty, type ApiPropertyOptions } from '@nestjs/swagger';
 import { ATTEMPT_STATUSES, type Attempt } from '../ledger/attempt.types.js';
-import { JOB_STATUSES, type Job, type JobWithAttempts } from '../ledger/job.types.js';
+import {
+  JOB_STATUSES,
+  LIST_RESULT_MAX_BYTES,
+  type Job,
+  type JobWithAttempts,
+  type ListedJob,
+} from '../ledger/job.types.js';
 import { CURSOR } from './jobs.dto.js';
 
 export interface UsageView {
@@ -61,7 +67,8 @@ export class AttemptView {
   cost!: CostView | null;
 }
 
-export class JobSummaryView {
+/** The fields every view of a job has (not a schema of the document by itself). */
+export class JobFieldsView {
   @ApiProperty({ format: 'uuid' }) id!: string;
   @ApiProperty({ enum: JOB_STATUSES }) status!: string;
   @ApiProperty() operation!: string;
@@ -77,7 +84,17 @@ export class JobSummaryView {
   @ApiProperty({ format: 'date-time', nullable: true, type: String }) completedAt!: string | null;
 }
 
-export class JobView extends JobSummaryView {
+/** A list page's job: a large result is left out of it (issue 22 item 4). */
+export class JobSummaryView extends JobFieldsView {
+  @ApiProperty({
+    description:
+      `True when the result is longer than ${LIST_RESULT_MAX_BYTES} bytes as JSON: it is left out of list pages ` +
+      '(result is null) and `GET /v1/jobs/{id}` carries it.',
+  })
+  resultOmitted!: boolean;
+}
+
+export class JobView extends JobFieldsView {
   @ApiProperty({ type: [AttemptView] }) attempts!: AttemptView[];
   @ApiProperty({ type: [JobCostView], description: 'The attempts\' cost per currency (empty when no attempt was priced).' }) cost!: JobCostView[];
 }
@@ -121,7 +138,7 @@ export function jobCost(attempts: Attempt[]): JobCostView[] {
   return [...byCurrency.values()];
 }
 
-export function toJobSummaryView(job: Job): JobSummaryView {
+function toJobFields(job: Job): JobFieldsView {
   return {
     id: job.id,
     status: job.status,
@@ -139,6 +156,10 @@ export function toJobSummaryView(job: Job): JobSummaryView {
   };
 }
 
+export function toJobSummaryView(job: ListedJob): JobSummaryView {
+  return { ...toJobFields(job), resultOmitted: job.resultOmitted };
+}
+
 export function toJobView(job: JobWithAttempts): JobView {
-  return { ...toJobSummaryView(job), attempts: job.attempts.map(toAttemptView), cost: jobCost(job.attempts) };
+  return { ...toJobFields(job), attempts: job.attempts.map(toAttemptView), cost: jobCost(job.attempts) };
 }

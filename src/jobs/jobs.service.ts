@@ -3,7 +3,7 @@ import { DomainError, NotFoundError, UnknownOperationError, UnknownProviderError
 import { badCursor, decodeCursor, pageOf } from '../common/keyset-page.js';
 import { fingerprintOf } from '../common/fingerprint.js';
 import { JobSignals } from '../ledger/job-signals.js';
-import { isTerminal, type Job, type JobStatus, type JobWithAttempts } from '../ledger/job.types.js';
+import { isTerminal, type Job, type JobStatus, type JobWithAttempts, type ListedJob } from '../ledger/job.types.js';
 import { JobsRepository } from '../ledger/jobs.repository.js';
 import { LedgerFactory } from '../ledger/ledger.js';
 import { DuplicateIdempotencyKeyError, JobTerminalError } from '../ledger/ledger.errors.js';
@@ -22,7 +22,7 @@ export interface CreateJobCommand {
 }
 
 export interface JobPage {
-  items: Job[];
+  items: ListedJob[];
   nextCursor: string | null;
 }
 

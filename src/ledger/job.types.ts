@@ -29,6 +29,16 @@ export interface Job {
   traceContext?: string | null;
 }
 
+/**
+ * A job as a list page shows it (issue 22 item 4): a result longer than LIST_RESULT_MAX_BYTES (as JSON text) is
+ * left out, `result` null and `resultOmitted` true; the job's own GET carries it.
+ */
+export interface ListedJob extends Job {
+  resultOmitted: boolean;
+}
+
+export const LIST_RESULT_MAX_BYTES = 16_384;
+
 export interface JobWithAttempts extends Job {
   attempts: Attempt[];
 }
@@ -51,6 +61,8 @@ export interface JobRow {
   updated_at: Date;
   completed_at: Date | null;
   trace_context?: string | null;
+  /** Only in list pages' rows. */
+  result_omitted?: boolean;
 }
 
 export interface JobWithAttemptsRow extends JobRow {
@@ -77,6 +89,10 @@ export function jobFromRow(row: JobRow): Job {
     completedAt: row.completed_at ?? null,
     traceContext: row.trace_context ?? null,
   };
+}
+
+export function listedJobFromRow(row: JobRow): ListedJob {
+  return { ...jobFromRow(row), resultOmitted: row.result_omitted === true };
 }
 
 export function jobWithAttemptsFromRow(row: JobWithAttemptsRow): JobWithAttempts {

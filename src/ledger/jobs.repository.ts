@@ -6,7 +6,18 @@ import { GroupCommit } from '../database/group-commit.js';
 import { prepared } from '../database/prepared-statements.js';
 import { on, rowsOf, type Queryable } from '../database/transactions.js';
 import { DuplicateIdempotencyKeyError } from './ledger.errors.js';
-import { jobFromRow, jobWithAttemptsFromRow, type Job, type JobRow, type JobStatus, type JobWithAttempts, type JobWithAttemptsRow } from './job.types.js';
+import {
+  jobFromRow,
+  jobWithAttemptsFromRow,
+  LIST_RESULT_MAX_BYTES,
+  listedJobFromRow,
+  type Job,
+  type JobRow,
+  type JobStatus,
+  type JobWithAttempts,
+  type JobWithAttemptsRow,
+  type ListedJob,
+} from './job.types.js';
 
 export interface NewJob {
   ownerId: string;
@@ -42,6 +53,17 @@ export interface JobPageQuery {
 
 const JOB_COLUMNS = `j.id, j.owner_id, j.idempotency_key, j.fingerprint, j.operation, j.input, j.providers, j.status, j.version,
   j.result, j.error, j.completed_by, j.created_at, j.updated_at, j.completed_at, j.trace_context`;
+
+/**
+ * JOB_COLUMNS for a list page: a long result stays in the database (PostgreSQL measures it; only the flag
+ * travels), so a page of jobs holding large results stays small (issue 22 item 4).
+ */
+export function listedJobColumns(columns: string): string {
+  const size = 'octet_length(j.result::text)';
+  const listed = `CASE WHEN ${size} > ${LIST_RESULT_MAX_BYTES} THEN NULL ELSE j.result END AS result,
+  COALESCE(${size} > ${LIST_RESULT_MAX_BYTES}, false) AS result_omitted`;
+  return columns.replace(/\bj\.result\b/, listed);
+}
 
 const ATTEMPTS_OF_J = `COALESCE((SELECT json_agg(a ORDER BY a.number) FROM attempts a WHERE a.job_id = j.id), '[]'::json) AS attempts`;
 
@@ -181,7 +203,7 @@ export class JobsRepository {
   }
 
   /** Newest first, keyset on (created_at, id). Returns undefined when the cursor names no job of the owner. */
-  async listOwned(ownerId: string, query: JobPageQuery): Promise<Job[] | undefined> {
+  async listOwned(ownerId: string, query: JobPageQuery): Promise<ListedJob[] | undefined> {
     const params: unknown[] = [ownerId, query.limit];
     let where = 'j.owner_id = $1';
     if (query.status) {
@@ -194,8 +216,13 @@ export class JobsRepository {
       if (!cursor.length) return undefined;
       where += ` AND (j.created_at, j.id) < (SELECT c.created_at, c.id FROM jobs c WHERE c.id = $${params.length})`;
     }
-    const rows = await rowsOf<JobRow>(this.dataSource.manager, `SELECT ${JOB_COLUMNS} FROM jobs j WHERE ${where} ORDER BY j.created_at DESC, j.id DESC LIMIT $2`, params);
-    return rows.map(jobFromRow);
+    const rows = await rowsOf<JobRow>(
+      this.dataSource.manager,
+      `SELECT ${listedJobColumns(JOB_COLUMNS)} FROM jobs j WHERE ${where}
+        ORDER BY j.created_at DESC, j.id DESC LIMIT $2`,
+      params,
+    );
+    return rows.map(listedJobFromRow);
   }
 
   /** Job ids of live jobs whose chain names a provider outside `known`: they need an operator's eye at start-up. */

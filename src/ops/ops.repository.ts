@@ -1,6 +1,13 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { jobFromRow, jobWithAttemptsFromRow, type Job, type JobStatus, type JobWithAttempts } from '../ledger/job.types.js';
+import {
+  jobWithAttemptsFromRow,
+  listedJobFromRow,
+  type JobStatus,
+  type JobWithAttempts,
+  type ListedJob,
+} from '../ledger/job.types.js';
+import { listedJobColumns } from '../ledger/jobs.repository.js';
 
 /** One row of a job's timeline, as job_events stores it. */
 export interface JobEventRow {
@@ -105,7 +112,7 @@ export class OpsRepository {
   }
 
   /** Newest first, keyset on (created_at, id). Undefined when the cursor names no job. */
-  async listJobs(query: OpsJobQuery): Promise<Job[] | undefined> {
+  async listJobs(query: OpsJobQuery): Promise<ListedJob[] | undefined> {
     const params: unknown[] = [query.limit];
     const where: string[] = [];
     const add = (sql: string, value: unknown) => {
@@ -120,11 +127,11 @@ export class OpsRepository {
       add('(j.created_at, j.id) < (SELECT c.created_at, c.id FROM jobs c WHERE c.id = ?)', query.afterId);
     }
     const rows = await this.dataSource.query(
-      `SELECT ${JOB_COLUMNS} FROM jobs j ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
+      `SELECT ${listedJobColumns(JOB_COLUMNS)} FROM jobs j ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
         ORDER BY j.created_at DESC, j.id DESC LIMIT $1`,
       params,
     );
-    return rows.map(jobFromRow);
+    return rows.map(listedJobFromRow);
   }
 
   /** The job's events in the order they happened, after the event `afterId` (exclusive). */

@@ -1,5 +1,6 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { canonicalJson, sha256Hex } from '../common/canonical-json.js';
+import { deadline } from '../common/deadline.js';
 import { NotFoundError, UnknownOperationError } from '../common/domain.errors.js';
 import type { OperationSpec, ProviderSpec } from '../config/catalog.types.js';
 import { CatalogService } from './catalog.service.js';
@@ -106,7 +107,8 @@ export class CertificationService {
 
   private async runCase(index: number, prompt: RenderedPrompt, operation: OperationSpec, provider: ProviderSpec): Promise<CertificationCase> {
     const started = Date.now();
-    const signal = AbortSignal.timeout(provider.hardTimeoutMs);
+    // A timer of our own: AbortSignal.timeout can be collected before it fires (src/common/deadline.ts).
+    const hard = deadline(provider.hardTimeoutMs);
     try {
       const response = await this.registry.adapter(provider.name).invoke({
         prompt,
@@ -114,14 +116,17 @@ export class CertificationService {
         outputSchema: operation.outputSchema,
         temperature: operation.temperature,
         maxTokens: operation.maxTokens,
+        maxResponseBytes: operation.maxResponseBytes,
         idempotencyKey: `certify-${provider.name}-${operation.name}-${index}-${started}`,
-        signal,
+        signal: hard.signal,
       });
       const check = checkOutput(this.catalog, operation.name, response.text);
       return { index, passed: check.ok, errors: check.ok ? [] : check.errors, latencyMs: Date.now() - started, usage: response.usage };
     } catch (error) {
       const reason = error instanceof ProviderError ? `${error.kind}: ${error.reason}` : 'error';
       return { index, passed: false, errors: [{ field: 'provider', message: `${reason}: ${(error as Error).message}` }], latencyMs: Date.now() - started, usage: null };
+    } finally {
+      hard.clear();
     }
   }
 }

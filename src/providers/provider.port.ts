@@ -14,6 +14,8 @@ export interface ProviderRequest {
   outputSchema: JsonSchema;
   temperature: number;
   maxTokens: number;
+  /** The operation's `maxResponseBytes`: a larger answer is cut off and fails `response_too_large`. */
+  maxResponseBytes: number;
   /** The attempt id: sent to providers that deduplicate by key. */
   idempotencyKey: string;
   /** Aborts the call: the worker fires it at the provider's hardTimeoutMs, never at the soft deadline. */
@@ -60,6 +62,18 @@ export class ProviderError extends Error {
 
 /** The reason of a rate-limit answer: retryable, not counted against maxAttempts, and pauses the provider. */
 export const RATE_LIMITED = 'rate_limited';
+
+/**
+ * The reason of an answer past the operation's `maxResponseBytes`: definitive and not retryable (the same prompt
+ * at the same provider answers alike), so the job moves to its next certified provider or fails; the provider
+ * answered, so its breaker does not count it.
+ */
+export const RESPONSE_TOO_LARGE = 'response_too_large';
+
+export function responseTooLargeError(limit: number, raw?: string): ProviderError {
+  const message = `the answer was larger than the operation allows (${limit} bytes)`;
+  return new ProviderError('definitive', RESPONSE_TOO_LARGE, message, false, undefined, raw);
+}
 
 type HeaderBag = Headers | Record<string, string | string[] | undefined> | undefined;
 
@@ -162,6 +176,8 @@ export interface ProviderAdapter {
   cancel?(requestId: string): Promise<void>;
   /** What became of the request sent with this idempotency key (the attempt id). */
   lookup?(idempotencyKey: string): Promise<LookupResult>;
+  /** Closes the adapter's connections, once no call is in flight any more. */
+  close?(): Promise<void>;
 }
 
 /** Walks an error's cause chain for a network error code. */
@@ -198,8 +214,47 @@ export interface SdkErrorClasses {
   APIError: abstract new (...args: never[]) => Error & { status?: number; headers?: Headers };
 }
 
-/** Classifies an official SDK's error: HTTP answers are definitive, transport failures by whether they were sent. */
-export function classifySdkError(sdk: SdkErrorClasses, error: unknown, aborted: boolean): ProviderError {
+/** What the HTTP layer saw of one call (`ProviderCall` in provider-http.ts). */
+export interface CallTrace {
+  /** The request reached a connected socket: until then nothing was sent. */
+  sent: boolean;
+  /** The answer passed `maxResponseBytes` and was cut off. */
+  tooLarge: boolean;
+  maxResponseBytes: number;
+}
+
+/**
+ * A call that failed before its request reached a socket (the name did not resolve in time, the connection was
+ * refused or never completed, or the deadline came first): nothing was sent, so it is definitive and retryable,
+ * like a refused connection, and never `unknown` (I4).
+ */
+export function notConnectedError(error: unknown, aborted: boolean): ProviderError {
+  const raw = error instanceof Error ? error.message : String(error);
+  const code = networkCode(error);
+  const why = code ? ` (${code})` : aborted ? ' before the hard timeout' : '';
+  const message = `the provider could not be reached${why}`;
+  return new ProviderError('definitive', 'connection_refused', message, true, undefined, raw);
+}
+
+/**
+ * Classifies an official SDK's error: HTTP answers are definitive, transport failures by whether they were sent
+ * (the call's trace when the adapter has one, the error's code otherwise).
+ */
+export function classifySdkError(
+  sdk: SdkErrorClasses,
+  error: unknown,
+  aborted: boolean,
+  trace?: CallTrace,
+): ProviderError {
+  // An error answer is its status, even when its body was cut off at the size limit (the SDK reads it for a
+  // message).
+  if (error instanceof sdk.APIError && typeof error.status === 'number') {
+    return definitiveHttpError(error.status, error.message, error.headers);
+  }
+  if (trace?.tooLarge) {
+    return responseTooLargeError(trace.maxResponseBytes, error instanceof Error ? error.message : undefined);
+  }
+  if (trace && !trace.sent) return notConnectedError(error, aborted);
   if (error instanceof sdk.APIConnectionTimeoutError) return new ProviderError('ambiguous', 'timeout', 'no answer before the hard timeout', false, undefined, error.message);
   if (error instanceof sdk.APIUserAbortError) return classifyTransportError(error, true);
   if (error instanceof sdk.APIConnectionError) return classifyTransportError(error, aborted);

@@ -659,6 +659,8 @@ export interface components {
             result: {
                 [key: string]: unknown;
             } | null;
+            /** @description True when the result is longer than 16384 bytes as JSON: it is left out of list pages (result is null) and `GET /v1/jobs/{id}` carries it. */
+            resultOmitted: boolean;
             /** @enum {string} */
             status: "pending" | "running" | "unknown" | "succeeded" | "failed" | "cancelled";
             /** Format: date-time */
@@ -761,6 +763,8 @@ export interface components {
             result: {
                 [key: string]: unknown;
             } | null;
+            /** @description True when the result is longer than 16384 bytes as JSON: it is left out of list pages (result is null) and `GET /v1/jobs/{id}` carries it. */
+            resultOmitted: boolean;
             /** @enum {string} */
             status: "pending" | "running" | "unknown" | "succeeded" | "failed" | "cancelled";
             /** Format: date-time */

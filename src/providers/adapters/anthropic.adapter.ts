@@ -1,5 +1,7 @@
 import Anthropic from '@anthropic-ai/sdk';
+import { deadline } from '../../common/deadline.js';
 import type { ProviderSpec } from '../../config/catalog.types.js';
+import type { ProviderHttp } from '../provider-http.js';
 import {
   classifySdkError,
   logProviderFailure,
@@ -22,8 +24,20 @@ export class AnthropicAdapter implements ProviderAdapter {
   constructor(
     private readonly spec: ProviderSpec,
     apiKey: string,
+    private readonly http: ProviderHttp,
   ) {
-    this.client = new Anthropic({ apiKey, baseURL: spec.baseUrl, maxRetries: 0, timeout: spec.hardTimeoutMs });
+    // undici's fetch over the provider's own pool: names resolved by HostLookup, each call watched (provider-http.ts).
+    this.client = new Anthropic({
+      apiKey,
+      baseURL: spec.baseUrl,
+      maxRetries: 0,
+      timeout: spec.hardTimeoutMs,
+      fetch: http.fetch,
+    });
+  }
+
+  close(): Promise<void> {
+    return this.http.close();
   }
 
   countPromptTokens(prompt: RenderedPrompt): number {
@@ -31,8 +45,12 @@ export class AnthropicAdapter implements ProviderAdapter {
   }
 
   async invoke(request: ProviderRequest): Promise<ProviderResponse> {
-    // Our own hard deadline as well as the SDK's: the abort is what tells a timeout from a lost connection.
-    const signal = AbortSignal.any([request.signal, AbortSignal.timeout(this.spec.hardTimeoutMs)]);
+    // Our own hard deadline as well as the SDK's: the abort is what tells a timeout from a lost connection. It is
+    // the only bound on the body once the headers are in (the SDK clears its timeout then), so it is a timer of
+    // ours that a collection cannot take (src/common/deadline.ts).
+    const hard = deadline(this.spec.hardTimeoutMs, request.signal);
+    const signal = hard.signal;
+    const call = this.http.call(request.maxResponseBytes);
     try {
       const message = await this.client.messages.create(
         {
@@ -42,7 +60,7 @@ export class AnthropicAdapter implements ProviderAdapter {
           ...(request.prompt.system !== undefined ? { system: request.prompt.system } : {}),
           messages: [{ role: 'user', content: request.prompt.user }],
         },
-        { signal, headers: { 'Idempotency-Key': request.idempotencyKey } },
+        { signal, headers: { 'Idempotency-Key': request.idempotencyKey }, fetchOptions: call.fetchOptions },
       );
       const text = message.content
         .map((block) => (block.type === 'text' ? block.text : ''))
@@ -54,9 +72,11 @@ export class AnthropicAdapter implements ProviderAdapter {
         requestId: message.id ?? null,
       };
     } catch (error) {
-      const failure = classifySdkError(Anthropic, error, signal.aborted);
+      const failure = classifySdkError(Anthropic, error, signal.aborted, call);
       logProviderFailure(this.spec.name, request.idempotencyKey, failure);
       throw failure;
+    } finally {
+      hard.clear();
     }
   }
 }

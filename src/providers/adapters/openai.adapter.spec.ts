@@ -1,6 +1,11 @@
+import { createSocket } from 'node:dgram';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import type { ProviderSpec } from '../../config/catalog.types.js';
 import { freePort } from '../../database/embedded-postgres.js';
 import { FakeOpenAiServer } from '../../../test/fakes/fake-openai.server.js';
+import { HostLookup } from '../../common/host-lookup.js';
+import { ProviderHttp } from '../provider-http.js';
 import { ProviderError, type ProviderRequest } from '../provider.port.js';
 import { OpenAiAdapter } from './openai.adapter.js';
 
@@ -19,15 +24,22 @@ const spec = (baseUrl: string, hardTimeoutMs = 2000): ProviderSpec => ({
   contextWindow: 8192,
 });
 
+const http = new ProviderHttp(new HostLookup({ timeoutMs: 1000 }), 2000);
+
 const request = (signal = new AbortController().signal): ProviderRequest => ({
   prompt: { system: 'Answer in JSON.', user: 'Summarize: hello' },
   operation: 'summarize',
   outputSchema: { type: 'object', required: ['summary'], properties: { summary: { type: 'string' } } },
   temperature: 0,
   maxTokens: 50,
+  maxResponseBytes: 1_048_576,
   idempotencyKey: 'attempt-1',
   signal,
 });
+
+// A forced full collection, without starting the test process with --expose-gc (as src/common/deadline.spec.ts).
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
 
 async function failure(promise: Promise<unknown>): Promise<ProviderError> {
   try {
@@ -46,10 +58,13 @@ describe('OpenAiAdapter against a fake OpenAI-compatible server', () => {
   beforeAll(async () => {
     server = await new FakeOpenAiServer().start();
   });
-  afterAll(() => server.stop());
+  afterAll(async () => {
+    await http.close();
+    await server.stop();
+  });
   beforeEach(() => {
     server.reset();
-    adapter = new OpenAiAdapter(spec(server.url), 'sk-test');
+    adapter = new OpenAiAdapter(spec(server.url), 'sk-test', http);
   });
 
   it('returns the text, the usage and the request id, with one HTTP request carrying the attempt id', async () => {
@@ -87,7 +102,7 @@ describe('OpenAiAdapter against a fake OpenAI-compatible server', () => {
   });
 
   it('classifies a hang past hardTimeoutMs as ambiguous, after one request', async () => {
-    adapter = new OpenAiAdapter(spec(server.url, 300), 'sk-test');
+    adapter = new OpenAiAdapter(spec(server.url, 300), 'sk-test', http);
     server.always({ kind: 'hang' });
     const started = Date.now();
     const error = await failure(adapter.invoke(request()));
@@ -96,6 +111,18 @@ describe('OpenAiAdapter against a fake OpenAI-compatible server', () => {
     expect(Date.now() - started).toBeGreaterThanOrEqual(250);
     expect(server.requests).toHaveLength(1);
   });
+
+  it('ends a body that drips after its headers at hardTimeoutMs, even after a garbage collection', async () => {
+    adapter = new OpenAiAdapter(spec(server.url, 600), 'sk-test', http);
+    server.always({ kind: 'drip', intervalMs: 100 });
+    const started = Date.now();
+    const pending = failure(adapter.invoke(request()));
+    while (server.requests[0]?.answeredAt === undefined) await new Promise((r) => setTimeout(r, 10));
+    gc();
+    const error = await pending;
+    expect({ kind: error.kind, reason: error.reason }).toEqual({ kind: 'ambiguous', reason: 'timeout' });
+    expect(Date.now() - started).toBeLessThan(5_000);
+  }, 10_000);
 
   it('classifies an abort from the worker (its hard deadline) as ambiguous', async () => {
     server.always({ kind: 'hang' });
@@ -112,9 +139,50 @@ describe('OpenAiAdapter against a fake OpenAI-compatible server', () => {
 
   it('classifies a refused connection as definitive and retryable', async () => {
     const port = await freePort();
-    adapter = new OpenAiAdapter(spec(`http://127.0.0.1:${port}/v1`), 'sk-test');
+    adapter = new OpenAiAdapter(spec(`http://127.0.0.1:${port}/v1`), 'sk-test', http);
     const error = await failure(adapter.invoke(request()));
     expect({ kind: error.kind, reason: error.reason, retryable: error.retryable }).toEqual({ kind: 'definitive', reason: 'connection_refused', retryable: true });
+  });
+
+  it('classifies a hard deadline that passes while the name is still resolving as not sent (never ambiguous)', async () => {
+    const silent = createSocket('udp4');
+    await new Promise<void>((resolve) => silent.bind(0, '127.0.0.1', resolve));
+    try {
+      const slowLookup = new HostLookup({ timeoutMs: 5_000, servers: [`127.0.0.1:${silent.address().port}`] });
+      const port = new URL(server.url).port;
+      adapter = new OpenAiAdapter(spec(`http://never-resolves.test:${port}/v1`, 300), 'sk-test', new ProviderHttp(slowLookup, 2000));
+      const error = await failure(adapter.invoke(request()));
+      expect({ kind: error.kind, reason: error.reason, retryable: error.retryable }).toEqual({ kind: 'definitive', reason: 'connection_refused', retryable: true });
+      expect(server.requests).toHaveLength(0);
+    } finally {
+      silent.close();
+    }
+  });
+
+  it('refuses an answer whose Content-Length passes maxResponseBytes before reading it: response_too_large, not retryable', async () => {
+    server.script({ kind: 'json', content: { summary: 'x'.repeat(2_000_000) } });
+    const error = await failure(adapter.invoke(request()));
+    expect({ kind: error.kind, reason: error.reason, retryable: error.retryable }).toEqual({ kind: 'definitive', reason: 'response_too_large', retryable: false });
+  });
+
+  it('cuts a chunked answer off once it passes maxResponseBytes', async () => {
+    server.script({ kind: 'large', bytes: 30_000_000 });
+    const error = await failure(adapter.invoke({ ...request(), maxResponseBytes: 64 * 1024 }));
+    expect(error.reason).toBe('response_too_large');
+    while (server.requests[0].closedAt === undefined) await new Promise((r) => setTimeout(r, 10));
+    expect(server.requests[0].bytesWritten!).toBeLessThan(8_000_000);
+  });
+
+  it('keeps an error answer\'s status when its body passes the limit', async () => {
+    server.script({ kind: 'status', status: 503, body: { error: { message: 'x'.repeat(200_000) } } });
+    const error = await failure(adapter.invoke({ ...request(), maxResponseBytes: 64 * 1024 }));
+    expect({ reason: error.reason, retryable: error.retryable, status: error.status }).toEqual({ reason: 'http_503', retryable: true, status: 503 });
+  });
+
+  it('passes an answer just under the limit', async () => {
+    server.script({ kind: 'json', content: { summary: 'x'.repeat(500_000) } });
+    const response = await adapter.invoke(request());
+    expect((JSON.parse(response.text) as { summary: string }).summary).toHaveLength(500_000);
   });
 
   it('passes malformed output through as text: the contract check, not the adapter, refuses it', async () => {

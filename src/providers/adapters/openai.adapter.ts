@@ -1,5 +1,7 @@
 import OpenAI from 'openai';
+import { deadline } from '../../common/deadline.js';
 import type { ProviderSpec } from '../../config/catalog.types.js';
+import type { ProviderHttp } from '../provider-http.js';
 import {
   classifySdkError,
   logProviderFailure,
@@ -45,8 +47,20 @@ export class OpenAiAdapter implements ProviderAdapter {
   constructor(
     private readonly spec: ProviderSpec,
     apiKey: string,
+    private readonly http: ProviderHttp,
   ) {
-    this.client = new OpenAI({ apiKey, baseURL: spec.baseUrl, maxRetries: 0, timeout: spec.hardTimeoutMs });
+    // undici's fetch over the provider's own pool: names resolved by HostLookup, each call watched (provider-http.ts).
+    this.client = new OpenAI({
+      apiKey,
+      baseURL: spec.baseUrl,
+      maxRetries: 0,
+      timeout: spec.hardTimeoutMs,
+      fetch: http.fetch,
+    });
+  }
+
+  close(): Promise<void> {
+    return this.http.close();
   }
 
   countPromptTokens(prompt: RenderedPrompt): number {
@@ -57,8 +71,12 @@ export class OpenAiAdapter implements ProviderAdapter {
     const messages: OpenAI.Chat.Completions.ChatCompletionMessageParam[] = [];
     if (request.prompt.system !== undefined) messages.push({ role: 'system', content: request.prompt.system });
     messages.push({ role: 'user', content: request.prompt.user });
-    // Our own hard deadline as well as the SDK's: the abort is what tells a timeout from a lost connection.
-    const signal = AbortSignal.any([request.signal, AbortSignal.timeout(this.spec.hardTimeoutMs)]);
+    // Our own hard deadline as well as the SDK's: the abort is what tells a timeout from a lost connection. It is
+    // the only bound on the body once the headers are in (the SDK clears its timeout then), so it is a timer of
+    // ours that a collection cannot take (src/common/deadline.ts).
+    const hard = deadline(this.spec.hardTimeoutMs, request.signal);
+    const signal = hard.signal;
+    const call = this.http.call(request.maxResponseBytes);
     try {
       const completion = await this.client.chat.completions.create(
         {
@@ -71,7 +89,7 @@ export class OpenAiAdapter implements ProviderAdapter {
             json_schema: { name: request.operation.replace(/[^A-Za-z0-9_-]/g, '_'), schema: request.outputSchema, strict: false },
           },
         },
-        { signal, headers: { 'Idempotency-Key': request.idempotencyKey } },
+        { signal, headers: { 'Idempotency-Key': request.idempotencyKey }, fetchOptions: call.fetchOptions },
       );
       return {
         text: completion.choices[0]?.message?.content ?? '',
@@ -79,9 +97,11 @@ export class OpenAiAdapter implements ProviderAdapter {
         requestId: completion.id ?? null,
       };
     } catch (error) {
-      const failure = classifySdkError(OpenAI, error, signal.aborted);
+      const failure = classifySdkError(OpenAI, error, signal.aborted, call);
       logProviderFailure(this.spec.name, request.idempotencyKey, failure);
       throw failure;
+    } finally {
+      hard.clear();
     }
   }
 }

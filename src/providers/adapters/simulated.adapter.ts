@@ -3,6 +3,7 @@ import type { JsonSchema, ProviderSpec, SimulateSpec } from '../../config/catalo
 import {
   definitiveHttpError,
   ProviderError,
+  responseTooLargeError,
   type LookupResult,
   type ProviderAdapter,
   type ProviderRequest,
@@ -59,6 +60,18 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
 
 const REMEMBERED = 10_000;
 
+/** Pads the first string of a sampled answer (or the answer, when a string) so its JSON is about `bytes` long. */
+function padded(value: unknown, bytes: number): unknown {
+  const missing = Math.max(0, bytes - JSON.stringify(value).length);
+  if (typeof value === 'string') return value + '.'.repeat(missing);
+  if (value && typeof value === 'object' && !Array.isArray(value)) {
+    const record = value as Record<string, unknown>;
+    const key = Object.keys(record).find((k) => typeof record[k] === 'string');
+    if (key !== undefined) return { ...record, [key]: (record[key] as string) + '.'.repeat(missing) };
+  }
+  return value;
+}
+
 /** In-process provider driven by the catalog's `simulate` block: for the demo, the tests and the benchmark. */
 export class SimulatedAdapter implements ProviderAdapter {
   readonly capabilities = { jsonSchema: true, cancel: false, lookup: true };
@@ -96,10 +109,20 @@ export class SimulatedAdapter implements ProviderAdapter {
         ? '{"this is": not json'
         : outcome === 'invalid'
           ? JSON.stringify({ unexpected: 'a top-level key the contract does not have' })
-          : JSON.stringify(sampleFromSchema(request.outputSchema, `${this.spec.model}: ${request.prompt.user}`));
+          : JSON.stringify(this.sample(request));
+    if (Buffer.byteLength(text) > request.maxResponseBytes) {
+      const error = responseTooLargeError(request.maxResponseBytes);
+      this.remember(request.idempotencyKey, { state: 'failed', error });
+      throw error;
+    }
     const response = { text, usage: { promptTokens, completionTokens: Math.ceil(text.length / 4) }, requestId };
     this.remember(request.idempotencyKey, { state: 'succeeded', response });
     return response;
+  }
+
+  private sample(request: ProviderRequest): unknown {
+    const value = sampleFromSchema(request.outputSchema, `${this.spec.model}: ${request.prompt.user}`);
+    return this.simulate.responseBytes === undefined ? value : padded(value, this.simulate.responseBytes);
   }
 
   /** By the idempotency key the attempt was sent with (its id), which is all the reconciler holds for an unknown attempt. */
