@@ -2,7 +2,7 @@ import { createSocket, type Socket } from 'node:dgram';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { HostLookup, HostLookupError, parseHostsFile } from './host-lookup.js';
+import { HostLookup, HostLookupError, parseHostsFile, parseResolvConf } from './host-lookup.js';
 
 /** A DNS server that reads every query and never answers. */
 async function silentDnsServer(): Promise<{ socket: Socket; address: string; queries: () => number }> {
@@ -11,6 +11,40 @@ async function silentDnsServer(): Promise<{ socket: Socket; address: string; que
   socket.on('message', () => queries++);
   await new Promise<void>((resolve) => socket.bind(0, '127.0.0.1', resolve));
   return { socket, address: `127.0.0.1:${socket.address().port}`, queries: () => queries };
+}
+
+/**
+ * A DNS server that knows a few names (A records only) and answers NXDOMAIN for the rest: enough of RFC 1035 to
+ * see which names a resolver asks for, in which order.
+ */
+async function tinyDnsServer(names: Record<string, string>): Promise<{ socket: Socket; address: string; asked: string[] }> {
+  const asked: string[] = [];
+  const socket = createSocket('udp4');
+  socket.on('message', (query, peer) => {
+    const labels: string[] = [];
+    let at = 12;
+    while (query[at] !== 0) {
+      labels.push(query.subarray(at + 1, at + 1 + query[at]).toString());
+      at += query[at] + 1;
+    }
+    const question = query.subarray(12, at + 5);
+    const name = labels.join('.').toLowerCase();
+    const type = query.readUInt16BE(at + 1);
+    asked.push(`${name}/${type === 1 ? 'A' : type === 28 ? 'AAAA' : type}`);
+    const address = names[name];
+    const header = Buffer.alloc(12);
+    query.copy(header, 0, 0, 2); // the id
+    header.writeUInt16BE(address === undefined ? 0x8183 : 0x8180, 2); // a response; NXDOMAIN or NOERROR
+    header.writeUInt16BE(1, 4); // one question
+    const answer = address !== undefined && type === 1;
+    header.writeUInt16BE(answer ? 1 : 0, 6);
+    const record = answer
+      ? Buffer.concat([Buffer.from([0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4]), Buffer.from(address.split('.').map(Number))])
+      : Buffer.alloc(0);
+    socket.send(Buffer.concat([header, question, record]), peer.port, peer.address);
+  });
+  await new Promise<void>((resolve) => socket.bind(0, '127.0.0.1', resolve));
+  return { socket, address: `127.0.0.1:${socket.address().port}`, asked };
 }
 
 describe('HostLookup', () => {
@@ -70,5 +104,27 @@ describe('HostLookup', () => {
     ]);
     expect(names.get('b')).toEqual([{ address: '10.0.0.1', family: 4 }]);
     expect(names.get('c')?.[0].family).toBe(6);
+  });
+
+  it("applies resolv.conf's search domains to a short name, as the system resolver does, and not to an absolute one", async () => {
+    const server = await tinyDnsServer({ 'vllm.models.svc.cluster.local': '198.51.100.20', 'api.example.com': '198.51.100.30' });
+    try {
+      const resolvConf = join(mkdtempSync(join(tmpdir(), 'onejob-resolv-')), 'resolv.conf');
+      writeFileSync(resolvConf, 'nameserver 10.0.0.10\nsearch models.svc.cluster.local svc.cluster.local\noptions ndots:2\n');
+      const lookup = new HostLookup({ timeoutMs: 2_000, servers: [server.address], hostsFile, resolvConf });
+      await expect(lookup.resolve('vllm')).resolves.toEqual([{ address: '198.51.100.20', family: 4 }]);
+      // Two dots reach ndots: the name as given is asked first.
+      server.asked.length = 0;
+      await expect(lookup.resolve('api.example.com')).resolves.toEqual([{ address: '198.51.100.30', family: 4 }]);
+      expect(server.asked[0]).toMatch(/^api\.example\.com\//);
+      await expect(lookup.resolve('vllm.')).rejects.toMatchObject({ code: 'ENOTFOUND' });
+    } finally {
+      server.socket.close();
+    }
+  });
+
+  it('reads search domains and ndots from a resolv.conf', () => {
+    expect(parseResolvConf('domain a.example\nsearch b.example c.example. # x\noptions ndots:5 timeout:2\n')).toEqual({ domains: ['b.example', 'c.example'], ndots: 5 });
+    expect(parseResolvConf('nameserver 1.1.1.1\n')).toEqual({ domains: [], ndots: 1 });
   });
 });

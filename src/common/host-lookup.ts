@@ -8,6 +8,8 @@ export interface HostLookupOptions {
   /** DNS servers (`ip` or `ip:port`); the system's (/etc/resolv.conf) when empty. */
   servers?: readonly string[];
   hostsFile?: string;
+  /** Where the `search` domains and `ndots` come from (a short in-cluster name like `vllm` needs them). */
+  resolvConf?: string;
 }
 
 export interface ResolvedAddress {
@@ -32,23 +34,29 @@ export class HostLookupError extends Error {
  * pool's 4 threads, so 4 names whose DNS server never answers stall every other lookup of the process, file
  * reads and crypto included, for as long as the resolver's own retries last. This reads the hosts file itself
  * (re-read when it changes) and asks DNS through c-ares (`dns.promises.Resolver`, asynchronous, no thread),
- * A and AAAA at once, with a deadline of its own. It is the `lookup` of the HTTP agents of webhooks and
- * providers, so what a call connects to is what this returned (docs/operations.md#name-resolution).
+ * A and AAAA at once, with a deadline of its own. Like the system resolver it applies resolv.conf's `search`
+ * domains and `ndots` (c-ares' query API does not), so a Kubernetes service's short name resolves. It is the
+ * `lookup` of the HTTP agents of webhooks and providers, so what a call connects to is what this returned
+ * (docs/operations.md#name-resolution).
  */
 export class HostLookup {
   private readonly resolver: Resolver;
   private readonly hostsFile: string;
   private hosts: { mtimeMs: number; names: Map<string, ResolvedAddress[]> } | undefined;
+  private readonly resolvConf: string;
+  private search: { mtimeMs: number; domains: string[]; ndots: number } | undefined;
 
   constructor(private readonly options: HostLookupOptions) {
     // c-ares' own timeout is per try and server; ours below bounds the whole resolution.
     this.resolver = new Resolver({ timeout: Math.max(1, options.timeoutMs), tries: 1 });
     if (options.servers?.length) this.resolver.setServers([...options.servers]);
     this.hostsFile = options.hostsFile ?? '/etc/hosts';
+    this.resolvConf = options.resolvConf ?? '/etc/resolv.conf';
   }
 
   /** Every address of `hostname`, hosts file first; throws HostLookupError when none comes in time. */
   async resolve(hostname: string): Promise<ResolvedAddress[]> {
+    const absolute = hostname.endsWith('.');
     const host = hostname.toLowerCase().replace(/^\[(.*)\]$/, '$1').replace(/\.$/, '');
     const family = isIP(host);
     if (family) return [{ address: host, family: family as 4 | 6 }];
@@ -68,21 +76,43 @@ export class HostLookup {
       );
     });
     try {
-      const [v4, v6] = await Promise.race([
-        Promise.allSettled([this.resolver.resolve4(host), this.resolver.resolve6(host)]),
-        timeout,
-      ]);
+      return await Promise.race([this.fromDns(host, absolute), timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** The names to ask, in the system resolver's order: with the search domains first when `host` is short. */
+  private candidates(host: string, absolute: boolean): string[] {
+    const { domains, ndots } = this.searchList();
+    if (absolute || !domains.length) return [host];
+    const expanded = domains.map((domain) => `${host}.${domain}`);
+    return host.split('.').length - 1 >= ndots ? [host, ...expanded] : [...expanded, host];
+  }
+
+  private async fromDns(host: string, absolute: boolean): Promise<ResolvedAddress[]> {
+    let code = 'ENOTFOUND';
+    for (const name of this.candidates(host, absolute)) {
+      const [v4, v6] = await Promise.allSettled([this.resolver.resolve4(name), this.resolver.resolve6(name)]);
       const addresses: ResolvedAddress[] = [
         ...(v4.status === 'fulfilled' ? v4.value.map((address) => ({ address, family: 4 as const })) : []),
         ...(v6.status === 'fulfilled' ? v6.value.map((address) => ({ address, family: 6 as const })) : []),
       ];
       if (addresses.length) return addresses;
-      const reason = (v4.status === 'rejected' ? v4.reason : undefined) as { code?: string } | undefined;
-      const code = reason?.code ?? 'ENOTFOUND';
-      throw new HostLookupError(host, code, `lookup of ${host} failed: ${code}`);
-    } finally {
-      clearTimeout(timer);
+      code = ((v4.status === 'rejected' ? v4.reason : undefined) as { code?: string } | undefined)?.code ?? code;
     }
+    throw new HostLookupError(host, code, `lookup of ${host} failed: ${code}`);
+  }
+
+  private searchList(): { domains: string[]; ndots: number } {
+    let mtimeMs: number;
+    try {
+      mtimeMs = statSync(this.resolvConf).mtimeMs;
+    } catch {
+      return { domains: [], ndots: 1 };
+    }
+    if (this.search?.mtimeMs !== mtimeMs) this.search = { mtimeMs, ...parseResolvConf(readFileSync(this.resolvConf, 'utf8')) };
+    return this.search;
   }
 
   /**
@@ -135,4 +165,21 @@ export function parseHostsFile(text: string): Map<string, ResolvedAddress[]> {
     }
   }
   return names;
+}
+
+/** `search` (or `domain`) and `options ndots:N` of a resolv.conf; the last `search` or `domain` line wins, as in glibc. */
+export function parseResolvConf(text: string): { domains: string[]; ndots: number } {
+  let domains: string[] = [];
+  let ndots = 1;
+  for (const line of text.split('\n')) {
+    const [keyword, ...values] = line.replace(/[#;].*/, '').trim().split(/\s+/);
+    if (keyword === 'search' || keyword === 'domain') domains = values.map((d) => d.toLowerCase().replace(/\.$/, '')).filter(Boolean);
+    if (keyword === 'options') {
+      for (const option of values) {
+        const match = /^ndots:(\d+)$/.exec(option);
+        if (match) ndots = Math.min(15, Number(match[1]));
+      }
+    }
+  }
+  return { domains, ndots };
 }
