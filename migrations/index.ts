@@ -8,6 +8,7 @@ import { AddAttemptCost1795977920000 } from './1795977920000-AddAttemptCost.js';
 import { CreateOwnerBudgets1795977930000 } from './1795977930000-CreateOwnerBudgets.js';
 import { AddJobTraceContext1795978100000 } from './1795978100000-AddJobTraceContext.js';
 import { CreateProviderCapacity1795978200000 } from './1795978200000-CreateProviderCapacity.js';
+import { AddJobBudgetReservation1795978300000 } from './1795978300000-AddJobBudgetReservation.js';
 
 /** Every migration, in order. Listed by class so the same list works from TypeScript sources and from dist/. */
 export const migrations = [
@@ -21,4 +22,5 @@ export const migrations = [
   CreateOwnerBudgets1795977930000,
   AddJobTraceContext1795978100000,
   CreateProviderCapacity1795978200000,
+  AddJobBudgetReservation1795978300000,
 ];

@@ -1,5 +1,7 @@
 import { bearer, startTestApp } from './helpers/app.js';
 import { provider, writeCatalog } from './helpers/catalog.js';
+import { renderPrompt } from '../src/providers/prompt.js';
+import { estimateTokens } from '../src/providers/tokens.js';
 import { waitFor } from './helpers/wait.js';
 
 const priceOf = (usage: { promptTokens: number; completionTokens: number }, inPerM: number, outPerM: number) =>
@@ -84,7 +86,7 @@ describe('cost: every attempt priced from its usage, discarded ones included', (
       expect(set.status).toBe(200);
       const now = new Date();
       const reset = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1)).toISOString();
-      expect(set.body).toEqual({ monthlyLimit: spent, currency: 'USD', spent, resetsAt: reset });
+      expect(set.body).toEqual({ monthlyLimit: spent, currency: 'USD', spent, reserved: 0, resetsAt: reset });
 
       const jobsBefore = (await t.dataSource.query('SELECT count(*)::int AS n FROM jobs'))[0].n;
       const refused = await post(key, 'spend-2');
@@ -101,7 +103,13 @@ describe('cost: every attempt priced from its usage, discarded ones included', (
       expect((await post(other, 'spend-2')).status).toBe(201);
 
       expect((await t.http().put('/v1/budget').set(bearer(key)).send({ monthlyLimit: spent * 100, currency: 'USD' })).status).toBe(200);
-      expect((await post(key, 'spend-2')).status).toBe(201);
+      const second = await post(key, 'spend-2');
+      expect(second.status).toBe(201);
+      // Settled, the job's real cost replaces its reservation.
+      const settled = await waitFor(async () => (await t.http().get(`/v1/jobs/${second.body.id}`).set(bearer(key))).body, (j) => j.status === 'succeeded');
+      const status = (await t.http().get('/v1/budget').set(bearer(key))).body;
+      expect(status.reserved).toBe(0);
+      expect(status.spent).toBeCloseTo(spent + settled.cost[0].total, 8);
       expect((await t.http().put('/v1/budget').set(bearer(key)).send({ monthlyLimit: -1, currency: 'usd' })).status).toBe(400);
       expect((await t.http().delete('/v1/budget').set(bearer(key))).status).toBe(204);
       expect((await t.http().get('/v1/budget').set(bearer(key))).status).toBe(404);
@@ -109,4 +117,55 @@ describe('cost: every attempt priced from its usage, discarded ones included', (
       await t.close();
     }
   });
+});
+
+describe('budget: a burst of creates cannot pass the budget by more than one job', () => {
+  it('admits 2,000 concurrent creates only up to the budget plus one worst case; the rest 429 with nothing written', async () => {
+    const pricing = { inputPerMTok: 1000, outputPerMTok: 2000, currency: 'USD' };
+    const catalogFile = writeCatalog((c) => {
+      provider(c, 'sim-primary').pricing = pricing;
+      provider(c, 'sim-fallback').pricing = { inputPerMTok: 2000, outputPerMTok: 4000, currency: 'USD' };
+    });
+    // No worker: every admitted job stays pending and unpriced, the case a spend-only budget never sees.
+    const t = await startTestApp({ role: 'api', catalogFile });
+    try {
+      const key = await t.key('owner-burst');
+      const free = await t.key('owner-burst-free');
+      const input = { text: 'burst' };
+      // The worst case of one job: the prompt's (pessimistic) tokens and maxTokens at the chain's dearest price.
+      const summarize = { maxTokens: 30, prompt: { system: 'Summarise. Answer {"summary": string}.', user: 'Summarize: {{text}}' } };
+      const worst = priceOf({ promptTokens: estimateTokens(renderPrompt(summarize, input)), completionTokens: summarize.maxTokens }, 2000, 4000);
+      const budget = Math.round(worst * 3.5 * 1e8) / 1e8;
+      expect((await t.http().put('/v1/budget').set(bearer(key)).send({ monthlyLimit: budget, currency: 'USD' })).status).toBe(200);
+
+      const post = (k: string, idempotencyKey: string) =>
+        fetch(`${t.baseUrl}/v1/jobs`, {
+          method: 'POST',
+          headers: { ...bearer(k), 'Idempotency-Key': idempotencyKey, 'Content-Type': 'application/json' },
+          body: JSON.stringify({ operation: 'summarize', input }),
+        }).then(async (r) => ({ status: r.status, body: (await r.json()) as { code?: string } }));
+      const answers = await Promise.all(Array.from({ length: 2000 }, (_, i) => post(key, `burst-${i}`)));
+      const created = answers.filter((a) => a.status === 201).length;
+      const refused = answers.filter((a) => a.status === 429);
+      expect(created * worst).toBeLessThanOrEqual(budget + worst + 1e-8);
+      expect(created).toBeGreaterThanOrEqual(3);
+      expect(refused.length).toBe(2000 - created);
+      expect(refused.every((a) => a.body.code === 'budget_exceeded')).toBe(true);
+      // Nothing half written: one job and one `created` event per 201, nothing for a 429.
+      const [rows] = await t.dataSource.query(
+        `SELECT (SELECT count(*)::int FROM jobs WHERE owner_id = 'owner-burst') AS jobs,
+                (SELECT count(*)::int FROM job_events e JOIN jobs j ON j.id = e.job_id WHERE j.owner_id = 'owner-burst') AS events`,
+      );
+      expect(rows).toEqual({ jobs: created, events: created });
+      // The reservation is the dearest provider's price of the chain (sim-fallback here), as the test computes it.
+      const status = (await t.http().get('/v1/budget').set(bearer(key))).body;
+      expect(status.spent).toBe(0);
+      expect(status.reserved).toBeCloseTo(created * worst, 8);
+      // Later creates are refused too; an owner without a budget is not held back.
+      expect((await post(key, 'burst-late')).status).toBe(429);
+      expect((await post(free, 'burst-free')).status).toBe(201);
+    } finally {
+      await t.close();
+    }
+  }, 60_000);
 });

@@ -10,6 +10,7 @@ const toBudgetView = (status: BudgetStatus): BudgetView => ({
   monthlyLimit: status.monthlyLimit,
   currency: status.currency,
   spent: status.spent,
+  reserved: status.reserved,
   resetsAt: status.resetsAt.toISOString(),
 });
 

@@ -38,14 +38,21 @@ export class BudgetsRepository {
     return rows.length > 0;
   }
 
-  /** The owner's spend in `currency` on attempts started since `since`. */
-  async spentSince(ownerId: string, currency: string, since: Date): Promise<number> {
-    const rows = await rowsOf<{ spent: string }>(
+  /**
+   * The owner's spend in `currency` on attempts started since `since`, and what its live jobs still hold of their
+   * reservations: the two sums the create's check adds up (INSERT_JOBS_WITHIN_BUDGET in ledger/jobs.repository.ts).
+   */
+  async usedSince(ownerId: string, currency: string, since: Date): Promise<{ spent: number; reserved: number }> {
+    const rows = await rowsOf<{ spent: string; reserved: string }>(
       this.dataSource.manager,
-      `SELECT COALESCE(sum(a.cost), 0) AS spent FROM jobs j JOIN attempts a ON a.job_id = j.id
-        WHERE j.owner_id = $1 AND a.cost_currency = $2 AND a.started_at >= $3`,
+      `SELECT (SELECT COALESCE(sum(a.cost), 0) FROM jobs j JOIN attempts a ON a.job_id = j.id
+                WHERE j.owner_id = $1 AND a.cost_currency = $2 AND a.started_at >= $3) AS spent,
+              (SELECT COALESCE(sum(GREATEST(j.reserved_cost
+                       - COALESCE((SELECT sum(a.cost) FROM attempts a WHERE a.job_id = j.id AND a.cost_currency = $2), 0), 0)), 0)
+                 FROM jobs j WHERE j.owner_id = $1 AND j.status IN ('pending', 'running', 'unknown') AND j.reserved_currency = $2)
+                AS reserved`,
       [ownerId, currency, since],
     );
-    return Number(rows[0].spent);
+    return { spent: Number(rows[0].spent), reserved: Number(rows[0].reserved) };
   }
 }

@@ -491,6 +491,8 @@ export interface components {
         BudgetView: {
             currency: string;
             monthlyLimit: number;
+            /** @description Held by live jobs: each one's worst case (prompt and maxTokens at its chain's dearest price) less what its attempts cost so far. A create is refused once spent + reserved reaches monthlyLimit. */
+            reserved: number;
             /** Format: date-time */
             resetsAt: string;
             /** @description Spent this calendar month (UTC) in `currency`. */
