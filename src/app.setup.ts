@@ -8,6 +8,7 @@ import { AppModule } from './app.module.js';
 import { completeDocument } from './common/api-docs.js';
 import { DomainError, ValidationFailedError, type FieldError } from './common/domain.errors.js';
 import { exceedsJsonLimits, inspectJson, MAX_JSON_DEPTH, MAX_JSON_MEMBERS } from './common/json-text.js';
+import { declaredQueryParameters, unknownQueryErrors, unstorableParameterErrors } from './common/query-params.js';
 import { AppLogger } from './common/logging.module.js';
 import { serveConsole } from './console/console.static.js';
 import { sendProblem, writeParserProblem } from './common/problem-details.filter.js';
@@ -106,9 +107,20 @@ export async function configureApp(app: NestFastifyApplication): Promise<void> {
     if (exceeded) return done(new ValidationFailedError([limitError(exceeded)]), undefined);
     parseJsonText(request, text, done);
   });
+  // One document, built on first use (the modules are initialised by then) and shared with /docs.
+  let document: OpenAPIObject | undefined;
+  const documentOf = () => (document ??= buildOpenApiDocument(app));
+  let declaredQueries: Map<string, Set<string>> | undefined;
   fastify.addHook('preValidation', async (request: FastifyRequest) => {
     const queryErrors = prototypeMemberErrors(request.query, 'query parameter');
     if (queryErrors.length) throw new ValidationFailedError(queryErrors);
+    declaredQueries ??= declaredQueryParameters(documentOf());
+    const parameterErrors = [
+      ...unknownQueryErrors(declaredQueries, request.method, request.routeOptions?.url, request.query),
+      ...unstorableParameterErrors(request.query),
+      ...unstorableParameterErrors(request.params),
+    ];
+    if (parameterErrors.length) throw new ValidationFailedError(parameterErrors);
     if (request.body === undefined) return;
     if (!/^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i.test(request.headers['content-type'] ?? '')) {
       throw new DomainError('unsupported_media_type', 415, 'Request bodies must be application/json.');
@@ -136,7 +148,7 @@ export async function configureApp(app: NestFastifyApplication): Promise<void> {
     );
   });
   serveConsole(app);
-  SwaggerModule.setup('docs', app, () => buildOpenApiDocument(app), { jsonDocumentUrl: 'docs-json', yamlDocumentUrl: 'docs-yaml' });
+  SwaggerModule.setup('docs', app, documentOf, { jsonDocumentUrl: 'docs-json', yamlDocumentUrl: 'docs-yaml' });
 }
 
 export async function createApp(overrides: Partial<Env> = {}): Promise<NestFastifyApplication> {

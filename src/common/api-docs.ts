@@ -130,6 +130,14 @@ export function completeDocument(document: OpenAPIObject): OpenAPIObject {
         responses['413'] ??= problemResponse(['payload_too_large']);
         responses['415'] ??= problemResponse(['unsupported_media_type']);
       }
+      // app.setup.ts refuses, on every operation, a query parameter it does not declare and a NUL or lone
+      // surrogate in any parameter (400), and those in a body or a number JSON cannot write (422).
+      responses['400'] ??= problemResponse(['validation_failed']);
+      if (operation.requestBody) {
+        const unprocessable = responses['422'];
+        if (!unprocessable) responses['422'] = problemResponse(['validation_failed']);
+        else if (!unprocessable.description.includes('validation_failed')) unprocessable.description += ' | validation_failed';
+      }
       if (!path.startsWith('/health/') && path !== '/metrics') responses['503'] ??= problemResponse(['service_unavailable']);
       responses['500'] ??= problemResponse(['internal_error']);
       for (const [status, response] of Object.entries(responses)) {

@@ -1057,6 +1057,16 @@ export interface operations {
                     };
                 };
             };
+            /** @description problem+json with code validation_failed */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description problem+json with code internal_error */
             500: {
                 headers: {
@@ -1088,6 +1098,16 @@ export interface operations {
                         /** @enum {string} */
                         status: "ready";
                     };
+                };
+            };
+            /** @description problem+json with code validation_failed */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description problem+json with code internal_error */
@@ -1129,6 +1149,16 @@ export interface operations {
                 };
                 content: {
                     "text/plain": string;
+                };
+            };
+            /** @description problem+json with code validation_failed */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description problem+json with code internal_error */
@@ -1239,6 +1269,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description problem+json with code validation_failed */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description problem+json with code internal_error */
             500: {
                 headers: {
@@ -1278,6 +1318,16 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["BudgetView"];
+                };
+            };
+            /** @description problem+json with code validation_failed */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description problem+json with code unauthorized */
@@ -1387,6 +1437,16 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description problem+json with code validation_failed */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description problem+json with code internal_error */
             500: {
                 headers: {
@@ -1425,6 +1485,16 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description problem+json with code validation_failed */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
             };
             /** @description problem+json with code unauthorized */
             401: {
@@ -1891,7 +1961,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code unknown_provider */
+            /** @description problem+json with code unknown_provider | validation_failed */
             422: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
@@ -2143,6 +2213,16 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["OperationView"][];
+                };
+            };
+            /** @description problem+json with code validation_failed */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description problem+json with code unauthorized */
@@ -2529,6 +2609,16 @@ export interface operations {
                     "application/json": components["schemas"]["ProviderView"][];
                 };
             };
+            /** @description problem+json with code validation_failed */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description problem+json with code unauthorized */
             401: {
                 headers: {
@@ -2660,7 +2750,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code unknown_operation */
+            /** @description problem+json with code unknown_operation | validation_failed */
             422: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
@@ -2787,6 +2877,16 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["WebhookEndpointListView"];
+                };
+            };
+            /** @description problem+json with code validation_failed */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description problem+json with code unauthorized */
