@@ -9,6 +9,7 @@ import { CreateOwnerBudgets1795977930000 } from './1795977930000-CreateOwnerBudg
 import { AddJobTraceContext1795978100000 } from './1795978100000-AddJobTraceContext.js';
 import { CreateProviderCapacity1795978200000 } from './1795978200000-CreateProviderCapacity.js';
 import { AddJobBudgetReservation1795978300000 } from './1795978300000-AddJobBudgetReservation.js';
+import { AddBudgetsScope1795978310000 } from './1795978310000-AddBudgetsScope.js';
 
 /** Every migration, in order. Listed by class so the same list works from TypeScript sources and from dist/. */
 export const migrations = [
@@ -23,4 +24,5 @@ export const migrations = [
   AddJobTraceContext1795978100000,
   CreateProviderCapacity1795978200000,
   AddJobBudgetReservation1795978300000,
+  AddBudgetsScope1795978310000,
 ];

@@ -85,12 +85,12 @@ export interface paths {
         /** The owner's monthly budget, this month's spend and the reset time */
         get: operations["getBudget"];
         /**
-         * Set the monthly budget: past it, POST /v1/jobs answers 429 budget_exceeded until the month ends
-         * @description Spend counts attempts priced in the budget currency (catalog `pricing`), discarded results included. Other replicas apply a change within 10 s.
+         * Set the key's own owner's monthly budget: past it, POST /v1/jobs answers 429 budget_exceeded until the month ends
+         * @description Spend counts attempts priced in the budget currency (catalog `pricing`), discarded results included, plus the worst case live jobs still hold. Other replicas apply a change within 10 s. A budget is an admin's limit: scope `budgets:write`.
          */
         put: operations["setBudget"];
         post?: never;
-        /** Remove the monthly budget */
+        /** Remove the key's own owner's monthly budget */
         delete: operations["deleteBudget"];
         options?: never;
         head?: never;
@@ -224,6 +224,28 @@ export interface paths {
         put?: never;
         post?: never;
         delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/ops/budgets/{ownerId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Any owner's monthly budget, spend and reset time (admins and operators) */
+        get: operations["getOwnerBudget"];
+        /**
+         * Set any owner's monthly budget (admins): past it, that owner's POST /v1/jobs answers 429 budget_exceeded
+         * @description Spend counts attempts priced in the budget currency (catalog `pricing`), discarded results included, plus the worst case live jobs still hold. Other replicas apply a change within 10 s. A budget is an admin's limit: scope `budgets:write`.
+         */
+        put: operations["setOwnerBudget"];
+        post?: never;
+        /** Remove any owner's monthly budget (admins) */
+        delete: operations["deleteOwnerBudget"];
         options?: never;
         head?: never;
         patch?: never;
@@ -2320,6 +2342,263 @@ export interface operations {
             };
             /** @description problem+json with code forbidden */
             403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code internal_error */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code service_unavailable */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getOwnerBudget: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The owner, as its API keys name it. */
+                ownerId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BudgetView"];
+                };
+            };
+            /** @description problem+json with code validation_failed */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code unauthorized */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code forbidden */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code not_found */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code internal_error */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code service_unavailable */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    setOwnerBudget: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The owner, as its API keys name it. */
+                ownerId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SetBudgetDto"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BudgetView"];
+                };
+            };
+            /** @description problem+json with code validation_failed */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code unauthorized */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code forbidden */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code validation_failed */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code internal_error */
+            500: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code service_unavailable */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    deleteOwnerBudget: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The owner, as its API keys name it. */
+                ownerId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description problem+json with code validation_failed */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code unauthorized */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code forbidden */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code not_found */
+            404: {
                 headers: {
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
