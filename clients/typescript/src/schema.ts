@@ -66,7 +66,7 @@ export interface paths {
         put?: never;
         /**
          * Resolve an unknown attempt out of band (operators, any owner)
-         * @description `attempts:resolve` is an operator scope: it resolves any owner's unknown attempt, and the job's events record the acting key. failed: the work did not happen; cancelled: stop waiting (a result that still arrives may win). Either frees the slot.
+         * @description `attempts:resolve` is an operator scope: it resolves any owner's unknown attempt, and the job's events record the acting key. failed: the work did not happen; cancelled: stop waiting (a result that still arrives may win). Either frees the slot. The answer is the attempt and the job's state, never the job's input, key or result (those need `jobs:read` or `ops:read`).
          */
         post: operations["resolveAttempt"];
         delete?: never;
@@ -655,6 +655,13 @@ export interface components {
             /** @description Null on the last page. */
             nextCursor: string | null;
         };
+        JobStateView: {
+            /** Format: uuid */
+            id: string;
+            /** @enum {string} */
+            status: "pending" | "running" | "unknown" | "succeeded" | "failed" | "cancelled";
+            version: number;
+        };
         JobSummaryView: {
             /** Format: date-time */
             completedAt: string | null;
@@ -915,6 +922,10 @@ export interface components {
              * @enum {string}
              */
             status: "failed" | "cancelled";
+        };
+        ResolvedAttemptView: {
+            attempt: components["schemas"]["AttemptView"];
+            job: components["schemas"]["JobStateView"];
         };
         RotatedSecretView: {
             /** Format: uuid */
@@ -1217,7 +1228,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["JobView"];
+                    "application/json": components["schemas"]["ResolvedAttemptView"];
                 };
             };
             /** @description problem+json with code validation_failed */

@@ -157,7 +157,7 @@ function queueRow(attempt) {
     const data = new FormData(form);
     form.querySelector('button').disabled = true;
     try {
-      const job = await api(`/v1/attempts/${id}/resolve`, { method: 'POST', body: { status: data.get('status'), reason: String(data.get('reason')).trim() } });
+      const { job } = await api(`/v1/attempts/${id}/resolve`, { method: 'POST', body: { status: data.get('status'), reason: String(data.get('reason')).trim() } });
       say(`Attempt ${attempt.number} of job ${job.id} resolved as ${data.get('status')}; the job is ${job.status}.`, 'info');
       await loadQueue();
     } catch (error) {
