@@ -1,4 +1,7 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chromium } from 'playwright-core';
 import { bearer, startTestApp, type TestApp } from './helpers/app.js';
 
 interface Parameter {
@@ -94,4 +97,69 @@ describe('the API surface: the document and the service agree (issue 22, items 9
       expect(res.status).toBe(400);
     }
   });
+});
+
+describe('headers a browser relies on (issue 22, item 17)', () => {
+  let t: TestApp;
+
+  beforeAll(async () => {
+    t = await startTestApp();
+  });
+  afterAll(() => t.close());
+
+  it('serves /docs with a Content-Security-Policy that forbids framing, and every JSON answer with nosniff', async () => {
+    for (const path of ['/docs', '/docs/']) {
+      const ui = await fetch(`${t.baseUrl}${path}`);
+      expect(ui.status).toBe(200);
+      const csp = ui.headers.get('content-security-policy') ?? '';
+      expect(csp).toMatch(/frame-ancestors 'none'/);
+      expect(csp).toMatch(/default-src 'none'/);
+      expect(csp).toMatch(/script-src 'self'(;|$)/);
+      // Every script and style the page names is served from here, which the policy allows.
+      const html = await ui.text();
+      const assets = [...html.matchAll(/(?:src|href)="([^"]+\.(?:js|css))"/g)].map((m) => new URL(m[1], `${t.baseUrl}${path}`).href);
+      expect(assets.length).toBeGreaterThanOrEqual(2);
+      for (const asset of assets) {
+        const res = await fetch(asset);
+        expect({ asset, status: res.status }).toEqual({ asset, status: 200 });
+        await res.arrayBuffer();
+      }
+    }
+    const key = await t.key('owner-headers');
+    for (const res of [
+      await fetch(`${t.baseUrl}/v1/jobs`, { headers: bearer(key) }),
+      await fetch(`${t.baseUrl}/v1/jobs/nope`, { headers: bearer(key) }),
+      await fetch(`${t.baseUrl}/v1/jobs`),
+      await fetch(`${t.baseUrl}/docs-json`),
+      await fetch(`${t.baseUrl}/health/live`),
+    ]) {
+      expect(res.headers.get('content-type')).toMatch(/json/);
+      expect(res.headers.get('x-content-type-options')).toBe('nosniff');
+      await res.arrayBuffer();
+    }
+  });
+
+  const CHROMIUM = '/usr/bin/chromium';
+  (existsSync(CHROMIUM) ? it : it.skip)('renders Swagger UI under that policy in a real browser, with no violation', async () => {
+    const profile = mkdtempSync(join(tmpdir(), 'onejob-chromium-'));
+    const browser = await chromium.launchPersistentContext(profile, {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update'],
+    });
+    try {
+      const page = browser.pages()[0] ?? (await browser.newPage());
+      const problems: string[] = [];
+      page.on('console', (m) => m.type() === 'error' && problems.push(m.text()));
+      page.on('pageerror', (e) => problems.push(e.message));
+      await page.goto(`${t.baseUrl}/docs`);
+      await page.waitForSelector('.swagger-ui .info .title', { timeout: 20_000 });
+      expect(await page.textContent('.swagger-ui .info .title')).toContain('onejob');
+      expect(await page.locator('.opblock').count()).toBeGreaterThan(10);
+      expect(problems).toEqual([]);
+    } finally {
+      await browser.close();
+      rmSync(profile, { recursive: true, force: true });
+    }
+  }, 60_000);
 });

@@ -50,6 +50,11 @@ const headers: Record<string, HeaderObject> = {
     required: true,
     schema: { type: 'string', minLength: 1, maxLength: 128, pattern: VISIBLE_ASCII },
   },
+  XContentTypeOptions: {
+    description: 'Sent on every response: no answer is to be content-sniffed into another type.',
+    required: true,
+    schema: { type: 'string', enum: ['nosniff'] },
+  },
   Location: {
     description: 'The path of the job: `/v1/jobs/{id}`.',
     required: true,
@@ -141,7 +146,7 @@ export function completeDocument(document: OpenAPIObject): OpenAPIObject {
       if (!path.startsWith('/health/') && path !== '/metrics') responses['503'] ??= problemResponse(['service_unavailable']);
       responses['500'] ??= problemResponse(['internal_error']);
       for (const [status, response] of Object.entries(responses)) {
-        response.headers = { ...response.headers, 'X-Request-Id': headerRef('XRequestId') };
+        response.headers = { ...response.headers, 'X-Request-Id': headerRef('XRequestId'), 'X-Content-Type-Options': headerRef('XContentTypeOptions') };
         if (status === '401') response.headers['WWW-Authenticate'] = headerRef('WWWAuthenticate');
         if (status === '503' || status === '429') response.headers['Retry-After'] = headerRef('RetryAfter');
       }

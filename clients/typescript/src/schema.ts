@@ -1062,6 +1062,8 @@ export interface components {
         RetryAfter: string;
         /** @description The authentication scheme: an API key as a bearer token. */
         WWWAuthenticate: "Bearer";
+        /** @description Sent on every response: no answer is to be content-sniffed into another type. */
+        XContentTypeOptions: "nosniff";
         /** @description The request's id: the caller's `X-Request-Id` when it is 1-128 visible ASCII characters, else a new uuid. Sent on every response. */
         XRequestId: string;
     };
@@ -1080,6 +1082,7 @@ export interface operations {
         responses: {
             200: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1093,6 +1096,7 @@ export interface operations {
             /** @description problem+json with code validation_failed */
             400: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1103,6 +1107,7 @@ export interface operations {
             /** @description problem+json with code internal_error */
             500: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1123,6 +1128,7 @@ export interface operations {
         responses: {
             200: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1136,6 +1142,7 @@ export interface operations {
             /** @description problem+json with code validation_failed */
             400: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1146,6 +1153,7 @@ export interface operations {
             /** @description problem+json with code internal_error */
             500: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1157,6 +1165,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1177,6 +1186,7 @@ export interface operations {
         responses: {
             200: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1187,6 +1197,7 @@ export interface operations {
             /** @description problem+json with code validation_failed */
             400: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1197,6 +1208,7 @@ export interface operations {
             /** @description problem+json with code internal_error */
             500: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1224,6 +1236,7 @@ export interface operations {
         responses: {
             200: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1234,6 +1247,7 @@ export interface operations {
             /** @description problem+json with code validation_failed */
             400: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1245,6 +1259,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1255,6 +1270,7 @@ export interface operations {
             /** @description problem+json with code forbidden */
             403: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1265,6 +1281,7 @@ export interface operations {
             /** @description problem+json with code not_found */
             404: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1275,6 +1292,7 @@ export interface operations {
             /** @description problem+json with code attempt_not_unknown */
             409: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1285,6 +1303,7 @@ export interface operations {
             /** @description problem+json with code payload_too_large */
             413: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1295,6 +1314,7 @@ export interface operations {
             /** @description problem+json with code unsupported_media_type */
             415: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1305,6 +1325,7 @@ export interface operations {
             /** @description problem+json with code validation_failed */
             422: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1315,6 +1336,7 @@ export interface operations {
             /** @description problem+json with code internal_error */
             500: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1326,6 +1348,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1346,6 +1369,7 @@ export interface operations {
         responses: {
             200: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1356,6 +1380,7 @@ export interface operations {
             /** @description problem+json with code validation_failed */
             400: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1367,6 +1392,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1377,6 +1403,7 @@ export interface operations {
             /** @description problem+json with code forbidden */
             403: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1387,6 +1414,7 @@ export interface operations {
             /** @description problem+json with code not_found */
             404: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1397,6 +1425,7 @@ export interface operations {
             /** @description problem+json with code internal_error */
             500: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1408,6 +1437,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1432,6 +1462,7 @@ export interface operations {
         responses: {
             200: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1442,6 +1473,7 @@ export interface operations {
             /** @description problem+json with code validation_failed */
             400: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1453,6 +1485,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1463,6 +1496,7 @@ export interface operations {
             /** @description problem+json with code forbidden */
             403: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1473,6 +1507,7 @@ export interface operations {
             /** @description problem+json with code validation_failed */
             422: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1483,6 +1518,7 @@ export interface operations {
             /** @description problem+json with code internal_error */
             500: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1494,6 +1530,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1514,6 +1551,7 @@ export interface operations {
         responses: {
             204: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1522,6 +1560,7 @@ export interface operations {
             /** @description problem+json with code validation_failed */
             400: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1533,6 +1572,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1543,6 +1583,7 @@ export interface operations {
             /** @description problem+json with code forbidden */
             403: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1553,6 +1594,7 @@ export interface operations {
             /** @description problem+json with code not_found */
             404: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1563,6 +1605,7 @@ export interface operations {
             /** @description problem+json with code internal_error */
             500: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1574,6 +1617,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1599,6 +1643,7 @@ export interface operations {
         responses: {
             200: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1609,6 +1654,7 @@ export interface operations {
             /** @description problem+json with code validation_failed */
             400: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1620,6 +1666,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1630,6 +1677,7 @@ export interface operations {
             /** @description problem+json with code forbidden */
             403: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1640,6 +1688,7 @@ export interface operations {
             /** @description problem+json with code internal_error */
             500: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1651,6 +1700,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1684,6 +1734,7 @@ export interface operations {
                     "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     Location: components["headers"]["Location"];
                     "Preference-Applied": components["headers"]["PreferenceApplied"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1696,6 +1747,7 @@ export interface operations {
                 headers: {
                     Location: components["headers"]["Location"];
                     "Preference-Applied": components["headers"]["PreferenceApplied"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1706,6 +1758,7 @@ export interface operations {
             /** @description problem+json with code idempotency_key_missing | idempotency_key_invalid | validation_failed */
             400: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1717,6 +1770,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1727,6 +1781,7 @@ export interface operations {
             /** @description problem+json with code forbidden */
             403: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1737,6 +1792,7 @@ export interface operations {
             /** @description problem+json with code idempotency_key_reused */
             409: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1747,6 +1803,7 @@ export interface operations {
             /** @description problem+json with code payload_too_large */
             413: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1757,6 +1814,7 @@ export interface operations {
             /** @description problem+json with code unsupported_media_type */
             415: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1767,6 +1825,7 @@ export interface operations {
             /** @description problem+json with code unknown_operation | unknown_provider | validation_failed */
             422: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1778,6 +1837,7 @@ export interface operations {
             429: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1788,6 +1848,7 @@ export interface operations {
             /** @description problem+json with code internal_error */
             500: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1799,6 +1860,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1826,6 +1888,7 @@ export interface operations {
             200: {
                 headers: {
                     "Preference-Applied": components["headers"]["PreferenceApplied"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1836,6 +1899,7 @@ export interface operations {
             /** @description problem+json with code validation_failed */
             400: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1847,6 +1911,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1857,6 +1922,7 @@ export interface operations {
             /** @description problem+json with code forbidden */
             403: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1867,6 +1933,7 @@ export interface operations {
             /** @description problem+json with code not_found */
             404: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1877,6 +1944,7 @@ export interface operations {
             /** @description problem+json with code internal_error */
             500: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1888,6 +1956,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1916,6 +1985,7 @@ export interface operations {
             /** @description The job with the queued attempt (status starting). */
             201: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1926,6 +1996,7 @@ export interface operations {
             /** @description problem+json with code validation_failed */
             400: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1937,6 +2008,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1947,6 +2019,7 @@ export interface operations {
             /** @description problem+json with code forbidden */
             403: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1957,6 +2030,7 @@ export interface operations {
             /** @description problem+json with code not_found */
             404: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1967,6 +2041,7 @@ export interface operations {
             /** @description problem+json with code attempt_in_progress | job_terminal | provider_not_certified */
             409: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1977,6 +2052,7 @@ export interface operations {
             /** @description problem+json with code payload_too_large */
             413: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1987,6 +2063,7 @@ export interface operations {
             /** @description problem+json with code unsupported_media_type */
             415: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -1997,6 +2074,7 @@ export interface operations {
             /** @description problem+json with code unknown_provider | validation_failed */
             422: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2007,6 +2085,7 @@ export interface operations {
             /** @description problem+json with code internal_error */
             500: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2018,6 +2097,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2041,6 +2121,7 @@ export interface operations {
         responses: {
             200: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2051,6 +2132,7 @@ export interface operations {
             /** @description problem+json with code validation_failed */
             400: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2062,6 +2144,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2072,6 +2155,7 @@ export interface operations {
             /** @description problem+json with code forbidden */
             403: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2082,6 +2166,7 @@ export interface operations {
             /** @description problem+json with code not_found */
             404: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2092,6 +2177,7 @@ export interface operations {
             /** @description problem+json with code job_terminal */
             409: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2102,6 +2188,7 @@ export interface operations {
             /** @description problem+json with code payload_too_large */
             413: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2112,6 +2199,7 @@ export interface operations {
             /** @description problem+json with code unsupported_media_type */
             415: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2122,6 +2210,7 @@ export interface operations {
             /** @description problem+json with code internal_error */
             500: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2133,6 +2222,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2159,6 +2249,7 @@ export interface operations {
         responses: {
             200: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2169,6 +2260,7 @@ export interface operations {
             /** @description problem+json with code validation_failed */
             400: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2180,6 +2272,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2190,6 +2283,7 @@ export interface operations {
             /** @description problem+json with code forbidden */
             403: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2200,6 +2294,7 @@ export interface operations {
             /** @description problem+json with code not_found */
             404: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2210,6 +2305,7 @@ export interface operations {
             /** @description problem+json with code internal_error */
             500: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2221,6 +2317,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2241,6 +2338,7 @@ export interface operations {
         responses: {
             200: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2251,6 +2349,7 @@ export interface operations {
             /** @description problem+json with code validation_failed */
             400: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2262,6 +2361,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2272,6 +2372,7 @@ export interface operations {
             /** @description problem+json with code forbidden */
             403: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2282,6 +2383,7 @@ export interface operations {
             /** @description problem+json with code internal_error */
             500: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2293,6 +2395,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2323,6 +2426,7 @@ export interface operations {
         responses: {
             200: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2333,6 +2437,7 @@ export interface operations {
             /** @description problem+json with code validation_failed */
             400: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2344,6 +2449,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2354,6 +2460,7 @@ export interface operations {
             /** @description problem+json with code forbidden */
             403: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2364,6 +2471,7 @@ export interface operations {
             /** @description problem+json with code internal_error */
             500: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2375,6 +2483,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2398,6 +2507,7 @@ export interface operations {
         responses: {
             200: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2408,6 +2518,7 @@ export interface operations {
             /** @description problem+json with code validation_failed */
             400: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2419,6 +2530,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2429,6 +2541,7 @@ export interface operations {
             /** @description problem+json with code forbidden */
             403: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2439,6 +2552,7 @@ export interface operations {
             /** @description problem+json with code not_found */
             404: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2449,6 +2563,7 @@ export interface operations {
             /** @description problem+json with code internal_error */
             500: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2460,6 +2575,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2487,6 +2603,7 @@ export interface operations {
         responses: {
             200: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2497,6 +2614,7 @@ export interface operations {
             /** @description problem+json with code validation_failed */
             400: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2508,6 +2626,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2518,6 +2637,7 @@ export interface operations {
             /** @description problem+json with code forbidden */
             403: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2528,6 +2648,7 @@ export interface operations {
             /** @description problem+json with code validation_failed */
             422: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2538,6 +2659,7 @@ export interface operations {
             /** @description problem+json with code internal_error */
             500: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2549,6 +2671,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2572,6 +2695,7 @@ export interface operations {
         responses: {
             204: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2580,6 +2704,7 @@ export interface operations {
             /** @description problem+json with code validation_failed */
             400: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2591,6 +2716,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2601,6 +2727,7 @@ export interface operations {
             /** @description problem+json with code forbidden */
             403: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2611,6 +2738,7 @@ export interface operations {
             /** @description problem+json with code not_found */
             404: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2621,6 +2749,7 @@ export interface operations {
             /** @description problem+json with code internal_error */
             500: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2632,6 +2761,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2661,6 +2791,7 @@ export interface operations {
         responses: {
             200: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2671,6 +2802,7 @@ export interface operations {
             /** @description problem+json with code validation_failed */
             400: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2682,6 +2814,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2692,6 +2825,7 @@ export interface operations {
             /** @description problem+json with code forbidden */
             403: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2702,6 +2836,7 @@ export interface operations {
             /** @description problem+json with code internal_error */
             500: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2713,6 +2848,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2735,6 +2871,7 @@ export interface operations {
         responses: {
             200: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2745,6 +2882,7 @@ export interface operations {
             /** @description problem+json with code validation_failed */
             400: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2756,6 +2894,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2766,6 +2905,7 @@ export interface operations {
             /** @description problem+json with code forbidden */
             403: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2776,6 +2916,7 @@ export interface operations {
             /** @description problem+json with code not_found */
             404: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2786,6 +2927,7 @@ export interface operations {
             /** @description problem+json with code internal_error */
             500: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2797,6 +2939,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2820,6 +2963,7 @@ export interface operations {
         responses: {
             200: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2830,6 +2974,7 @@ export interface operations {
             /** @description problem+json with code validation_failed */
             400: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2841,6 +2986,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2851,6 +2997,7 @@ export interface operations {
             /** @description problem+json with code forbidden */
             403: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2861,6 +3008,7 @@ export interface operations {
             /** @description problem+json with code internal_error */
             500: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2872,6 +3020,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2892,6 +3041,7 @@ export interface operations {
         responses: {
             200: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2902,6 +3052,7 @@ export interface operations {
             /** @description problem+json with code validation_failed */
             400: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2913,6 +3064,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2923,6 +3075,7 @@ export interface operations {
             /** @description problem+json with code forbidden */
             403: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2933,6 +3086,7 @@ export interface operations {
             /** @description problem+json with code internal_error */
             500: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2944,6 +3098,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2970,6 +3125,7 @@ export interface operations {
         responses: {
             201: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2982,6 +3138,7 @@ export interface operations {
             /** @description problem+json with code validation_failed */
             400: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -2993,6 +3150,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3003,6 +3161,7 @@ export interface operations {
             /** @description problem+json with code forbidden */
             403: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3013,6 +3172,7 @@ export interface operations {
             /** @description problem+json with code not_found */
             404: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3023,6 +3183,7 @@ export interface operations {
             /** @description problem+json with code payload_too_large */
             413: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3033,6 +3194,7 @@ export interface operations {
             /** @description problem+json with code unsupported_media_type */
             415: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3043,6 +3205,7 @@ export interface operations {
             /** @description problem+json with code unknown_operation | validation_failed */
             422: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3053,6 +3216,7 @@ export interface operations {
             /** @description problem+json with code internal_error */
             500: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3064,6 +3228,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3090,6 +3255,7 @@ export interface operations {
         responses: {
             200: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3100,6 +3266,7 @@ export interface operations {
             /** @description problem+json with code validation_failed */
             400: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3111,6 +3278,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3121,6 +3289,7 @@ export interface operations {
             /** @description problem+json with code forbidden */
             403: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3131,6 +3300,7 @@ export interface operations {
             /** @description problem+json with code internal_error */
             500: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3142,6 +3312,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3162,6 +3333,7 @@ export interface operations {
         responses: {
             200: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3172,6 +3344,7 @@ export interface operations {
             /** @description problem+json with code validation_failed */
             400: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3183,6 +3356,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3193,6 +3367,7 @@ export interface operations {
             /** @description problem+json with code forbidden */
             403: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3203,6 +3378,7 @@ export interface operations {
             /** @description problem+json with code internal_error */
             500: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3214,6 +3390,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3238,6 +3415,7 @@ export interface operations {
         responses: {
             201: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3248,6 +3426,7 @@ export interface operations {
             /** @description problem+json with code validation_failed */
             400: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3259,6 +3438,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3269,6 +3449,7 @@ export interface operations {
             /** @description problem+json with code forbidden */
             403: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3279,6 +3460,7 @@ export interface operations {
             /** @description problem+json with code payload_too_large */
             413: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3289,6 +3471,7 @@ export interface operations {
             /** @description problem+json with code unsupported_media_type */
             415: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3299,6 +3482,7 @@ export interface operations {
             /** @description problem+json with code validation_failed */
             422: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3309,6 +3493,7 @@ export interface operations {
             /** @description problem+json with code internal_error */
             500: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3320,6 +3505,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3342,6 +3528,7 @@ export interface operations {
         responses: {
             204: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3350,6 +3537,7 @@ export interface operations {
             /** @description problem+json with code validation_failed */
             400: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3361,6 +3549,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3371,6 +3560,7 @@ export interface operations {
             /** @description problem+json with code forbidden */
             403: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3381,6 +3571,7 @@ export interface operations {
             /** @description problem+json with code not_found */
             404: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3391,6 +3582,7 @@ export interface operations {
             /** @description problem+json with code internal_error */
             500: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3402,6 +3594,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3429,6 +3622,7 @@ export interface operations {
         responses: {
             200: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3439,6 +3633,7 @@ export interface operations {
             /** @description problem+json with code validation_failed */
             400: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3450,6 +3645,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3460,6 +3656,7 @@ export interface operations {
             /** @description problem+json with code forbidden */
             403: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3470,6 +3667,7 @@ export interface operations {
             /** @description problem+json with code not_found */
             404: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3480,6 +3678,7 @@ export interface operations {
             /** @description problem+json with code internal_error */
             500: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3491,6 +3690,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3514,6 +3714,7 @@ export interface operations {
         responses: {
             202: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3524,6 +3725,7 @@ export interface operations {
             /** @description problem+json with code validation_failed */
             400: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3535,6 +3737,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3545,6 +3748,7 @@ export interface operations {
             /** @description problem+json with code forbidden */
             403: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3555,6 +3759,7 @@ export interface operations {
             /** @description problem+json with code not_found */
             404: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3565,6 +3770,7 @@ export interface operations {
             /** @description problem+json with code webhook_disabled */
             409: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3575,6 +3781,7 @@ export interface operations {
             /** @description problem+json with code payload_too_large */
             413: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3585,6 +3792,7 @@ export interface operations {
             /** @description problem+json with code unsupported_media_type */
             415: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3595,6 +3803,7 @@ export interface operations {
             /** @description problem+json with code internal_error */
             500: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3606,6 +3815,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3628,6 +3838,7 @@ export interface operations {
         responses: {
             200: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3638,6 +3849,7 @@ export interface operations {
             /** @description problem+json with code validation_failed */
             400: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3649,6 +3861,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3659,6 +3872,7 @@ export interface operations {
             /** @description problem+json with code forbidden */
             403: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3669,6 +3883,7 @@ export interface operations {
             /** @description problem+json with code not_found */
             404: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3679,6 +3894,7 @@ export interface operations {
             /** @description problem+json with code payload_too_large */
             413: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3689,6 +3905,7 @@ export interface operations {
             /** @description problem+json with code unsupported_media_type */
             415: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3699,6 +3916,7 @@ export interface operations {
             /** @description problem+json with code internal_error */
             500: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3710,6 +3928,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3732,6 +3951,7 @@ export interface operations {
         responses: {
             200: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3742,6 +3962,7 @@ export interface operations {
             /** @description problem+json with code validation_failed */
             400: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3753,6 +3974,7 @@ export interface operations {
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3763,6 +3985,7 @@ export interface operations {
             /** @description problem+json with code forbidden */
             403: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3773,6 +3996,7 @@ export interface operations {
             /** @description problem+json with code not_found */
             404: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3783,6 +4007,7 @@ export interface operations {
             /** @description problem+json with code payload_too_large */
             413: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3793,6 +4018,7 @@ export interface operations {
             /** @description problem+json with code unsupported_media_type */
             415: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3803,6 +4029,7 @@ export interface operations {
             /** @description problem+json with code internal_error */
             500: {
                 headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
@@ -3814,6 +4041,7 @@ export interface operations {
             503: {
                 headers: {
                     "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
                     [name: string]: unknown;
                 };
