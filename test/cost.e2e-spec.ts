@@ -1,5 +1,6 @@
 import { bearer, startTestApp } from './helpers/app.js';
 import { provider, writeCatalog } from './helpers/catalog.js';
+import pg from 'pg';
 import { renderPrompt } from '../src/providers/prompt.js';
 import { estimateTokens } from '../src/providers/tokens.js';
 import { waitFor } from './helpers/wait.js';
@@ -124,7 +125,7 @@ describe('cost: every attempt priced from its usage, discarded ones included', (
 const BURST = Number(process.env.BUDGET_BURST ?? 500);
 
 describe('budget: a burst of creates cannot pass the budget by more than one job', () => {
-  it('admits a burst of concurrent creates only up to the budget plus one worst case; the rest 429 with nothing written', async () => {
+  it('admits a burst of concurrent creates over two replicas only up to the budget plus one worst case; the rest 429 with nothing written', async () => {
     const pricing = { inputPerMTok: 1000, outputPerMTok: 2000, currency: 'USD' };
     const catalogFile = writeCatalog((c) => {
       provider(c, 'sim-primary').pricing = pricing;
@@ -132,6 +133,8 @@ describe('budget: a burst of creates cannot pass the budget by more than one job
     });
     // No worker: every admitted job stays pending and unpriced, the case a spend-only budget never sees.
     const t = await startTestApp({ role: 'api', catalogFile });
+    // A second replica on the same database: the owner's creates serialise on its budget row, not in one process.
+    const replica = await startTestApp({ role: 'api', catalogFile }, t.database);
     try {
       const key = await t.key('owner-burst');
       const free = await t.key('owner-burst-free');
@@ -142,13 +145,13 @@ describe('budget: a burst of creates cannot pass the budget by more than one job
       const budget = Math.round(worst * 3.5 * 1e8) / 1e8;
       expect((await t.http().put('/v1/budget').set(bearer(key)).send({ monthlyLimit: budget, currency: 'USD' })).status).toBe(200);
 
-      const post = (k: string, idempotencyKey: string) =>
-        fetch(`${t.baseUrl}/v1/jobs`, {
+      const post = (k: string, idempotencyKey: string, baseUrl = t.baseUrl) =>
+        fetch(`${baseUrl}/v1/jobs`, {
           method: 'POST',
           headers: { ...bearer(k), 'Idempotency-Key': idempotencyKey, 'Content-Type': 'application/json' },
           body: JSON.stringify({ operation: 'summarize', input }),
         }).then(async (r) => ({ status: r.status, body: (await r.json()) as { code?: string } }));
-      const answers = await Promise.all(Array.from({ length: BURST }, (_, i) => post(key, `burst-${i}`)));
+      const answers = await Promise.all(Array.from({ length: BURST }, (_, i) => post(key, `burst-${i}`, i % 2 ? replica.baseUrl : t.baseUrl)));
       const created = answers.filter((a) => a.status === 201).length;
       const refused = answers.filter((a) => a.status === 429);
       expect(created * worst).toBeLessThanOrEqual(budget + worst + 1e-8);
@@ -168,7 +171,44 @@ describe('budget: a burst of creates cannot pass the budget by more than one job
       // Later creates are refused too; an owner without a budget is not held back.
       expect((await post(key, 'burst-late')).status).toBe(429);
       expect((await post(free, 'burst-free')).status).toBe(201);
+
+      // A budget set on one replica applies on the other at once (NOTIFY), not at its next reload of the list.
+      const late = await t.key('owner-late');
+      expect((await replica.http().get('/v1/budget').set(bearer(late))).status).toBe(404); // the replica's list: fresh
+      expect((await post(late, 'late-0', replica.baseUrl)).status).toBe(201);
+      expect((await t.http().put('/v1/budget').set(bearer(late)).send({ monthlyLimit: 0, currency: 'USD' })).status).toBe(200);
+      const refusedThere = await waitFor(
+        async () => (await post(late, `late-${Math.random()}`, replica.baseUrl)).status,
+        (status) => status === 429,
+        3000,
+        100,
+      );
+      expect(refusedThere).toBe(429);
+
+      // Another replica's create in flight holds the owner's budget row: ours waits for it, then counts what it wrote.
+      const other = await t.key('owner-locked');
+      expect((await t.http().put('/v1/budget').set(bearer(other)).send({ monthlyLimit: worst * 2, currency: 'USD' })).status).toBe(200);
+      const inFlight = new pg.Client({ connectionString: t.database.url });
+      await inFlight.connect();
+      try {
+        await inFlight.query('BEGIN');
+        await inFlight.query(`SELECT 1 FROM owner_budgets WHERE owner_id = 'owner-locked' FOR UPDATE`);
+        await inFlight.query(
+          `INSERT INTO jobs (owner_id, idempotency_key, fingerprint, operation, input, providers, reserved_cost, reserved_currency)
+           VALUES ('owner-locked', 'elsewhere', repeat('f', 64), 'summarize', '{}', ARRAY['sim-primary'], $1, 'USD')`,
+          [worst * 2],
+        );
+        let answered = false;
+        const waiting = post(other, 'behind-the-lock').finally(() => (answered = true));
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        expect(answered).toBe(false);
+        await inFlight.query('COMMIT');
+        expect((await waiting).status).toBe(429);
+      } finally {
+        await inFlight.end();
+      }
     } finally {
+      await replica.close();
       await t.close();
     }
   }, 120_000);

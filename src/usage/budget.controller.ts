@@ -16,7 +16,7 @@ const toBudgetView = (status: BudgetStatus): BudgetView => ({
 
 const SET_DESCRIPTION =
   'Spend counts attempts priced in the budget currency (catalog `pricing`), discarded results included, plus the worst case ' +
-  'live jobs still hold. Other replicas apply a change within 10 s. A budget is an admin\'s limit: scope `budgets:write`.';
+  'live jobs still hold. Every replica applies a change as it commits. A budget is an admin\'s limit: scope `budgets:write`.';
 
 /** An owner reads its budget; admins (`budgets:write`) set and remove any owner's (docs/operations.md#cost). */
 @ApiTags('usage')

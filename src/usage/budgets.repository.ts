@@ -8,6 +8,8 @@ export interface Budget {
   currency: string;
 }
 
+export const BUDGETS_CHANNEL = 'onejob_budgets';
+
 /** Owners' monthly limits and their month-to-date spend. */
 @Injectable()
 export class BudgetsRepository {
@@ -21,10 +23,15 @@ export class BudgetsRepository {
     return rows.map((r) => ({ ownerId: r.owner_id, monthlyLimit: Number(r.monthly_limit), currency: r.currency }));
   }
 
+  // Every change NOTIFYs at its commit: each replica reloads its list of budgets (BudgetsService) at once.
   async upsert(budget: Budget): Promise<void> {
     await this.dataSource.query(
-      `INSERT INTO owner_budgets (owner_id, monthly_limit, currency) VALUES ($1, $2, $3)
-       ON CONFLICT (owner_id) DO UPDATE SET monthly_limit = EXCLUDED.monthly_limit, currency = EXCLUDED.currency, updated_at = now()`,
+      `WITH b AS (
+         INSERT INTO owner_budgets (owner_id, monthly_limit, currency) VALUES ($1, $2, $3)
+         ON CONFLICT (owner_id) DO UPDATE SET monthly_limit = EXCLUDED.monthly_limit, currency = EXCLUDED.currency, updated_at = now()
+         RETURNING owner_id
+       )
+       SELECT pg_notify('${BUDGETS_CHANNEL}', owner_id) FROM b`,
       [budget.ownerId, budget.monthlyLimit, budget.currency],
     );
   }
@@ -32,7 +39,8 @@ export class BudgetsRepository {
   async remove(ownerId: string): Promise<boolean> {
     const rows = await rowsOf<{ owner_id: string }>(
       this.dataSource.manager,
-      `DELETE FROM owner_budgets WHERE owner_id = $1 RETURNING owner_id`,
+      `WITH b AS (DELETE FROM owner_budgets WHERE owner_id = $1 RETURNING owner_id)
+       SELECT owner_id, pg_notify('${BUDGETS_CHANNEL}', owner_id) FROM b`,
       [ownerId],
     );
     return rows.length > 0;

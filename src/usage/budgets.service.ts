@@ -1,13 +1,15 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, Optional } from '@nestjs/common';
 import { DomainError, NotFoundError } from '../common/domain.errors.js';
 import type { OperationSpec } from '../config/catalog.types.js';
 import { PromptRenderError, renderPrompt } from '../providers/prompt.js';
 import { estimateTokens } from '../providers/tokens.js';
-import { BudgetsRepository, type Budget } from './budgets.repository.js';
+import { PgNotifications } from '../database/pg-notifications.js';
+import { BUDGETS_CHANNEL, BudgetsRepository, type Budget } from './budgets.repository.js';
 
 /**
- * How stale the list of budgets may be on a replica that did not make the change. The spend itself is never
- * cached: the create reads it under the owner's budget row lock (JobsRepository.insertJob).
+ * How stale the list of budgets may be on a replica that did not make the change while its LISTEN session is down
+ * (a change NOTIFYs every replica otherwise). The spend itself is never cached: the create reads it under the
+ * owner's budget row lock (JobsRepository.insertJob).
  */
 const BUDGETS_TTL_MS = 10_000;
 
@@ -56,8 +58,21 @@ export class BudgetsService {
   private budgets = new Map<string, Budget>();
   private loadedAt = 0;
   private loading?: Promise<void>;
+  private generation = 0;
 
-  constructor(private readonly repository: BudgetsRepository) {}
+  constructor(
+    private readonly repository: BudgetsRepository,
+    /** Absent in tools that build the module without a database session. */
+    @Optional() notifications?: PgNotifications,
+  ) {
+    notifications?.subscribe(BUDGETS_CHANNEL, () => this.forget());
+    notifications?.onStateChange(() => this.forget());
+  }
+
+  private forget(): void {
+    this.generation++;
+    this.loadedAt = 0;
+  }
 
   /** Whether the owner's creates go through the budget check (as this replica last read the budgets). */
   async hasBudget(ownerId: string): Promise<boolean> {
@@ -70,7 +85,7 @@ export class BudgetsService {
   }
 
   async status(ownerId: string): Promise<BudgetStatus> {
-    this.loadedAt = 0;
+    this.forget();
     const budget = await this.budgetOf(ownerId);
     if (!budget) throw new NotFoundError('Budget');
     const now = new Date();
@@ -85,16 +100,18 @@ export class BudgetsService {
 
   async remove(ownerId: string): Promise<void> {
     if (!(await this.repository.remove(ownerId))) throw new NotFoundError('Budget');
-    this.loadedAt = 0;
+    this.forget();
   }
 
   private async budgetOf(ownerId: string): Promise<Budget | undefined> {
     if (Date.now() - this.loadedAt > BUDGETS_TTL_MS) {
+      const generation = this.generation;
       this.loading ??= this.repository
         .listAll()
         .then((all) => {
           this.budgets = new Map(all.map((b) => [b.ownerId, b]));
-          this.loadedAt = Date.now();
+          // A change announced while this read was under way may be missing from it: read again next time.
+          if (generation === this.generation) this.loadedAt = Date.now();
         })
         .finally(() => (this.loading = undefined));
       await this.loading;

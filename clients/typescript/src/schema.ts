@@ -86,7 +86,7 @@ export interface paths {
         get: operations["getBudget"];
         /**
          * Set the key's own owner's monthly budget: past it, POST /v1/jobs answers 429 budget_exceeded until the month ends
-         * @description Spend counts attempts priced in the budget currency (catalog `pricing`), discarded results included, plus the worst case live jobs still hold. Other replicas apply a change within 10 s. A budget is an admin's limit: scope `budgets:write`.
+         * @description Spend counts attempts priced in the budget currency (catalog `pricing`), discarded results included, plus the worst case live jobs still hold. Every replica applies a change as it commits. A budget is an admin's limit: scope `budgets:write`.
          */
         put: operations["setBudget"];
         post?: never;
@@ -240,7 +240,7 @@ export interface paths {
         get: operations["getOwnerBudget"];
         /**
          * Set any owner's monthly budget (admins): past it, that owner's POST /v1/jobs answers 429 budget_exceeded
-         * @description Spend counts attempts priced in the budget currency (catalog `pricing`), discarded results included, plus the worst case live jobs still hold. Other replicas apply a change within 10 s. A budget is an admin's limit: scope `budgets:write`.
+         * @description Spend counts attempts priced in the budget currency (catalog `pricing`), discarded results included, plus the worst case live jobs still hold. Every replica applies a change as it commits. A budget is an admin's limit: scope `budgets:write`.
          */
         put: operations["setOwnerBudget"];
         post?: never;
