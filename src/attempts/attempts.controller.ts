@@ -75,7 +75,11 @@ export class AttemptsController {
     ],
   })
   @ApiOkResponse({ type: ResolvedAttemptView })
-  async resolveAttempt(@CurrentPrincipal() actor: Principal, @Param('id', UuidPipe) id: string, @Body() body: ResolveAttemptDto): Promise<ResolvedAttemptView> {
+  async resolveAttempt(
+    @CurrentPrincipal() actor: Principal,
+    @Param('id', UuidPipe) id: string,
+    @Body() body: ResolveAttemptDto,
+  ): Promise<ResolvedAttemptView> {
     return toResolvedAttemptView(await this.attempts.resolve(actor, id, body.status, body.reason), id);
   }
 }

@@ -146,7 +146,11 @@ export function completeDocument(document: OpenAPIObject): OpenAPIObject {
       if (!path.startsWith('/health/') && path !== '/metrics') responses['503'] ??= problemResponse(['service_unavailable']);
       responses['500'] ??= problemResponse(['internal_error']);
       for (const [status, response] of Object.entries(responses)) {
-        response.headers = { ...response.headers, 'X-Request-Id': headerRef('XRequestId'), 'X-Content-Type-Options': headerRef('XContentTypeOptions') };
+        response.headers = {
+          ...response.headers,
+          'X-Request-Id': headerRef('XRequestId'),
+          'X-Content-Type-Options': headerRef('XContentTypeOptions'),
+        };
         if (status === '401') response.headers['WWW-Authenticate'] = headerRef('WWWAuthenticate');
         if (status === '503' || status === '429') response.headers['Retry-After'] = headerRef('RetryAfter');
       }

@@ -25,8 +25,13 @@ export function declaredQueryParameters(document: OpenAPIObject): Map<string, Se
   return declared;
 }
 
-/** Names in `query` the operation does not declare; undefined when the route is not an operation of the document. */
-export function unknownQueryErrors(declared: Map<string, Set<string>>, method: string, route: string | undefined, query: unknown): FieldError[] {
+/** Names in `query` the operation does not declare; none for a route that is not an operation of the document. */
+export function unknownQueryErrors(
+  declared: Map<string, Set<string>>,
+  method: string,
+  route: string | undefined,
+  query: unknown,
+): FieldError[] {
   const names = route && declared.get(`${method === 'HEAD' ? 'GET' : method} ${route}`);
   if (!names || query === null || typeof query !== 'object') return [];
   return Object.keys(query)

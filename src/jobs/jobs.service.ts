@@ -87,7 +87,9 @@ export class JobsService {
     ).catch(async (error: unknown) => {
       if (!(error instanceof OverBudgetError)) throw error;
       // Over budget, a retry of a job that exists still replays; a new intent is refused.
-      if (await this.jobs.findOwnedByKey(ownerId, idempotencyKey)) throw new DuplicateIdempotencyKeyError(ownerId, idempotencyKey, fingerprint);
+      if (await this.jobs.findOwnedByKey(ownerId, idempotencyKey)) {
+        throw new DuplicateIdempotencyKeyError(ownerId, idempotencyKey, fingerprint);
+      }
       throw this.budgets.exceeded(error, error.used);
     });
     this.signals.jobsDue(waitingFor);

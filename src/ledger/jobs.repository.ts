@@ -113,7 +113,8 @@ const INSERT_JOBS_WITHIN_BUDGET = prepared(`WITH x AS (
     SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(ord int, owner_id text, idempotency_key text, fingerprint text,
       operation text, input jsonb, providers text[], trace_context text, waiting_for text, prompt_tokens int, completion_tokens int)
   ), fresh AS (
-    SELECT x.*, (SELECT COALESCE(max(round((x.prompt_tokens * p.input_per_mtok + x.completion_tokens * p.output_per_mtok) / 1000000, 8)), 0)
+    SELECT x.*, (SELECT COALESCE(max(round((x.prompt_tokens * p.input_per_mtok
+                                            + x.completion_tokens * p.output_per_mtok) / 1000000, 8)), 0)
                    FROM provider_prices p WHERE p.provider = ANY(x.providers) AND p.currency = $3) AS reserved_cost
       FROM x
      WHERE NOT EXISTS (SELECT 1 FROM jobs k WHERE k.owner_id = x.owner_id AND k.idempotency_key = x.idempotency_key)

@@ -48,7 +48,11 @@ export class BudgetController {
   @Delete('budget')
   @HttpCode(204)
   @RequireScopes('budgets:write')
-  @ApiEndpoint({ operationId: 'deleteBudget', summary: "Remove the key's own owner's monthly budget", problems: [{ status: 404, codes: ['not_found'] }] })
+  @ApiEndpoint({
+    operationId: 'deleteBudget',
+    summary: "Remove the key's own owner's monthly budget",
+    problems: [{ status: 404, codes: ['not_found'] }],
+  })
   @ApiNoContentResponse()
   async deleteBudget(@OwnerId() ownerId: string): Promise<void> {
     await this.budgets.remove(ownerId);

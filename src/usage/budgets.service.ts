@@ -18,7 +18,8 @@ export class BudgetExceededError extends DomainError {
     super(
       'budget_exceeded',
       429,
-      `The monthly budget of ${budget.monthlyLimit} ${budget.currency} cannot hold another job (${used} ${budget.currency} spent or held by live jobs this month). It resets at ${resetsAt.toISOString()}.`,
+      `The monthly budget of ${budget.monthlyLimit} ${budget.currency} cannot hold another job ` +
+        `(${used} ${budget.currency} spent or held by live jobs this month). It resets at ${resetsAt.toISOString()}.`,
       [{ field: 'budget', message: `resets at ${resetsAt.toISOString()}` }],
     );
     this.retryAfterSeconds = Math.max(1, Math.ceil((resetsAt.getTime() - Date.now()) / 1000));
