@@ -8,6 +8,8 @@ import { AddAttemptCost1795977920000 } from './1795977920000-AddAttemptCost.js';
 import { CreateOwnerBudgets1795977930000 } from './1795977930000-CreateOwnerBudgets.js';
 import { AddJobTraceContext1795978100000 } from './1795978100000-AddJobTraceContext.js';
 import { CreateProviderCapacity1795978200000 } from './1795978200000-CreateProviderCapacity.js';
+import { AddJobBudgetReservation1795978300000 } from './1795978300000-AddJobBudgetReservation.js';
+import { AddBudgetsScope1795978310000 } from './1795978310000-AddBudgetsScope.js';
 import { WebhookPreviousSecrets1795978450000 } from './1795978450000-WebhookPreviousSecrets.js';
 import { WebhookDeliveryLease1795978460000 } from './1795978460000-WebhookDeliveryLease.js';
 
@@ -23,6 +25,8 @@ export const migrations = [
   CreateOwnerBudgets1795977930000,
   AddJobTraceContext1795978100000,
   CreateProviderCapacity1795978200000,
+  AddJobBudgetReservation1795978300000,
+  AddBudgetsScope1795978310000,
   WebhookPreviousSecrets1795978450000,
   WebhookDeliveryLease1795978460000,
 ];

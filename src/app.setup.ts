@@ -8,6 +8,7 @@ import { AppModule } from './app.module.js';
 import { completeDocument } from './common/api-docs.js';
 import { DomainError, ValidationFailedError, type FieldError } from './common/domain.errors.js';
 import { exceedsJsonLimits, inspectJson, MAX_JSON_DEPTH, MAX_JSON_MEMBERS } from './common/json-text.js';
+import { declaredQueryParameters, unknownQueryErrors, unstorableParameterErrors } from './common/query-params.js';
 import { AppLogger } from './common/logging.module.js';
 import { serveConsole } from './console/console.static.js';
 import { sendProblem, writeParserProblem } from './common/problem-details.filter.js';
@@ -17,6 +18,23 @@ import { parseEnv, type Env } from './config/env.js';
 import { MetricsService } from './metrics/metrics.service.js';
 
 const REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
+/** Swagger UI's page and assets (not the documents at /docs-json and /docs-yaml). */
+const DOCS_PAGE = /^\/docs(?:[/?]|$)/;
+/**
+ * Swagger UI loads only its own scripts and styles from here; it needs inline styles (a <style> block and React's
+ * style attributes) and data: images. Nothing may frame it: a framed "Try it out" is a clickjacking surface.
+ */
+const DOCS_CSP = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self' 'unsafe-inline'",
+  "img-src 'self' data:",
+  "font-src 'self' data:",
+  "connect-src 'self'",
+  "form-action 'none'",
+  "frame-ancestors 'none'",
+  "base-uri 'none'",
+].join('; ');
 export { MAX_JSON_DEPTH } from './common/json-text.js';
 const PROTOTYPE_MEMBERS = new Set(Object.getOwnPropertyNames(Object.prototype));
 const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
@@ -83,6 +101,9 @@ export async function configureApp(app: NestFastifyApplication): Promise<void> {
   fastify.addHook('onRequest', (request, _reply, done) => runWithRequestId(request.id, done));
   fastify.addHook('onRequest', async (request, reply) => {
     void reply.header('X-Request-Id', request.id);
+    // No answer of ours is to be read as anything but its declared type (a JSON body sniffed as HTML is an XSS).
+    void reply.header('X-Content-Type-Options', 'nosniff');
+    if (DOCS_PAGE.test(request.url)) void reply.header('Content-Security-Policy', DOCS_CSP);
     // A worker process serves its probes and metrics, nothing of the API.
     if (role === 'worker' && !/^\/(health\/|metrics(\?|$))/.test(request.url)) {
       throw new DomainError('not_found', 404, 'This process runs ROLE=worker: it serves /health and /metrics only.');
@@ -106,9 +127,20 @@ export async function configureApp(app: NestFastifyApplication): Promise<void> {
     if (exceeded) return done(new ValidationFailedError([limitError(exceeded)]), undefined);
     parseJsonText(request, text, done);
   });
+  // One document, built on first use (the modules are initialised by then) and shared with /docs.
+  let document: OpenAPIObject | undefined;
+  const documentOf = () => (document ??= buildOpenApiDocument(app));
+  let declaredQueries: Map<string, Set<string>> | undefined;
   fastify.addHook('preValidation', async (request: FastifyRequest) => {
     const queryErrors = prototypeMemberErrors(request.query, 'query parameter');
     if (queryErrors.length) throw new ValidationFailedError(queryErrors);
+    declaredQueries ??= declaredQueryParameters(documentOf());
+    const parameterErrors = [
+      ...unknownQueryErrors(declaredQueries, request.method, request.routeOptions?.url, request.query),
+      ...unstorableParameterErrors(request.query),
+      ...unstorableParameterErrors(request.params),
+    ];
+    if (parameterErrors.length) throw new ValidationFailedError(parameterErrors);
     if (request.body === undefined) return;
     if (!/^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i.test(request.headers['content-type'] ?? '')) {
       throw new DomainError('unsupported_media_type', 415, 'Request bodies must be application/json.');
@@ -136,7 +168,7 @@ export async function configureApp(app: NestFastifyApplication): Promise<void> {
     );
   });
   serveConsole(app);
-  SwaggerModule.setup('docs', app, () => buildOpenApiDocument(app), { jsonDocumentUrl: 'docs-json', yamlDocumentUrl: 'docs-yaml' });
+  SwaggerModule.setup('docs', app, documentOf, { jsonDocumentUrl: 'docs-json', yamlDocumentUrl: 'docs-yaml' });
 }
 
 export async function createApp(overrides: Partial<Env> = {}): Promise<NestFastifyApplication> {

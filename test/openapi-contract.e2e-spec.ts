@@ -40,7 +40,7 @@ const getJob = (body: unknown, headers: Record<string, unknown> = {}, status = 2
   route: '/v1/jobs/:id',
   url: `/v1/jobs/${job.id}`,
   status,
-  headers: { 'content-type': 'application/json; charset=utf-8', 'x-request-id': 'req-1', ...headers },
+  headers: { 'content-type': 'application/json; charset=utf-8', 'x-request-id': 'req-1', 'x-content-type-options': 'nosniff', ...headers },
   body: JSON.stringify(body),
 });
 

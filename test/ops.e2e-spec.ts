@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { ApiKeysService } from '../src/auth/api-keys.service.js';
 import { bearer, startTestApp, type TestApp } from './helpers/app.js';
-import { writeCatalog } from './helpers/catalog.js';
+import { provider, writeCatalog } from './helpers/catalog.js';
 import { sleep, waitFor } from './helpers/wait.js';
 
 type JobBody = { id: string; status: string; attempts: Array<{ id: string; provider: string; status: string; outcome: string | null }> };
@@ -23,7 +23,7 @@ describe('operators act across owners, by scope (I7)', () => {
   let reader: string;
 
   beforeAll(async () => {
-    t = await startTestApp({ role: 'all', catalogFile: writeCatalog(() => undefined), workerPollMs: 10, reconcileIntervalMs: 100 });
+    t = await startTestApp({ role: 'all', catalogFile: writeCatalog((c) => c.providers.push({ ...provider(c, 'sim-hang'), name: 'sim-hang-resolve' })), workerPollMs: 10, reconcileIntervalMs: 100 });
     alice = await t.key('alice', ['jobs:write', 'jobs:read']);
     bob = await t.key('bob', ['jobs:write', 'jobs:read']);
     operator = await t.key('ops-team', ['attempts:resolve', 'ops:read']);
@@ -82,6 +82,25 @@ describe('operators act across owners, by scope (I7)', () => {
     expect(created_).toMatchObject({ subject: 'job', from: null, to: 'pending', reason: 'created', actor: null });
     const rows = await t.dataSource.query(`SELECT count(*)::int AS n FROM job_events WHERE job_id = $1 AND actor_key_id = $2`, [created.id, operatorKeyId]);
     expect(rows[0].n).toBeGreaterThanOrEqual(1);
+  });
+
+  it("answers a resolve with the attempt and the job's id and status only: never the owner's input, key or result", async () => {
+    const resolver = await t.key('resolvers', ['attempts:resolve']);
+    const created = await t
+      .http()
+      .post('/v1/jobs')
+      .set(bearer(alice))
+      .set('Idempotency-Key', 'hang-for-resolver')
+      .send({ operation: 'summarize', input: { text: 'a secret of alice' }, providers: ['sim-hang-resolve'] });
+    expect(created.status).toBe(201);
+    const held = await waitFor(() => job(alice, created.body.id), (j) => j.status === 'unknown');
+    const resolved = await t.http().post(`/v1/attempts/${held.attempts[0].id}/resolve`).set(bearer(resolver)).send({ status: 'failed', reason: 'dropped' });
+    expect(resolved.status).toBe(200);
+    expect(Object.keys(resolved.body).sort()).toEqual(['attempt', 'job']);
+    expect(resolved.body.attempt).toMatchObject({ id: held.attempts[0].id, number: 1, provider: 'sim-hang-resolve', status: 'failed' });
+    expect(Object.keys(resolved.body.job).sort()).toEqual(['id', 'status', 'version']);
+    expect(resolved.body.job.id).toBe(created.body.id);
+    expect(JSON.stringify(resolved.body)).not.toMatch(/a secret of alice|hang-for-resolver/);
   });
 
   it("keeps owners walled off: another owner's job and its events answer 404, and its attempts cannot be resolved by an owner key", async () => {

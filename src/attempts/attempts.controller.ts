@@ -7,6 +7,7 @@ import { ApiEndpoint } from '../common/api-docs.js';
 import { UuidPipe } from '../common/uuid.pipe.js';
 import { JobView, toJobView } from '../jobs/job.view.js';
 import { AttemptsService } from './attempts.service.js';
+import { ResolvedAttemptView, toResolvedAttemptView } from './attempts.view.js';
 
 export class RequestAttemptDto {
   @ApiPropertyOptional({ description: "A provider of the job's chain; default: the one the job would use next.", minLength: 1, maxLength: 100 })
@@ -72,15 +73,20 @@ export class AttemptsController {
     summary: 'Resolve an unknown attempt out of band (operators, any owner)',
     description:
       "`attempts:resolve` is an operator scope: it resolves any owner's unknown attempt, and the job's events record the acting key. " +
-      'failed: the work did not happen; cancelled: stop waiting (a result that still arrives may win). Either frees the slot.',
+      'failed: the work did not happen; cancelled: stop waiting (a result that still arrives may win). Either frees the slot. ' +
+      "The answer is the attempt and the job's state, never the job's input, key or result (those need `jobs:read` or `ops:read`).",
     problems: [
       { status: 400, codes: ['validation_failed'] },
       { status: 404, codes: ['not_found'] },
       { status: 409, codes: ['attempt_not_unknown'] },
     ],
   })
-  @ApiOkResponse({ type: JobView })
-  async resolveAttempt(@CurrentPrincipal() actor: Principal, @Param('id', UuidPipe) id: string, @Body() body: ResolveAttemptDto): Promise<JobView> {
-    return toJobView(await this.attempts.resolve(actor, id, body.status, body.reason));
+  @ApiOkResponse({ type: ResolvedAttemptView })
+  async resolveAttempt(
+    @CurrentPrincipal() actor: Principal,
+    @Param('id', UuidPipe) id: string,
+    @Body() body: ResolveAttemptDto,
+  ): Promise<ResolvedAttemptView> {
+    return toResolvedAttemptView(await this.attempts.resolve(actor, id, body.status, body.reason), id);
   }
 }

@@ -50,6 +50,11 @@ const headers: Record<string, HeaderObject> = {
     required: true,
     schema: { type: 'string', minLength: 1, maxLength: 128, pattern: VISIBLE_ASCII },
   },
+  XContentTypeOptions: {
+    description: 'Sent on every response: no answer is to be content-sniffed into another type.',
+    required: true,
+    schema: { type: 'string', enum: ['nosniff'] },
+  },
   Location: {
     description: 'The path of the job: `/v1/jobs/{id}`.',
     required: true,
@@ -143,10 +148,22 @@ export function completeDocument(document: OpenAPIObject): OpenAPIObject {
         responses['413'] ??= problemResponse(['payload_too_large']);
         responses['415'] ??= problemResponse(['unsupported_media_type']);
       }
+      // app.setup.ts refuses, on every operation, a query parameter it does not declare and a NUL or lone
+      // surrogate in any parameter (400), and those in a body or a number JSON cannot write (422).
+      responses['400'] ??= problemResponse(['validation_failed']);
+      if (operation.requestBody) {
+        const unprocessable = responses['422'];
+        if (!unprocessable) responses['422'] = problemResponse(['validation_failed']);
+        else if (!unprocessable.description.includes('validation_failed')) unprocessable.description += ' | validation_failed';
+      }
       if (!path.startsWith('/health/') && path !== '/metrics') responses['503'] ??= problemResponse(['service_unavailable']);
       responses['500'] ??= problemResponse(['internal_error']);
       for (const [status, response] of Object.entries(responses)) {
-        response.headers = { ...response.headers, 'X-Request-Id': headerRef('XRequestId') };
+        response.headers = {
+          ...response.headers,
+          'X-Request-Id': headerRef('XRequestId'),
+          'X-Content-Type-Options': headerRef('XContentTypeOptions'),
+        };
         if (status === '401') response.headers['WWW-Authenticate'] = headerRef('WWWAuthenticate');
         if (status === '503' || status === '429') response.headers['Retry-After'] = headerRef('RetryAfter');
       }

@@ -132,6 +132,8 @@ export function sendProblem(request: FastifyRequest, reply: FastifyReply, classi
   if (status === 503) void reply.header('Retry-After', String(RETRY_AFTER_SECONDS));
   if (retryAfterSeconds !== undefined) void reply.header('Retry-After', String(retryAfterSeconds));
   if (status === 401) void reply.header('WWW-Authenticate', 'Bearer');
+  // Also set by app.setup.ts's first hook; a refusal Fastify makes before the hooks run (a malformed path) has it too.
+  void reply.header('X-Content-Type-Options', 'nosniff');
   void reply.status(status).header('Content-Type', 'application/problem+json; charset=utf-8').send(JSON.stringify(problem));
 }
 
@@ -163,6 +165,7 @@ export function writeParserProblem(error: Error & { code?: string }, socket: Soc
   const body = JSON.stringify(problem);
   socket.end(
     `HTTP/1.1 ${refusal.status} ${refusal.reason}\r\nContent-Type: application/problem+json; charset=utf-8\r\n` +
-      `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${problem.requestId}\r\nConnection: close\r\n\r\n${body}`,
+      `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${problem.requestId}\r\nX-Content-Type-Options: nosniff\r\n` +
+      `Connection: close\r\n\r\n${body}`,
   );
 }

@@ -6,12 +6,12 @@ import { JobSignals } from '../ledger/job-signals.js';
 import { isTerminal, type Job, type JobStatus, type JobWithAttempts, type ListedJob } from '../ledger/job.types.js';
 import { JobsRepository } from '../ledger/jobs.repository.js';
 import { LedgerFactory } from '../ledger/ledger.js';
-import { DuplicateIdempotencyKeyError, JobTerminalError } from '../ledger/ledger.errors.js';
+import { DuplicateIdempotencyKeyError, JobTerminalError, OverBudgetError } from '../ledger/ledger.errors.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { isGated } from '../capacity/capacity.rules.js';
 import { CatalogService } from '../providers/catalog.service.js';
 import { currentTraceparent, traced } from '../telemetry/tracing.js';
-import { BudgetExceededError, BudgetsService } from '../usage/budgets.service.js';
+import { BudgetsService, worstCaseTokens } from '../usage/budgets.service.js';
 import { IdempotencyKeyReusedError } from './jobs.errors.js';
 import { WaitLimiter } from './wait-limiter.js';
 
@@ -64,27 +64,34 @@ export class JobsService {
     });
     const inputErrors = this.catalog.inputErrors(operation.name, command.input);
     if (inputErrors.length) throw new ValidationFailedError(inputErrors, 422);
-    await this.budgets.assertWithin(ownerId).catch(async (error: unknown) => {
-      // Over budget, a retry of a job that exists still replays (its INSERT collides); a new intent is refused.
-      if (!(error instanceof BudgetExceededError) || !(await this.jobs.findOwnedByKey(ownerId, idempotencyKey))) throw error;
-    });
+    // Only an owner with a budget pays for the check: its create reserves its worst case under the budget row lock.
+    const budgeted = await this.budgets.hasBudget(ownerId);
 
     const providers = command.providers ?? operation.providers;
     const primary = this.catalog.provider(providers[0])!;
     // A job for a capped provider queues behind its cap from the start: claims take it as the provider has room.
     const waitingFor = isGated(primary) ? primary.name : null;
+    const fingerprint = fingerprintOf(command);
     const job = await traced('onejob.job.create', { 'onejob.operation': operation.name }, () =>
       this.jobs.insertJob({
         ownerId,
         idempotencyKey,
-        fingerprint: fingerprintOf(command),
+        fingerprint,
         operation: operation.name,
         input: command.input,
         providers,
         traceContext: currentTraceparent(),
         waitingFor,
+        worstCaseTokens: budgeted ? worstCaseTokens(operation, command.input) : undefined,
       }),
-    );
+    ).catch(async (error: unknown) => {
+      if (!(error instanceof OverBudgetError)) throw error;
+      // Over budget, a retry of a job that exists still replays; a new intent is refused.
+      if (await this.jobs.findOwnedByKey(ownerId, idempotencyKey)) {
+        throw new DuplicateIdempotencyKeyError(ownerId, idempotencyKey, fingerprint);
+      }
+      throw this.budgets.exceeded(error, error.used);
+    });
     this.signals.jobsDue(waitingFor);
     this.metrics.jobsCreated.inc({ operation: operation.name });
     if (waitSeconds > 0) return this.waitForTerminal(ownerId, job.id, waitSeconds, gone);

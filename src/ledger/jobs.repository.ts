@@ -5,7 +5,7 @@ import { uniqueViolationOf } from '../database/pg-errors.js';
 import { GroupCommit } from '../database/group-commit.js';
 import { prepared } from '../database/prepared-statements.js';
 import { on, rowsOf, type Queryable } from '../database/transactions.js';
-import { DuplicateIdempotencyKeyError } from './ledger.errors.js';
+import { DuplicateIdempotencyKeyError, OverBudgetError } from './ledger.errors.js';
 import {
   jobFromRow,
   jobWithAttemptsFromRow,
@@ -29,6 +29,11 @@ export interface NewJob {
   traceContext?: string | null;
   /** Born waiting for capacity on its primary provider when that one is capped (docs/design.md#capacity). */
   waitingFor?: string | null;
+  /**
+   * Set when the owner has a budget: the most tokens one attempt may bill (prompt and completion). The create is
+   * then checked against the budget and reserves the worst case at the chain's dearest price, atomically.
+   */
+  worstCaseTokens?: { prompt: number; completion: number };
 }
 
 /** Creates one statement takes at most, statements in flight at once, and the input bytes one statement carries. */
@@ -43,6 +48,24 @@ interface Create {
 }
 
 const keyOf = (ownerId: string, idempotencyKey: string) => `${ownerId}\u0000${idempotencyKey}`;
+
+/** One JSON array of records; each input goes in as serialised for its weight, not a second time. */
+function recordsOf(creates: Create[], budgeted = false): string {
+  const records = creates.map(({ job, inputJson }, ord) => {
+    const fields = JSON.stringify({
+      ...(budgeted && { ord, prompt_tokens: job.worstCaseTokens?.prompt ?? 0, completion_tokens: job.worstCaseTokens?.completion ?? 0 }),
+      owner_id: job.ownerId,
+      idempotency_key: job.idempotencyKey,
+      fingerprint: job.fingerprint,
+      operation: job.operation,
+      providers: job.providers,
+      trace_context: job.traceContext ?? null,
+      waiting_for: job.waitingFor ?? null,
+    });
+    return `${fields.slice(0, -1)},"input":${inputJson}}`;
+  });
+  return `[${records.join(',')}]`;
+}
 
 export interface JobPageQuery {
   status?: JobStatus;
@@ -100,6 +123,50 @@ const INSERT_JOBS = prepared(`WITH x AS (
     SELECT id, 'job', NULL, 'pending', 'created' FROM j
   )
   SELECT ${JOB_COLUMNS} FROM j`);
+/**
+ * A budgeted owner's creates, run right after LOCK_BUDGET in one transaction, so the sum it reads includes every
+ * job the previous holder of the lock committed. Each create reserves its worst case (its tokens at the dearest
+ * price, in the budget's currency, of provider_prices for its chain, the table the attempts' pricing trigger reads)
+ * and is admitted while what is spent this month plus what live jobs still hold plus the creates ahead of it in
+ * this statement is below the limit: no burst passes the budget by more than one job's worst case. A key that
+ * exists already is not counted and comes back as a collision (replay or 409), as in INSERT_JOBS.
+ */
+const INSERT_JOBS_WITHIN_BUDGET = prepared(`WITH x AS (
+    SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(ord int, owner_id text, idempotency_key text, fingerprint text,
+      operation text, input jsonb, providers text[], trace_context text, waiting_for text, prompt_tokens int, completion_tokens int)
+  ), fresh AS (
+    SELECT x.*, (SELECT COALESCE(max(round((x.prompt_tokens * p.input_per_mtok
+                                            + x.completion_tokens * p.output_per_mtok) / 1000000, 8)), 0)
+                   FROM provider_prices p WHERE p.provider = ANY(x.providers) AND p.currency = $3) AS reserved_cost
+      FROM x
+     WHERE NOT EXISTS (SELECT 1 FROM jobs k WHERE k.owner_id = x.owner_id AND k.idempotency_key = x.idempotency_key)
+  ), used AS (
+    SELECT (SELECT COALESCE(sum(a.cost), 0) FROM jobs j JOIN attempts a ON a.job_id = j.id
+             WHERE j.owner_id = $2 AND a.cost_currency = $3 AND a.started_at >= date_trunc('month', now(), 'UTC'))
+         + (SELECT COALESCE(sum(GREATEST(j.reserved_cost
+                    - COALESCE((SELECT sum(a.cost) FROM attempts a WHERE a.job_id = j.id AND a.cost_currency = $3), 0), 0)), 0)
+              FROM jobs j WHERE j.owner_id = $2 AND j.status IN ('pending', 'running', 'unknown') AND j.reserved_currency = $3)
+           AS amount
+  ), admitted AS (
+    SELECT f.* FROM (SELECT f.*, sum(f.reserved_cost) OVER (ORDER BY f.ord) - f.reserved_cost AS ahead FROM fresh f) f, used
+     WHERE used.amount + f.ahead < $4
+  ), j AS (
+    INSERT INTO jobs (owner_id, idempotency_key, fingerprint, operation, input, providers, trace_context, waiting_for,
+                      reserved_cost, reserved_currency)
+    SELECT owner_id, idempotency_key, fingerprint, operation, input, providers, trace_context, waiting_for, reserved_cost, $3
+      FROM admitted ORDER BY owner_id, idempotency_key
+    ON CONFLICT ON CONSTRAINT "UQ_jobs_owner_idempotency_key" DO NOTHING
+    RETURNING *
+  ), e AS (
+    INSERT INTO job_events (job_id, subject, from_status, to_status, reason)
+    SELECT id, 'job', NULL, 'pending', 'created' FROM j
+  )
+  SELECT x.ord, (f.ord IS NOT NULL AND a.ord IS NULL) AS refused, (SELECT amount FROM used) AS used, ${JOB_COLUMNS}
+    FROM x LEFT JOIN fresh f ON f.ord = x.ord LEFT JOIN admitted a ON a.ord = x.ord
+    LEFT JOIN j ON j.owner_id = x.owner_id AND j.idempotency_key = x.idempotency_key
+   ORDER BY x.ord`);
+/** The per-owner serialisation of budgeted creates: every replica's creates for one owner queue on this row. */
+const LOCK_BUDGET = prepared(`SELECT monthly_limit, currency FROM owner_budgets WHERE owner_id = $1 FOR UPDATE`);
 export const FIND_OWNED_BY_ID = prepared(`${WITH_ATTEMPTS} WHERE j.id = $1 AND j.owner_id = $2`);
 const BY_KEY = prepared(`${WITH_ATTEMPTS} WHERE j.owner_id = $1 AND j.idempotency_key = $2`);
 const STATUSES = prepared('SELECT id, status FROM jobs WHERE id = ANY($1::uuid[])');
@@ -135,6 +202,12 @@ export class JobsRepository {
     commit: (creates) => this.insertBatch(creates),
   });
 
+  /**
+   * Budgeted creates, one group commit per owner with a budget and one statement at a time: they serialise on
+   * the owner's budget row anyway, so a second statement in flight would only hold a pool connection waiting.
+   */
+  private readonly budgeted = new Map<string, GroupCommit<Create, Job | OverBudgetError | undefined>>();
+
   constructor(private readonly dataSource: DataSource) {}
 
   /**
@@ -145,7 +218,9 @@ export class JobsRepository {
    */
   async insertJob(job: NewJob, manager?: Queryable): Promise<Job> {
     if (!manager) {
-      const created = await this.creates.submit({ job, inputJson: JSON.stringify(job.input) });
+      const create = { job, inputJson: JSON.stringify(job.input) };
+      const created = await (job.worstCaseTokens ? this.budgetedCreates(job.ownerId) : this.creates).submit(create);
+      if (created instanceof OverBudgetError) throw created;
       if (!created) throw new DuplicateIdempotencyKeyError(job.ownerId, job.idempotencyKey, job.fingerprint);
       return created;
     }
@@ -165,22 +240,51 @@ export class JobsRepository {
   }
 
   private async insertBatch(creates: Create[]): Promise<Array<Job | undefined>> {
-    // One JSON array of records; each input goes in as serialised for its weight, not a second time.
-    const records = creates.map(({ job, inputJson }) => {
-      const fields = JSON.stringify({
-        owner_id: job.ownerId,
-        idempotency_key: job.idempotencyKey,
-        fingerprint: job.fingerprint,
-        operation: job.operation,
-        providers: job.providers,
-        trace_context: job.traceContext ?? null,
-        waiting_for: job.waitingFor ?? null,
-      });
-      return `${fields.slice(0, -1)},"input":${inputJson}}`;
-    });
-    const rows = await rowsOf<JobRow>(this.dataSource.manager, INSERT_JOBS, [`[${records.join(',')}]`]);
+    const rows = await rowsOf<JobRow>(this.dataSource.manager, INSERT_JOBS, [recordsOf(creates)]);
     const created = new Map(rows.map((row) => [keyOf(row.owner_id, row.idempotency_key), jobFromRow(row)]));
     return creates.map(({ job }) => created.get(keyOf(job.ownerId, job.idempotencyKey)));
+  }
+
+  private budgetedCreates(ownerId: string): GroupCommit<Create, Job | OverBudgetError | undefined> {
+    let group = this.budgeted.get(ownerId);
+    if (!group) {
+      group = new GroupCommit({
+        maxBatch: CREATE_BATCH,
+        maxInFlight: 1,
+        keyOf: (create) => create.job.idempotencyKey,
+        weightOf: (create) => create.inputJson.length,
+        maxWeight: CREATE_BATCH_BYTES,
+        commit: (creates) => this.insertWithinBudget(ownerId, creates),
+      });
+      this.budgeted.set(ownerId, group);
+    }
+    return group;
+  }
+
+  /**
+   * The check and the reservation in the create's transaction: LOCK_BUDGET, then INSERT_JOBS_WITHIN_BUDGET on a
+   * snapshot taken after the lock. The transaction is the group commit's, as the statement of INSERT_JOBS is.
+   * A budget removed since the cache read lets the creates through unchecked (INSERT_JOBS).
+   */
+  private async insertWithinBudget(ownerId: string, creates: Create[]): Promise<Array<Job | OverBudgetError | undefined>> {
+    return this.dataSource.transaction(async (manager) => {
+      const [budget] = await rowsOf<{ monthly_limit: string; currency: string }>(manager, LOCK_BUDGET, [ownerId]);
+      if (!budget) {
+        const rows = await rowsOf<JobRow>(manager, INSERT_JOBS, [recordsOf(creates)]);
+        const created = new Map(rows.map((row) => [row.idempotency_key, jobFromRow(row)]));
+        return creates.map(({ job }) => created.get(job.idempotencyKey));
+      }
+      const rows = await rowsOf<JobRow & { ord: number; refused: boolean; used: string }>(manager, INSERT_JOBS_WITHIN_BUDGET, [
+        recordsOf(creates, true),
+        ownerId,
+        budget.currency,
+        budget.monthly_limit,
+      ]);
+      return rows.map((row) => {
+        if (row.refused) return new OverBudgetError(Number(budget.monthly_limit), budget.currency, Number(row.used));
+        return row.id ? jobFromRow(row) : undefined;
+      });
+    });
   }
 
   async findOwnedById(ownerId: string, id: string, manager?: Queryable): Promise<JobWithAttempts | undefined> {

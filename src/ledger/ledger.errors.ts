@@ -12,6 +12,19 @@ export class DuplicateIdempotencyKeyError extends Error {
   }
 }
 
+/** A budgeted create the budget cannot hold (JobsRepository.insertJob): JobsService answers a replay or 429. */
+export class OverBudgetError extends Error {
+  constructor(
+    readonly monthlyLimit: number,
+    readonly currency: string,
+    /** Spent this month plus what live jobs still hold, when the create was refused. */
+    readonly used: number,
+  ) {
+    super('the owner\'s budget cannot hold this job\'s worst case');
+    this.name = 'OverBudgetError';
+  }
+}
+
 export class JobTerminalError extends DomainError {
   constructor(status: string) {
     super('job_terminal', 409, `The job is ${status}: it takes no further attempts or cancellation.`);

@@ -6,7 +6,7 @@ import { JOB_STATUSES, type JobStatus } from '../ledger/job.types.js';
 
 
 export class ListEventsQueryDto extends PageQueryDto {
-  @ApiPropertyOptional({ minimum: 1, maximum: 500, default: 100 })
+  @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 500, default: 100 })
   @IsOptional()
   @Type(() => Number)
   @IsInt()
@@ -29,7 +29,12 @@ export class ListAttemptsQueryDto extends PageQueryDto {
   @Length(1, 100)
   provider?: string;
 
-  @ApiPropertyOptional({ description: 'Only attempts that have waited at least this many seconds.', minimum: 0, maximum: 31_536_000 })
+  @ApiPropertyOptional({
+    type: 'integer',
+    description: 'Only attempts that have waited at least this many seconds.',
+    minimum: 0,
+    maximum: 31_536_000,
+  })
   @IsOptional()
   @Type(() => Number)
   @IsInt()
@@ -58,7 +63,13 @@ export class ListOpsJobsQueryDto extends PageQueryDto {
 }
 
 export class StatsQueryDto {
-  @ApiPropertyOptional({ minimum: 1, maximum: 1440, default: 60, description: 'How many minutes back, one bucket per minute.' })
+  @ApiPropertyOptional({
+    type: 'integer',
+    minimum: 1,
+    maximum: 1440,
+    default: 60,
+    description: 'How many minutes back, one bucket per minute.',
+  })
   @IsOptional()
   @Type(() => Number)
   @IsInt()

@@ -1,17 +1,25 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, Optional } from '@nestjs/common';
 import { DomainError, NotFoundError } from '../common/domain.errors.js';
-import { BudgetsRepository, type Budget } from './budgets.repository.js';
+import type { OperationSpec } from '../config/catalog.types.js';
+import { PromptRenderError, renderPrompt } from '../providers/prompt.js';
+import { estimateTokens } from '../providers/tokens.js';
+import { PgNotifications } from '../database/pg-notifications.js';
+import { BUDGETS_CHANNEL, BudgetsRepository, type Budget } from './budgets.repository.js';
 
-/** How stale the budget list and an owner's spend may be: a budget can be overrun by this much spending time. */
+/**
+ * How stale the list of budgets may be on a replica that did not make the change while its LISTEN session is down
+ * (a change NOTIFYs every replica otherwise). The spend itself is never cached: the create reads it under the
+ * owner's budget row lock (JobsRepository.insertJob).
+ */
 const BUDGETS_TTL_MS = 10_000;
-const SPEND_TTL_MS = 5_000;
 
 export class BudgetExceededError extends DomainError {
-  constructor(budget: Budget, spent: number, resetsAt: Date) {
+  constructor(budget: Omit<Budget, 'ownerId'>, used: number, resetsAt: Date) {
     super(
       'budget_exceeded',
       429,
-      `The monthly budget of ${budget.monthlyLimit} ${budget.currency} is spent (${spent} ${budget.currency} this month). It resets at ${resetsAt.toISOString()}.`,
+      `The monthly budget of ${budget.monthlyLimit} ${budget.currency} cannot hold another job ` +
+        `(${used} ${budget.currency} spent or held by live jobs this month). It resets at ${resetsAt.toISOString()}.`,
       [{ field: 'budget', message: `resets at ${resetsAt.toISOString()}` }],
     );
     this.retryAfterSeconds = Math.max(1, Math.ceil((resetsAt.getTime() - Date.now()) / 1000));
@@ -20,64 +28,91 @@ export class BudgetExceededError extends DomainError {
 
 export interface BudgetStatus extends Budget {
   spent: number;
+  /** What live jobs may still cost: their worst case less what their attempts were priced at so far. */
+  reserved: number;
   resetsAt: Date;
+}
+
+/** The most tokens one attempt of `operation` on `input` may bill: the prompt, counted pessimistically, and maxTokens. */
+export function worstCaseTokens(operation: OperationSpec, input: Record<string, unknown>): { prompt: number; completion: number } {
+  let prompt: number;
+  try {
+    prompt = estimateTokens(renderPrompt(operation, input));
+  } catch (error) {
+    // The attempt will fail before any call; reserve as if the whole input were sent, never nothing.
+    if (!(error instanceof PromptRenderError)) throw error;
+    prompt = estimateTokens({ user: JSON.stringify(input) });
+  }
+  return { prompt, completion: operation.maxTokens };
 }
 
 const monthStart = (now: Date) => new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
 const nextMonthStart = (now: Date) => new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1));
 
 /**
- * Optional monthly budgets per owner. The create path asks `assertWithin`: owners without a budget cost a map
- * lookup (the list is reloaded every 10 s); an owner with one, a month-to-date sum at most every 5 s.
+ * Optional monthly budgets per owner. The create path asks `hasBudget`: owners without a budget cost a map lookup
+ * (the list is reloaded every 10 s); an owner with one has its create checked and its worst case reserved in the
+ * create's transaction (docs/operations.md#budgets).
  */
 @Injectable()
 export class BudgetsService {
   private budgets = new Map<string, Budget>();
   private loadedAt = 0;
   private loading?: Promise<void>;
-  private readonly spend = new Map<string, { amount: number; at: number }>();
+  private generation = 0;
 
-  constructor(private readonly repository: BudgetsRepository) {}
+  constructor(
+    private readonly repository: BudgetsRepository,
+    /** Absent in tools that build the module without a database session. */
+    @Optional() notifications?: PgNotifications,
+  ) {
+    notifications?.subscribe(BUDGETS_CHANNEL, () => this.forget());
+    notifications?.onStateChange(() => this.forget());
+  }
 
-  /** Throws BudgetExceededError when the owner has a budget and this month's spend has reached it. */
-  async assertWithin(ownerId: string): Promise<void> {
-    const budget = await this.budgetOf(ownerId);
-    if (!budget) return;
-    const now = new Date();
-    let cached = this.spend.get(ownerId);
-    if (!cached || Date.now() - cached.at > SPEND_TTL_MS) {
-      cached = { amount: await this.repository.spentSince(ownerId, budget.currency, monthStart(now)), at: Date.now() };
-      this.spend.set(ownerId, cached);
-    }
-    if (cached.amount >= budget.monthlyLimit) throw new BudgetExceededError(budget, cached.amount, nextMonthStart(now));
+  private forget(): void {
+    this.generation++;
+    this.loadedAt = 0;
+  }
+
+  /** Whether the owner's creates go through the budget check (as this replica last read the budgets). */
+  async hasBudget(ownerId: string): Promise<boolean> {
+    return (await this.budgetOf(ownerId)) !== undefined;
+  }
+
+  /** The refusal of a create the budget cannot hold, with the reset time. */
+  exceeded(budget: Omit<Budget, 'ownerId'>, used: number): BudgetExceededError {
+    return new BudgetExceededError(budget, used, nextMonthStart(new Date()));
   }
 
   async status(ownerId: string): Promise<BudgetStatus> {
-    this.loadedAt = 0;
+    this.forget();
     const budget = await this.budgetOf(ownerId);
     if (!budget) throw new NotFoundError('Budget');
     const now = new Date();
-    return { ...budget, spent: await this.repository.spentSince(ownerId, budget.currency, monthStart(now)), resetsAt: nextMonthStart(now) };
+    const { spent, reserved } = await this.repository.usedSince(ownerId, budget.currency, monthStart(now));
+    return { ...budget, spent, reserved, resetsAt: nextMonthStart(now) };
   }
 
   async set(budget: Budget): Promise<BudgetStatus> {
     await this.repository.upsert(budget);
-    this.spend.delete(budget.ownerId);
     return this.status(budget.ownerId);
   }
 
   async remove(ownerId: string): Promise<void> {
     if (!(await this.repository.remove(ownerId))) throw new NotFoundError('Budget');
-    this.loadedAt = 0;
+    this.forget();
   }
 
   private async budgetOf(ownerId: string): Promise<Budget | undefined> {
     if (Date.now() - this.loadedAt > BUDGETS_TTL_MS) {
+      const generation = this.generation;
       this.loading ??= this.repository
         .listAll()
         .then((all) => {
           this.budgets = new Map(all.map((b) => [b.ownerId, b]));
-          this.loadedAt = Date.now();
+          // A change announced while this read was under way may be missing from it: read again next time.
+          if (generation === this.generation) this.loadedAt = Date.now();
         })
         .finally(() => (this.loading = undefined));
       await this.loading;

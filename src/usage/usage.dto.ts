@@ -1,5 +1,5 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { IsIn, IsISO8601, IsNumber, IsOptional, Matches, Max, Min } from 'class-validator';
+import { IsIn, IsISO8601, IsNumber, IsOptional, IsString, Length, Matches, Max, Min } from 'class-validator';
 import type { UsageGroupBy } from './usage.repository.js';
 
 export class UsageQueryDto {
@@ -29,4 +29,12 @@ export class SetBudgetDto {
   @ApiProperty({ description: 'ISO 4217; only attempts priced in this currency count.', example: 'USD' })
   @Matches(/^[A-Z]{3}$/, { message: 'currency must be three capital letters (ISO 4217)' })
   currency!: string;
+}
+
+/** `/v1/ops/budgets/{ownerId}`: an owner as API keys name it (`apikey create --owner`, 1-200 characters). */
+export class BudgetOwnerParamsDto {
+  @ApiProperty({ description: 'The owner, as its API keys name it.', minLength: 1, maxLength: 200 })
+  @IsString()
+  @Length(1, 200)
+  ownerId!: string;
 }

@@ -21,5 +21,9 @@ export class BudgetView {
   @ApiProperty() monthlyLimit!: number;
   @ApiProperty() currency!: string;
   @ApiProperty({ description: 'Spent this calendar month (UTC) in `currency`.' }) spent!: number;
+  @ApiProperty({
+    description: "Held by live jobs: each one's worst case (prompt and maxTokens at its chain's dearest price) less what its attempts cost so far. A create is refused once spent + reserved reaches monthlyLimit.",
+  })
+  reserved!: number;
   @ApiProperty({ format: 'date-time' }) resetsAt!: string;
 }

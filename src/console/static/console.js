@@ -209,7 +209,7 @@ function resolveForm(attempt, jobId, place, done) {
     try {
       const status = data.get('status');
       const body = { status, reason: String(data.get('reason')).trim() };
-      const job = await api(`/v1/attempts/${attempt.id}/resolve`, { method: 'POST', body });
+      const { job } = await api(`/v1/attempts/${attempt.id}/resolve`, { method: 'POST', body });
       say(`Attempt ${attempt.number} of job ${job.id} resolved as ${status}; the job is ${job.status}.`, 'info');
       await done(job);
     } catch (error) {
