@@ -142,6 +142,10 @@ describe('provider pauses and the breaker (hardening)', () => {
         `INSERT INTO provider_state (provider, paused_until) VALUES ('fake-paused', now() + interval '60 seconds')
          ON CONFLICT (provider) DO UPDATE SET paused_until = EXCLUDED.paused_until`,
       );
+      // A claim already in flight read the providers' states before the pause was written (the read runs beside the
+      // claim's transaction) and would still send a job created now: under load that claim can take a while. Let it
+      // end, so the job below meets the pause, which is what this case is about.
+      await sleep(1_000);
       const waiting = await create('requested-during-pause', ['fake-paused']);
       await sleep(300);
       const res = await t.http().post(`/v1/jobs/${waiting.id}/attempts`).set(bearer(key)).send({});
