@@ -102,4 +102,24 @@ describe('every e2e response is checked against the committed openapi.json', () 
       await t.close();
     }
   });
+
+  it('gives every problem answer of the document one example per code it names, with that status and code', () => {
+    const document = committed() as OpenApiDocument & { paths: Record<string, Record<string, { responses: Record<string, any> }>> };
+    const wrong: string[] = [];
+    for (const [path, item] of Object.entries(document.paths)) {
+      for (const [method, operation] of Object.entries(item)) {
+        for (const [status, response] of Object.entries(operation.responses ?? {})) {
+          const media = response.content?.['application/problem+json'];
+          if (!media) continue;
+          const codes = String(response.description).replace(/^problem\+json with code /, '').split(' | ');
+          const examples = Object.entries(media.examples ?? {}) as Array<[string, { value: { status: number; code: string; type: string } }]>;
+          if (examples.map(([name]) => name).sort().join() !== [...codes].sort().join()) wrong.push(`${method} ${path} ${status}: examples ${examples.map(([n]) => n)} for codes ${codes}`);
+          for (const [name, { value }] of examples) {
+            if (value.status !== Number(status) || value.code !== name || value.type !== `urn:onejob:problem:${name}`) wrong.push(`${method} ${path} ${status}: ${name} example says ${value.status} ${value.code}`);
+          }
+        }
+      }
+    }
+    expect(wrong).toEqual([]);
+  });
 });

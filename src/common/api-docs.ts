@@ -10,7 +10,8 @@ import {
   type ResponseObject,
   type SchemaObject,
 } from '@nestjs/swagger';
-import { RETRY_AFTER_SECONDS } from './problem-details.filter.js';
+import type { ErrorCode } from './domain.errors.js';
+import { PROBLEM_TITLES, RETRY_AFTER_SECONDS } from './problem-details.filter.js';
 
 /** RFC 9457 problem+json as problem-details.filter.ts writes it (docs/errors.md). */
 const problemSchema: SchemaObject = {
@@ -124,10 +125,74 @@ export function ApiPublicEndpoint(options: { operationId: string; summary: strin
   return ApiOperation({ operationId: options.operationId, summary: options.summary, security: [] });
 }
 
+/** What each code's `detail` typically says: Swagger UI shows these as the examples of each problem answer. */
+const EXAMPLE_DETAILS: Record<ErrorCode, string> = {
+  idempotency_key_missing: 'The Idempotency-Key header is required.',
+  idempotency_key_invalid: 'The Idempotency-Key header must be 1-255 visible ASCII characters.',
+  idempotency_key_reused: 'The key names a job with another intent; that job is unchanged.',
+  attempt_in_progress: 'An attempt of this job is starting, running or unknown.',
+  attempt_not_unknown: 'The attempt is succeeded, not unknown.',
+  job_terminal: 'The job is succeeded.',
+  validation_failed: 'The request is not valid.',
+  unknown_operation: 'No operation is named translate.',
+  unknown_provider: 'No provider is named sim-nonexistent.',
+  provider_not_certified: 'sim-fallback holds no passing certification for summarize.',
+  provider_paused: 'sim-primary is paused by its rate limit for 42 s.',
+  webhook_disabled: 'The endpoint was disabled for failing; enable it first.',
+  webhook_endpoint_limit: 'The owner has 20 webhook endpoints already.',
+  webhook_rotation_limit: '5 rotated-out secrets still sign; rotate again when the oldest expires.',
+  budget_exceeded: 'The monthly budget of 50 USD is reached until 2027-01-01T00:00:00Z.',
+  not_found: 'No job 0193e0b2-7c51-7d7a-9a4e-5d3b1f0c2a11 of this owner.',
+  unauthorized: 'A valid API key is required.',
+  forbidden: 'The key lacks the scope jobs:write.',
+  payload_too_large: 'The body is larger than 1048576 bytes.',
+  unsupported_media_type: 'The body must be application/json.',
+  service_unavailable: 'The database is unavailable; retry after 2 s.',
+  internal_error: 'An unexpected error occurred.',
+};
+
+const EXAMPLE_FIELD_ERRORS: Partial<Record<ErrorCode, Array<{ field: string; message: string }>>> = {
+  validation_failed: [{ field: 'input.text', message: 'must NOT have fewer than 1 characters' }],
+  idempotency_key_invalid: [{ field: 'Idempotency-Key', message: 'must be 1-255 visible ASCII characters' }],
+};
+
+/**
+ * One example per code, as the filter writes it. Its `status` is set from the answer it stands under by
+ * completeDocument (one code stands under several statuses: validation_failed under 400 and 422).
+ */
+function problemExamples(codes: string[]) {
+  return Object.fromEntries(
+    codes.map((code) => {
+      const c = code as ErrorCode;
+      const value = {
+        type: `urn:onejob:problem:${c}`,
+        title: PROBLEM_TITLES[c],
+        status: 0,
+        detail: EXAMPLE_DETAILS[c],
+        instance: '/v1/jobs',
+        code: c,
+        requestId: '0193e0b2-8a40-7c3e-b1f2-4c6d8e0a1b23',
+        ...(EXAMPLE_FIELD_ERRORS[c] ? { errors: EXAMPLE_FIELD_ERRORS[c] } : {}),
+      };
+      return [c, { summary: PROBLEM_TITLES[c], value }];
+    }),
+  );
+}
+
 export const problemResponse = (codes: string[]) => ({
   description: `problem+json with code ${codes.join(' | ')}`,
-  content: problemContent,
+  content: { 'application/problem+json': { ...problemContent['application/problem+json'], examples: problemExamples(codes) } },
 });
+
+/** `response` (an endpoint's own problem answer, or none) also naming `code`, with its example. */
+function withCode(response: ResponseObject | undefined, code: ErrorCode): ResponseObject {
+  if (!response) return problemResponse([code]);
+  const media = response.content?.['application/problem+json'];
+  if (!media || response.description.includes(code)) return response;
+  response.description += ` | ${code}`;
+  media.examples = { ...media.examples, ...problemExamples([code]) };
+  return response;
+}
 
 const isReference = (value: unknown): value is ReferenceObject => typeof value === 'object' && value !== null && '$ref' in value;
 
@@ -150,15 +215,14 @@ export function completeDocument(document: OpenAPIObject): OpenAPIObject {
       }
       // app.setup.ts refuses, on every operation, a query parameter it does not declare and a NUL or lone
       // surrogate in any parameter (400), and those in a body or a number JSON cannot write (422).
-      responses['400'] ??= problemResponse(['validation_failed']);
-      if (operation.requestBody) {
-        const unprocessable = responses['422'];
-        if (!unprocessable) responses['422'] = problemResponse(['validation_failed']);
-        else if (!unprocessable.description.includes('validation_failed')) unprocessable.description += ' | validation_failed';
-      }
+      responses['400'] = withCode(responses['400'], 'validation_failed');
+      if (operation.requestBody) responses['422'] = withCode(responses['422'], 'validation_failed');
       if (!path.startsWith('/health/') && path !== '/metrics') responses['503'] ??= problemResponse(['service_unavailable']);
       responses['500'] ??= problemResponse(['internal_error']);
       for (const [status, response] of Object.entries(responses)) {
+        for (const example of Object.values(response.content?.['application/problem+json']?.examples ?? {})) {
+          if (!isReference(example) && example.value) example.value = { ...example.value, status: Number(status) };
+        }
         response.headers = {
           ...response.headers,
           'X-Request-Id': headerRef('XRequestId'),

@@ -19,7 +19,7 @@ export interface Problem {
   errorsOmitted?: number;
 }
 
-const titles: Record<ErrorCode, string> = {
+export const PROBLEM_TITLES: Record<ErrorCode, string> = {
   idempotency_key_missing: 'Idempotency-Key header missing',
   idempotency_key_invalid: 'Idempotency-Key header invalid',
   idempotency_key_reused: 'Idempotency-Key reused with another request',
@@ -119,7 +119,7 @@ export function sendProblem(request: FastifyRequest, reply: FastifyReply, classi
   const { status, code, detail, errors, errorsOmitted, retryAfterSeconds } = classified;
   const problem: Problem = {
     type: `urn:onejob:problem:${code}`,
-    title: titles[code],
+    title: PROBLEM_TITLES[code],
     status,
     detail,
     instance: request.url?.split('?')[0] ?? '',
@@ -155,7 +155,7 @@ export function writeParserProblem(error: Error & { code?: string }, socket: Soc
   };
   const problem: Problem = {
     type: 'urn:onejob:problem:validation_failed',
-    title: titles.validation_failed,
+    title: PROBLEM_TITLES.validation_failed,
     status: refusal.status,
     detail: refusal.detail,
     instance: '',

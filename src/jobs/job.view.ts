@@ -39,9 +39,9 @@ export class JobCostView {
 }
 
 export class AttemptView {
-  @ApiProperty({ format: 'uuid' }) id!: string;
-  @ApiProperty({ type: 'integer', minimum: 1 }) number!: number;
-  @ApiProperty() provider!: string;
+  @ApiProperty({ format: 'uuid', example: '0193e0b2-7d10-7b6f-8c2a-1e5f3a9d4b70' }) id!: string;
+  @ApiProperty({ type: 'integer', minimum: 1, example: 1 }) number!: number;
+  @ApiProperty({ example: 'sim-primary' }) provider!: string;
   @ApiProperty({ enum: ATTEMPT_STATUSES }) status!: string;
   @ApiProperty({ enum: ['won', 'discarded', null], nullable: true, type: String }) outcome!: string | null;
   @ApiProperty({ type: 'object', nullable: true, additionalProperties: true }) error!: unknown;
@@ -69,16 +69,16 @@ export class AttemptView {
 
 /** The fields every view of a job has (not a schema of the document by itself). */
 export class JobFieldsView {
-  @ApiProperty({ format: 'uuid' }) id!: string;
-  @ApiProperty({ enum: JOB_STATUSES }) status!: string;
-  @ApiProperty() operation!: string;
-  @ApiProperty({ type: 'object', additionalProperties: true }) input!: unknown;
-  @ApiProperty({ type: [String] }) providers!: string[];
-  @ApiProperty({ minLength: 1, maxLength: 255, pattern: '^[\\x21-\\x7e]+$' }) idempotencyKey!: string;
+  @ApiProperty({ format: 'uuid', example: '0193e0b2-7c51-7d7a-9a4e-5d3b1f0c2a11' }) id!: string;
+  @ApiProperty({ enum: JOB_STATUSES, example: 'succeeded' }) status!: string;
+  @ApiProperty({ example: 'summarize' }) operation!: string;
+  @ApiProperty({ type: 'object', additionalProperties: true, example: { text: 'Idempotency keys bind one intent to one job.' } }) input!: unknown;
+  @ApiProperty({ type: [String], example: ['sim-primary', 'sim-fallback'] }) providers!: string[];
+  @ApiProperty({ minLength: 1, maxLength: 255, pattern: '^[\\x21-\\x7e]+$', example: 'summary-report-2026-12-01' }) idempotencyKey!: string;
   @ApiProperty({ type: 'integer', minimum: 0, description: 'Bumped only by settlement and cancellation.' }) version!: number;
-  @ApiProperty({ type: 'object', nullable: true, additionalProperties: true }) result!: unknown;
-  @ApiProperty({ type: 'object', nullable: true, additionalProperties: true }) error!: unknown;
-  @ApiProperty({ format: 'uuid', nullable: true, type: String, description: 'The attempt whose result won.' }) completedBy!: string | null;
+  @ApiProperty({ type: 'object', nullable: true, additionalProperties: true, example: { summary: 'A key binds one intent to one job.' } }) result!: unknown;
+  @ApiProperty({ type: 'object', nullable: true, additionalProperties: true, example: null }) error!: unknown;
+  @ApiProperty({ format: 'uuid', nullable: true, type: String, description: 'The attempt whose result won.', example: '0193e0b2-7d10-7b6f-8c2a-1e5f3a9d4b70' }) completedBy!: string | null;
   @ApiProperty({ format: 'date-time' }) createdAt!: string;
   @ApiProperty({ format: 'date-time' }) updatedAt!: string;
   @ApiProperty({ format: 'date-time', nullable: true, type: String }) completedAt!: string | null;

@@ -35,7 +35,8 @@ export class JobsController {
       'Key policy: a key is bound to its intent for as long as the job exists. It never expires (no TTL), so a retry ' +
       'days later still finds the job and never creates a second one; a key cannot be reused for another intent. ' +
       'Terminal jobs are purged after JOB_RETENTION_DAYS (default 30); after that the key creates a new job.',
-    schema: { type: 'string', minLength: 1, maxLength: MAX_IDEMPOTENCY_KEY_LENGTH, pattern: '^[\\x21-\\x7e]+$' },
+    // Swagger UI's "Try it out" fills the example in: change it for each new intent.
+    schema: { type: 'string', minLength: 1, maxLength: MAX_IDEMPOTENCY_KEY_LENGTH, pattern: '^[\\x21-\\x7e]+$', example: 'summary-report-2026-12-01' },
   })
   @preferHeader
   @ApiEndpoint({

@@ -485,11 +485,16 @@ export interface components {
             } | null;
             /** Format: date-time */
             finishedAt: string | null;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @example 0193e0b2-7d10-7b6f-8c2a-1e5f3a9d4b70
+             */
             id: string;
+            /** @example 1 */
             number: number;
             /** @enum {string|null} */
             outcome: "won" | "discarded" | null;
+            /** @example sim-primary */
             provider: string;
             /** @description SHA-256 of the result this attempt returned (kept for discarded results, whose payload is dropped). */
             resultDigest: string | null;
@@ -672,27 +677,53 @@ export interface components {
             /**
              * Format: uuid
              * @description The attempt whose result won.
+             * @example 0193e0b2-7d10-7b6f-8c2a-1e5f3a9d4b70
              */
             completedBy: string | null;
             /** Format: date-time */
             createdAt: string;
+            /** @example null */
             error: {
                 [key: string]: unknown;
             } | null;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @example 0193e0b2-7c51-7d7a-9a4e-5d3b1f0c2a11
+             */
             id: string;
+            /** @example summary-report-2026-12-01 */
             idempotencyKey: string;
+            /**
+             * @example {
+             *       "text": "Idempotency keys bind one intent to one job."
+             *     }
+             */
             input: {
                 [key: string]: unknown;
             };
+            /** @example summarize */
             operation: string;
+            /**
+             * @example [
+             *       "sim-primary",
+             *       "sim-fallback"
+             *     ]
+             */
             providers: string[];
+            /**
+             * @example {
+             *       "summary": "A key binds one intent to one job."
+             *     }
+             */
             result: {
                 [key: string]: unknown;
             } | null;
             /** @description True when the result is longer than 16384 bytes as JSON: it is left out of list pages (result is null) and `GET /v1/jobs/{id}` carries it. */
             resultOmitted: boolean;
-            /** @enum {string} */
+            /**
+             * @example succeeded
+             * @enum {string}
+             */
             status: "pending" | "running" | "unknown" | "succeeded" | "failed" | "cancelled";
             /** Format: date-time */
             updatedAt: string;
@@ -706,27 +737,53 @@ export interface components {
             /**
              * Format: uuid
              * @description The attempt whose result won.
+             * @example 0193e0b2-7d10-7b6f-8c2a-1e5f3a9d4b70
              */
             completedBy: string | null;
             /** @description The attempts' cost per currency (empty when no attempt was priced). */
             cost: components["schemas"]["JobCostView"][];
             /** Format: date-time */
             createdAt: string;
+            /** @example null */
             error: {
                 [key: string]: unknown;
             } | null;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @example 0193e0b2-7c51-7d7a-9a4e-5d3b1f0c2a11
+             */
             id: string;
+            /** @example summary-report-2026-12-01 */
             idempotencyKey: string;
+            /**
+             * @example {
+             *       "text": "Idempotency keys bind one intent to one job."
+             *     }
+             */
             input: {
                 [key: string]: unknown;
             };
+            /** @example summarize */
             operation: string;
+            /**
+             * @example [
+             *       "sim-primary",
+             *       "sim-fallback"
+             *     ]
+             */
             providers: string[];
+            /**
+             * @example {
+             *       "summary": "A key binds one intent to one job."
+             *     }
+             */
             result: {
                 [key: string]: unknown;
             } | null;
-            /** @enum {string} */
+            /**
+             * @example succeeded
+             * @enum {string}
+             */
             status: "pending" | "running" | "unknown" | "succeeded" | "failed" | "cancelled";
             /** Format: date-time */
             updatedAt: string;
@@ -775,28 +832,54 @@ export interface components {
             /**
              * Format: uuid
              * @description The attempt whose result won.
+             * @example 0193e0b2-7d10-7b6f-8c2a-1e5f3a9d4b70
              */
             completedBy: string | null;
             /** Format: date-time */
             createdAt: string;
+            /** @example null */
             error: {
                 [key: string]: unknown;
             } | null;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @example 0193e0b2-7c51-7d7a-9a4e-5d3b1f0c2a11
+             */
             id: string;
+            /** @example summary-report-2026-12-01 */
             idempotencyKey: string;
+            /**
+             * @example {
+             *       "text": "Idempotency keys bind one intent to one job."
+             *     }
+             */
             input: {
                 [key: string]: unknown;
             };
+            /** @example summarize */
             operation: string;
             owner: string;
+            /**
+             * @example [
+             *       "sim-primary",
+             *       "sim-fallback"
+             *     ]
+             */
             providers: string[];
+            /**
+             * @example {
+             *       "summary": "A key binds one intent to one job."
+             *     }
+             */
             result: {
                 [key: string]: unknown;
             } | null;
             /** @description True when the result is longer than 16384 bytes as JSON: it is left out of list pages (result is null) and `GET /v1/jobs/{id}` carries it. */
             resultOmitted: boolean;
-            /** @enum {string} */
+            /**
+             * @example succeeded
+             * @enum {string}
+             */
             status: "pending" | "running" | "unknown" | "succeeded" | "failed" | "cancelled";
             /** Format: date-time */
             updatedAt: string;
@@ -810,28 +893,54 @@ export interface components {
             /**
              * Format: uuid
              * @description The attempt whose result won.
+             * @example 0193e0b2-7d10-7b6f-8c2a-1e5f3a9d4b70
              */
             completedBy: string | null;
             /** @description The attempts' cost per currency (empty when no attempt was priced). */
             cost: components["schemas"]["JobCostView"][];
             /** Format: date-time */
             createdAt: string;
+            /** @example null */
             error: {
                 [key: string]: unknown;
             } | null;
-            /** Format: uuid */
+            /**
+             * Format: uuid
+             * @example 0193e0b2-7c51-7d7a-9a4e-5d3b1f0c2a11
+             */
             id: string;
+            /** @example summary-report-2026-12-01 */
             idempotencyKey: string;
+            /**
+             * @example {
+             *       "text": "Idempotency keys bind one intent to one job."
+             *     }
+             */
             input: {
                 [key: string]: unknown;
             };
+            /** @example summarize */
             operation: string;
             owner: string;
+            /**
+             * @example [
+             *       "sim-primary",
+             *       "sim-fallback"
+             *     ]
+             */
             providers: string[];
+            /**
+             * @example {
+             *       "summary": "A key binds one intent to one job."
+             *     }
+             */
             result: {
                 [key: string]: unknown;
             } | null;
-            /** @enum {string} */
+            /**
+             * @example succeeded
+             * @enum {string}
+             */
             status: "pending" | "running" | "unknown" | "succeeded" | "failed" | "cancelled";
             /** Format: date-time */
             updatedAt: string;
