@@ -61,6 +61,10 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
         expect(seen.map((r) => r.answered)).toEqual([500, 500, 500, 'hold', 200]);
         expect(new Set(seen.map((r) => r.webhookId)).size).toBe(1);
         expect(seen[4].body).toMatchObject({ type: 'job.succeeded', data: { jobId, status: 'succeeded', version: 1, result: { summary: expect.any(String) } } });
+        // Times as the REST API writes them (toISOString), not as jsonb renders a timestamptz.
+        const rest = await t.http().get(`/v1/jobs/${jobId}`).set(bearer(key));
+        expect(seen[4].body.data.completedAt).toBe(rest.body.completedAt);
+        expect(seen[4].body.timestamp).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
       }
 
       const listed = await t.http().get(`/v1/webhooks/${endpoint.id}/deliveries`).query({ jobId: jobs[0] }).set(bearer(key));

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { prepared } from '../database/prepared-statements.js';
 import { rowsOf, type Queryable } from '../database/transactions.js';
+import { announcementSql } from './announcement.sql.js';
 import type { AttemptStatus, Usage } from './attempt.types.js';
 import type { JobStatus } from './job.types.js';
 
@@ -57,10 +58,7 @@ const SETTLE_RESULTS = prepared(`WITH p AS MATERIALIZED (
          -- announcement in this same statement, so a committed win is always announced and a loss never is.
          INSERT INTO webhook_deliveries (endpoint_id, owner_id, job_id, event_type, payload)
          SELECT w.id, won.owner_id, won.id, 'job.succeeded',
-                jsonb_build_object('type', 'job.succeeded', 'timestamp', now(), 'data', jsonb_build_object(
-                  'jobId', won.id, 'attemptId', NULL, 'status', 'succeeded', 'operation', won.operation,
-                  'idempotencyKey', won.idempotency_key, 'version', won.version, 'result', won.result, 'error', NULL,
-                  'completedBy', won.completed_by, 'completedAt', won.completed_at))
+                ${announcementSql('won', { type: "'job.succeeded'", attemptId: 'NULL', status: "'succeeded'", error: 'NULL' })}
            FROM won JOIN webhook_endpoints w ON w.owner_id = won.owner_id AND w.status = 'enabled' AND 'job.succeeded' = ANY (w.events)
           RETURNING job_id
        ), att AS (

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 import { rowsOf, type Queryable } from '../database/transactions.js';
+import { announcementSql } from '../ledger/announcement.sql.js';
 import type { Announcement } from '../ledger/outbox.port.js';
 import {
   deliveryFromRow,
@@ -64,10 +65,7 @@ export class WebhookDeliveriesRepository {
     await manager.query(
       `INSERT INTO webhook_deliveries (endpoint_id, owner_id, job_id, event_type, payload)
        SELECT w.id, j.owner_id, j.id, e.type,
-              jsonb_build_object('type', e.type, 'timestamp', now(), 'data', jsonb_build_object(
-                'jobId', j.id, 'attemptId', e.attempt_id, 'status', j.status, 'operation', j.operation,
-                'idempotencyKey', j.idempotency_key, 'version', j.version, 'result', j.result, 'error', j.error,
-                'completedBy', j.completed_by, 'completedAt', j.completed_at))
+              ${announcementSql('j', { type: 'e.type', attemptId: 'e.attempt_id', status: 'j.status', error: 'j.error' })}
          FROM unnest($1::uuid[], $2::uuid[], $3::text[]) AS e (job_id, attempt_id, type)
          JOIN jobs j ON j.id = e.job_id
          JOIN webhook_endpoints w ON w.owner_id = j.owner_id AND w.status = 'enabled' AND e.type = ANY (w.events)`,

@@ -1,0 +1,17 @@
+/**
+ * The body of a webhook announcement, as SQL: the one builder of the two statements that write the outbox (a
+ * settlement's win, SettlementRepository; every other announcement, WebhookDeliveriesRepository.enqueue), so both
+ * send the same shape. Times are written as the REST API writes them (`Date.toISOString()`: UTC, milliseconds, `Z`),
+ * not as jsonb renders a timestamptz (`+00:00`, microseconds). docs/operations.md#webhooks has the body.
+ */
+export function isoTimeSql(expression: string): string {
+  return `to_char(${expression} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+}
+
+/** `jsonb_build_object(...)` of one announcement; each argument is a SQL expression of the announcing statement. */
+export function announcementSql(job: string, event: { type: string; attemptId: string; status: string; error: string }): string {
+  return `jsonb_build_object('type', ${event.type}, 'timestamp', ${isoTimeSql('now()')}, 'data', jsonb_build_object(
+                  'jobId', ${job}.id, 'attemptId', ${event.attemptId}, 'status', ${event.status}, 'operation', ${job}.operation,
+                  'idempotencyKey', ${job}.idempotency_key, 'version', ${job}.version, 'result', ${job}.result, 'error', ${event.error},
+                  'completedBy', ${job}.completed_by, 'completedAt', ${isoTimeSql(`${job}.completed_at`)}))`;
+}
