@@ -3,24 +3,26 @@
  * the same run: the same SQL the service issues for each case (the repositories' own statements), executed directly
  * through `pg` at the same concurrency. Writes bench/results/<date>.json and prints one table.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+
 import autocannon from 'autocannon';
 import pg from 'pg';
+
 import { freePort, startEmbeddedPostgres } from '../src/database/embedded-postgres.js';
 import { statementName } from '../src/database/prepared-statements.js';
-import { postgresCpuSeconds, postmasterPid, processCpuSeconds } from './cpu.js';
-import { capacityCase, capacityTable, type CapacityRow } from './capacity.js';
-import { oneSecondTable, pipelineOneSecond, type OneSecondRow } from './pipeline-1s.js';
 import type { Queryable } from '../src/database/transactions.js';
 import { AttemptsRepository } from '../src/ledger/attempts.repository.js';
 import { JobsRepository } from '../src/ledger/jobs.repository.js';
 import { DuplicateIdempotencyKeyError } from '../src/ledger/ledger.errors.js';
 import { SettlementRepository } from '../src/ledger/settlement.repository.js';
+import { capacityCase, type CapacityRow, capacityTable } from './capacity.js';
+import { postgresCpuSeconds, postmasterPid, processCpuSeconds } from './cpu.js';
+import { type OneSecondRow, oneSecondTable, pipelineOneSecond } from './pipeline-1s.js';
 
 const CASES = ['create', 'replay', 'get', 'storm', 'pipeline', 'pipeline-1s', 'capacity'] as const;
 type Case = (typeof CASES)[number];

@@ -8,8 +8,10 @@ import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+
 import pg from 'pg';
 import { parse, stringify } from 'yaml';
+
 import { FakeOpenAiServer } from './fake-openai.server.js';
 import { createJobs, percentiles, sleep } from './load.js';
 

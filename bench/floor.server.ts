@@ -10,6 +10,7 @@
  */
 import Fastify from 'fastify';
 import pg from 'pg';
+
 import { statementName } from '../src/database/prepared-statements.js';
 import { FIND_OWNED_BY_ID, INSERT_JOB } from '../src/ledger/jobs.repository.js';
 

@@ -5,6 +5,7 @@
  * (a throughput setup a competent user would pick), and prints one JSON line when every job completed.
  */
 import { parseArgs } from 'node:util';
+
 import PgBoss from 'pg-boss';
 
 const { values } = parseArgs({

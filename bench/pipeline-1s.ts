@@ -4,8 +4,10 @@
  * in-flight cap / latency), free slots (a trickle below capacity: how fast a job starts and settles), and for
  * onejob a window of 2,000 calls (what the process holds).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
+
 import pg from 'pg';
+
 import { postgresCpuSeconds, processCpuSeconds } from './cpu.js';
 import { createJobs, percentiles, sleep } from './load.js';
 

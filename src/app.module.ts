@@ -1,12 +1,13 @@
-import { Module, type DynamicModule } from '@nestjs/common';
+import { type DynamicModule, Module } from '@nestjs/common';
 import { ConfigModule, registerAs } from '@nestjs/config';
 import { APP_FILTER, APP_PIPE } from '@nestjs/core';
+
 import { AttemptsModule } from './attempts/attempts.module.js';
 import { AuthModule } from './auth/auth.module.js';
 import { LoggingModule } from './common/logging.module.js';
 import { ProblemDetailsFilter } from './common/problem-details.filter.js';
 import { createValidationPipe } from './common/validation.js';
-import { parseEnv, type Env } from './config/env.js';
+import { type Env, parseEnv } from './config/env.js';
 import { DatabaseModule } from './database/database.module.js';
 import { NotificationsModule } from './database/notifications.module.js';
 import { HealthModule } from './health/health.module.js';

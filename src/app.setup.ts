@@ -1,20 +1,22 @@
 import { randomUUID } from 'node:crypto';
+
 import { VersioningType } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
-import { DocumentBuilder, SwaggerModule, type OpenAPIObject } from '@nestjs/swagger';
+import { DocumentBuilder, type OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
 import type { FastifyReply, FastifyRequest, RawServerDefault } from 'fastify';
+
 import { AppModule } from './app.module.js';
 import { completeDocument } from './common/api-docs.js';
-import { DomainError, ValidationFailedError, type FieldError } from './common/domain.errors.js';
+import { DomainError, type FieldError, ValidationFailedError } from './common/domain.errors.js';
 import { exceedsJsonLimits, inspectJson, MAX_JSON_DEPTH, MAX_JSON_MEMBERS } from './common/json-text.js';
-import { declaredQueryParameters, unknownQueryErrors, unstorableParameterErrors } from './common/query-params.js';
 import { AppLogger } from './common/logging.module.js';
-import { serveConsole } from './console/console.static.js';
 import { sendProblem, writeParserProblem } from './common/problem-details.filter.js';
+import { declaredQueryParameters, unknownQueryErrors, unstorableParameterErrors } from './common/query-params.js';
 import { runWithRequestId } from './common/request-context.js';
-import { appConfig, type AppConfig } from './config/app.config.js';
-import { parseEnv, type Env } from './config/env.js';
+import { type AppConfig, appConfig } from './config/app.config.js';
+import { type Env, parseEnv } from './config/env.js';
+import { serveConsole } from './console/console.static.js';
 import { MetricsService } from './metrics/metrics.service.js';
 
 const REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
@@ -125,7 +127,8 @@ export async function configureApp(app: NestFastifyApplication): Promise<void> {
     }
     const exceeded = exceedsJsonLimits(text);
     if (exceeded) return done(new ValidationFailedError([limitError(exceeded)]), undefined);
-    parseJsonText(request, text, done);
+    // Answers through `done` (its type also allows a promise, which this parser never returns).
+    void parseJsonText(request, text, done);
   });
   // One document, built on first use (the modules are initialised by then) and shared with /docs.
   let document: OpenAPIObject | undefined;

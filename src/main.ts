@@ -1,15 +1,18 @@
 import 'reflect-metadata';
+
 import { chmodSync, existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+
 import { Logger } from '@nestjs/common';
+
 import { createApp } from './app.setup.js';
 import { ApiKeysService } from './auth/api-keys.service.js';
 import { SCOPES } from './auth/scopes.js';
 import { loadEnv } from './config/app.config.js';
 import { recordRunningEmbedded } from './database/database-url.js';
+import { type EmbeddedDatabase, startEmbeddedPostgres } from './database/embedded-postgres.js';
 import { Lifecycle } from './health/lifecycle.js';
 import { shutdownTracing } from './telemetry/tracing.js';
-import { startEmbeddedPostgres, type EmbeddedDatabase } from './database/embedded-postgres.js';
 
 const DEMO_KEY_FILE = 'demo-api-key';
 

@@ -1,7 +1,10 @@
 import 'reflect-metadata';
+
 import { readFileSync, writeFileSync } from 'node:fs';
+
 import { NestFactory } from '@nestjs/core';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
+
 import { AppModule } from './app.module.js';
 import { buildOpenApiDocument, configureApp, createAdapter } from './app.setup.js';
 import { canonicalJson } from './common/canonical-json.js';

@@ -1,7 +1,9 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+
 import { chromium } from 'playwright-core';
+
 import { bearer, startTestApp, type TestApp } from './helpers/app.js';
 
 interface Parameter {

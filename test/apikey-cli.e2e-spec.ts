@@ -1,6 +1,8 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
+
 import pg from 'pg';
+
 import { createTestDatabase, type TestDatabase } from './helpers/database.js';
 import { spawnService, waitUntilReady } from './helpers/process.js';
 

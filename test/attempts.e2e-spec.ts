@@ -1,7 +1,7 @@
-import { bearer, startTestApp, type TestApp } from './helpers/app.js';
-import { provider, writeCatalog, type RawCatalog } from './helpers/catalog.js';
-import { sleep, waitFor } from './helpers/wait.js';
 import { MetricsService } from '../src/metrics/metrics.service.js';
+import { bearer, startTestApp } from './helpers/app.js';
+import { provider, type RawCatalog, writeCatalog } from './helpers/catalog.js';
+import { sleep, waitFor } from './helpers/wait.js';
 
 type JobBody = { id: string; status: string; version: number; result: unknown; completedBy: string | null; attempts: Array<Record<string, any>> };
 

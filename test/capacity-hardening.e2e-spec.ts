@@ -1,9 +1,9 @@
+import { MetricsService } from '../src/metrics/metrics.service.js';
 import { FakeOpenAiServer } from './fakes/fake-openai.server.js';
 import { bearer, startTestApp, type TestApp } from './helpers/app.js';
 import { writeCatalog } from './helpers/catalog.js';
 import { createTestDatabase, type TestDatabase } from './helpers/database.js';
 import { sleep, waitFor } from './helpers/wait.js';
-import { MetricsService } from '../src/metrics/metrics.service.js';
 
 // Pauses and the breaker against a real HTTP provider (the fake OpenAI server), issue 22 items 5, 12 and 16a:
 // a long Retry-After must not strand jobs, a Retry-After of 0 or less must still pause, a breaker that closes must

@@ -1,7 +1,7 @@
-import { bearer, startTestApp, type TestApp } from './helpers/app.js';
-import { writeCatalog, type RawCatalog } from './helpers/catalog.js';
-import { waitFor } from './helpers/wait.js';
 import { MetricsService } from '../src/metrics/metrics.service.js';
+import { bearer, startTestApp, type TestApp } from './helpers/app.js';
+import { type RawCatalog, writeCatalog } from './helpers/catalog.js';
+import { waitFor } from './helpers/wait.js';
 
 // Provider capacity in one process with simulated providers (docs/design.md#capacity). The same rules across
 // several worker processes and a real HTTP provider: test/race/capacity.race-spec.ts.

@@ -1,8 +1,9 @@
-import { bearer, startTestApp } from './helpers/app.js';
-import { provider, writeCatalog } from './helpers/catalog.js';
 import pg from 'pg';
+
 import { renderPrompt } from '../src/providers/prompt.js';
 import { estimateTokens } from '../src/providers/tokens.js';
+import { bearer, startTestApp } from './helpers/app.js';
+import { provider, writeCatalog } from './helpers/catalog.js';
 import { waitFor } from './helpers/wait.js';
 
 const priceOf = (usage: { promptTokens: number; completionTokens: number }, inPerM: number, outPerM: number) =>

@@ -1,4 +1,5 @@
 import { DataSource } from 'typeorm';
+
 import { dataSourceOptions } from '../src/database/data-source.options.js';
 import { runMigrationsLocked } from '../src/database/migrate.js';
 import { JobsRepository, type NewJob } from '../src/ledger/jobs.repository.js';

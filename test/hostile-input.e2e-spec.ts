@@ -1,4 +1,5 @@
 import { connect } from 'node:net';
+
 import { bearer, startTestApp, type TestApp } from './helpers/app.js';
 import { writeCatalog } from './helpers/catalog.js';
 

@@ -1,4 +1,4 @@
-import { startTestApp, bearer, type TestApp } from './helpers/app.js';
+import { bearer, startTestApp, type TestApp } from './helpers/app.js';
 
 const body = { operation: 'summarize', input: { text: 'The quick brown fox.' } };
 

@@ -1,7 +1,8 @@
 import pg from 'pg';
+
+import { AttemptOutcomes } from '../src/attempts/attempt-outcomes.js';
 import type { Claimed } from '../src/attempts/attempt-runner.js';
 import { AttemptRunner } from '../src/attempts/attempt-runner.js';
-import { AttemptOutcomes } from '../src/attempts/attempt-outcomes.js';
 import { AttemptWorker } from '../src/attempts/attempt-worker.js';
 import { Reconciler } from '../src/attempts/reconciler.js';
 import { JobsService } from '../src/jobs/jobs.service.js';
@@ -12,7 +13,7 @@ import { CertificationService } from '../src/providers/certification.service.js'
 import { ProviderRegistry } from '../src/providers/provider-registry.js';
 import { bearer, startTestApp, TEST_CATALOG, type TestApp } from './helpers/app.js';
 import { provider, writeCatalog } from './helpers/catalog.js';
-import { spawnService, waitUntilReady, type ServiceProcess } from './helpers/process.js';
+import { type ServiceProcess, spawnService, waitUntilReady } from './helpers/process.js';
 import { sleep, waitFor } from './helpers/wait.js';
 
 /**
@@ -20,7 +21,7 @@ import { sleep, waitFor } from './helpers/wait.js';
  * The heavy multi-process fault cases are in test/race/liveness-faults.race-spec.ts.
  */
 
-type Row = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Row = Record<string, any>;  
 
 const ghost = (c: { providers: Row[] }) => c.providers.push({ ...provider(c as never, 'sim-primary'), name: 'ghost-provider', model: 'ghost-1' });
 

@@ -1,9 +1,10 @@
-/* eslint-disable @typescript-eslint/no-explicit-any */
+ 
 import pg from 'pg';
+
 import { FakeOpenAiServer } from './fakes/fake-openai.server.js';
 import { writeCatalog } from './helpers/catalog.js';
 import { createTestDatabase, type TestDatabase } from './helpers/database.js';
-import { spawnService, waitUntilReady, type ServiceProcess } from './helpers/process.js';
+import { type ServiceProcess, spawnService, waitUntilReady } from './helpers/process.js';
 import { sleep, waitFor } from './helpers/wait.js';
 import { createKey } from './race/target.js';
 

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
+
 import { bearer, startTestApp, takeContractViolations } from './helpers/app.js';
-import { OpenApiContract, type ObservedResponse, type OpenApiDocument } from './helpers/openapi-contract.js';
+import { type ObservedResponse, OpenApiContract, type OpenApiDocument } from './helpers/openapi-contract.js';
 
 const committed = (): OpenApiDocument => JSON.parse(readFileSync('openapi.json', 'utf8'));
 

@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
+
 import { ApiKeysService } from '../src/auth/api-keys.service.js';
 import { bearer, startTestApp, type TestApp } from './helpers/app.js';
 import { provider, writeCatalog } from './helpers/catalog.js';

@@ -1,12 +1,13 @@
 import { DataSource } from 'typeorm';
+
+import { CapacityRepository } from '../src/capacity/capacity.repository.js';
 import { dataSourceOptions } from '../src/database/data-source.options.js';
 import { migrateOver } from '../src/database/migrate.js';
 import { prepared, statementName } from '../src/database/prepared-statements.js';
-import { CapacityRepository } from '../src/capacity/capacity.repository.js';
+import { inTransaction } from '../src/database/transactions.js';
 import { AttemptsRepository } from '../src/ledger/attempts.repository.js';
 import { INSERT_JOB, JobsRepository } from '../src/ledger/jobs.repository.js';
 import { SettlementRepository } from '../src/ledger/settlement.repository.js';
-import { inTransaction } from '../src/database/transactions.js';
 import { createTestDatabase, type TestDatabase } from './helpers/database.js';
 
 /**

@@ -1,6 +1,6 @@
 import { bearer, startTestApp, type TestApp } from './helpers/app.js';
-import { writeCatalog, provider } from './helpers/catalog.js';
-import { spawnService, waitUntilReady, type ServiceProcess } from './helpers/process.js';
+import { provider, writeCatalog } from './helpers/catalog.js';
+import { type ServiceProcess, spawnService, waitUntilReady } from './helpers/process.js';
 import { sleep, waitFor } from './helpers/wait.js';
 import { describeLocal } from './race/target.js';
 

@@ -1,12 +1,13 @@
+import { execFileSync } from 'node:child_process';
 import { createSocket } from 'node:dgram';
 import { lookup } from 'node:dns/promises';
-import { mkdtempSync, openSync, closeSync } from 'node:fs';
-import { open, type FileHandle } from 'node:fs/promises';
-import { execFileSync } from 'node:child_process';
+import { closeSync, mkdtempSync, openSync } from 'node:fs';
+import { type FileHandle, open } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
+
 import { FakeOpenAiServer } from './fakes/fake-openai.server.js';
 import { bearer, startTestApp, type TestApp } from './helpers/app.js';
 import { writeCatalog } from './helpers/catalog.js';

@@ -1,5 +1,6 @@
 import { jest } from '@jest/globals';
 import { Logger } from '@nestjs/common';
+
 import { RetentionSweeper } from '../src/retention/retention-sweeper.js';
 import { bearer, startTestApp } from './helpers/app.js';
 import { writeCatalog } from './helpers/catalog.js';

@@ -1,14 +1,15 @@
 import { jest } from '@jest/globals';
 import fc from 'fast-check';
+
 import { AttemptOutcomes } from '../src/attempts/attempt-outcomes.js';
 import { AttemptWorker } from '../src/attempts/attempt-worker.js';
-import { LedgerFactory } from '../src/ledger/ledger.js';
-import { SettlementRepository } from '../src/ledger/settlement.repository.js';
 import { AttemptsService } from '../src/attempts/attempts.service.js';
 import type { Principal } from '../src/auth/scopes.js';
 import { canonicalJson, sha256Hex } from '../src/common/canonical-json.js';
 import { DomainError } from '../src/common/domain.errors.js';
 import { JobsService } from '../src/jobs/jobs.service.js';
+import { LedgerFactory } from '../src/ledger/ledger.js';
+import { SettlementRepository } from '../src/ledger/settlement.repository.js';
 import { CertificationService } from '../src/providers/certification.service.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 import { writeCatalog } from './helpers/catalog.js';

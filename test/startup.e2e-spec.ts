@@ -1,11 +1,13 @@
 import { chmodSync, existsSync, mkdtempSync, statSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { readFileSync } from 'node:fs';
+
 import { parse, stringify } from 'yaml';
+
 import { createTestDatabase, type TestDatabase } from './helpers/database.js';
-import { spawnService, waitUntilReady, type ServiceProcess } from './helpers/process.js';
+import { type ServiceProcess, spawnService, waitUntilReady } from './helpers/process.js';
 import { waitFor } from './helpers/wait.js';
 
 const DEMO_KEY = /^oj_[A-Za-z0-9_-]{43}$/;
@@ -87,7 +89,7 @@ describe('the README start command: embedded PostgreSQL when DATABASE_URL is uns
     const env = { DATA_DIR: dataDir, CATALOG_FILE: catalog, SHUTDOWN_GRACE_MS: '8000' };
     const first = await spawnService(env);
     let key: string | undefined;
-    let jobId = '';
+    let jobId: string | undefined;
     try {
       await waitUntilReady(first, 60_000);
       key = await demoKeyOf(first);

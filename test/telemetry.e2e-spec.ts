@@ -1,5 +1,6 @@
 import { SpanKind } from '@opentelemetry/api';
 import { InMemorySpanExporter, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
+
 import { startTelemetry } from '../src/telemetry/telemetry.js';
 import { shutdownTracing } from '../src/telemetry/tracing.js';
 import { FakeOpenAiServer } from './fakes/fake-openai.server.js';

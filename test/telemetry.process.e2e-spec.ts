@@ -1,9 +1,10 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+
 import { FakeOpenAiServer } from './fakes/fake-openai.server.js';
 import { writeCatalog } from './helpers/catalog.js';
 import { createTestDatabase, type TestDatabase } from './helpers/database.js';
-import { spawnService, waitUntilReady, type ServiceProcess } from './helpers/process.js';
+import { type ServiceProcess, spawnService, waitUntilReady } from './helpers/process.js';
 import { createKey } from './race/target.js';
 
 interface OtlpSpan {

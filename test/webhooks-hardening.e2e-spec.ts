@@ -1,12 +1,14 @@
 import { createSocket, type Socket } from 'node:dgram';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
+
+import { jest } from '@jest/globals';
 import { Webhook } from 'standardwebhooks';
+
 import type { Env } from '../src/config/env.js';
 import { WebhookDeliveriesRepository } from '../src/webhooks/webhook-deliveries.repository.js';
 import { WebhookDispatcher } from '../src/webhooks/webhook-dispatcher.js';
 import { WebhookHostLookup } from '../src/webhooks/webhook-http.js';
-import { jest } from '@jest/globals';
 import { bearer, startTestApp, type TestApp } from './helpers/app.js';
 import { sleep, waitFor } from './helpers/wait.js';
 import { startReceiver } from './helpers/webhook-receiver.js';

@@ -1,5 +1,6 @@
-import type { Env } from '../src/config/env.js';
 import { Webhook } from 'standardwebhooks';
+
+import type { Env } from '../src/config/env.js';
 import { LedgerFactory } from '../src/ledger/ledger.js';
 import { WebhookDeliveriesRepository } from '../src/webhooks/webhook-deliveries.repository.js';
 import { WebhookDispatcher } from '../src/webhooks/webhook-dispatcher.js';
@@ -8,7 +9,7 @@ import { writeCatalog } from './helpers/catalog.js';
 import { createTestDatabase } from './helpers/database.js';
 import { spawnService, waitUntilReady } from './helpers/process.js';
 import { sleep, waitFor } from './helpers/wait.js';
-import { startReceiver, type Received } from './helpers/webhook-receiver.js';
+import { type Received, startReceiver } from './helpers/webhook-receiver.js';
 
 /** WEBHOOK_ALLOWED_HOSTS for a receiver: its host and port only. */
 const allow = (receiver: { port: number }) => [`127.0.0.1:${receiver.port}`];

@@ -1,8 +1,9 @@
 import { Injectable, Logger } from '@nestjs/common';
+
 import { safeErrorFields } from '../common/log-safe.js';
-import { NOT_SENT, type Attempt, type AttemptError, type Usage } from '../ledger/attempt.types.js';
+import { type Attempt, type AttemptError, NOT_SENT, type Usage } from '../ledger/attempt.types.js';
 import { isTerminal } from '../ledger/job.types.js';
-import { LedgerFactory, type ArrivedResult, type SettlementOutcome } from '../ledger/ledger.js';
+import { type ArrivedResult, LedgerFactory, type SettlementOutcome } from '../ledger/ledger.js';
 import { canTransitionAttempt } from '../ledger/state-machine.js';
 import { CatalogService } from '../providers/catalog.service.js';
 import { ProviderRegistry } from '../providers/provider-registry.js';

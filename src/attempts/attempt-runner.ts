@@ -1,18 +1,19 @@
 import { Injectable, Logger } from '@nestjs/common';
+
+import { ProviderCapacity } from '../capacity/provider-capacity.js';
 import { deadline } from '../common/deadline.js';
 import { safeErrorFields } from '../common/log-safe.js';
+import type { ProviderSpec } from '../config/catalog.types.js';
 import { isDatabaseUnavailable, isRetryableTransactionError } from '../database/pg-errors.js';
 import type { Attempt } from '../ledger/attempt.types.js';
 import type { Job } from '../ledger/job.types.js';
+import { JobSignals } from '../ledger/job-signals.js';
 import { LedgerFactory } from '../ledger/ledger.js';
 import { MetricsService } from '../metrics/metrics.service.js';
-import { ProviderCapacity } from '../capacity/provider-capacity.js';
-import type { ProviderSpec } from '../config/catalog.types.js';
-import { JobSignals } from '../ledger/job-signals.js';
 import { CatalogService } from '../providers/catalog.service.js';
 import { checkOutput } from '../providers/output-contract.js';
 import { renderPrompt } from '../providers/prompt.js';
-import { ProviderError, RATE_LIMITED, type ProviderResponse, type RenderedPrompt } from '../providers/provider.port.js';
+import { ProviderError, type ProviderResponse, RATE_LIMITED, type RenderedPrompt } from '../providers/provider.port.js';
 import { ProviderRegistry } from '../providers/provider-registry.js';
 import { traced } from '../telemetry/tracing.js';
 import { AttemptOutcomes } from './attempt-outcomes.js';

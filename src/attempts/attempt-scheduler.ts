@@ -1,11 +1,12 @@
 import { Injectable } from '@nestjs/common';
+
 import { ProviderCapacity } from '../capacity/provider-capacity.js';
 import type { Attempt } from '../ledger/attempt.types.js';
 import { isTerminal, type Job } from '../ledger/job.types.js';
 import type { Ledger } from '../ledger/ledger.js';
 import { CatalogService } from '../providers/catalog.service.js';
 import { CertificationService } from '../providers/certification.service.js';
-import { planNext, type Plan } from './planner.js';
+import { type Plan, planNext } from './planner.js';
 
 const EXHAUSTED_MESSAGES = {
   providers_exhausted: 'Every provider of the chain failed or was given up, and no certified fallback is left.',

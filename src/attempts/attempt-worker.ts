@@ -1,20 +1,22 @@
 import { randomUUID } from 'node:crypto';
-import { Wakeup } from '../common/wakeup.js';
-import { safeErrorFields } from '../common/log-safe.js';
 import { hostname } from 'node:os';
-import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
-import { appConfig, type AppConfig } from '../config/app.config.js';
-import { isDatabaseUnavailable, isRefusedNamedStatement } from '../database/pg-errors.js';
-import type { ClaimedStart } from '../ledger/attempts.repository.js';
-import { NOT_SENT, type Attempt } from '../ledger/attempt.types.js';
-import { JobSignals } from '../ledger/job-signals.js';
-import type { JobWithAttempts } from '../ledger/job.types.js';
-import { LedgerFactory, type Ledger } from '../ledger/ledger.js';
-import { grant, isGated, leaseTtlMs, msUntilRoom } from '../capacity/capacity.rules.js';
+
+import { type BeforeApplicationShutdown, Inject, Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
+
 import type { Lease } from '../capacity/capacity.repository.js';
 import type { BreakerState, ProviderState } from '../capacity/capacity.rules.js';
+import { grant, isGated, leaseTtlMs, msUntilRoom } from '../capacity/capacity.rules.js';
 import { ProviderCapacity } from '../capacity/provider-capacity.js';
+import { safeErrorFields } from '../common/log-safe.js';
+import { Wakeup } from '../common/wakeup.js';
+import { type AppConfig, appConfig } from '../config/app.config.js';
 import type { ProviderSpec } from '../config/catalog.types.js';
+import { isDatabaseUnavailable, isRefusedNamedStatement } from '../database/pg-errors.js';
+import { type Attempt, NOT_SENT } from '../ledger/attempt.types.js';
+import type { ClaimedStart } from '../ledger/attempts.repository.js';
+import type { JobWithAttempts } from '../ledger/job.types.js';
+import { JobSignals } from '../ledger/job-signals.js';
+import { type Ledger, LedgerFactory } from '../ledger/ledger.js';
 import { CatalogService } from '../providers/catalog.service.js';
 import { renderPrompt } from '../providers/prompt.js';
 import { ProviderRegistry } from '../providers/provider-registry.js';

@@ -1,6 +1,7 @@
 import { Body, Controller, HttpCode, Param, Post } from '@nestjs/common';
 import { ApiCreatedResponse, ApiOkResponse, ApiParam, ApiProperty, ApiPropertyOptional, ApiTags } from '@nestjs/swagger';
 import { IsIn, IsOptional, IsString, Length } from 'class-validator';
+
 import { CurrentPrincipal, OwnerId, RequireScopes } from '../auth/auth.decorators.js';
 import type { Principal } from '../auth/scopes.js';
 import { ApiEndpoint } from '../common/api-docs.js';

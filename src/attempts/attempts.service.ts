@@ -1,12 +1,13 @@
 import { Injectable } from '@nestjs/common';
+
 import type { Principal } from '../auth/scopes.js';
 import { ProviderCapacity } from '../capacity/provider-capacity.js';
 import { NotFoundError, ProviderNotCertifiedError, ProviderPausedError, UnknownProviderError } from '../common/domain.errors.js';
 import { AttemptsRepository } from '../ledger/attempts.repository.js';
 import { isTerminal, type JobWithAttempts } from '../ledger/job.types.js';
 import { JobsRepository } from '../ledger/jobs.repository.js';
-import { LedgerFactory } from '../ledger/ledger.js';
 import { AttemptNotUnknownError, JobTerminalError } from '../ledger/ledger.errors.js';
+import { LedgerFactory } from '../ledger/ledger.js';
 import { CatalogService } from '../providers/catalog.service.js';
 import { CertificationService } from '../providers/certification.service.js';
 import { AttemptScheduler } from './attempt-scheduler.js';

@@ -1,6 +1,7 @@
 import { ApiProperty } from '@nestjs/swagger';
-import { JOB_STATUSES, type JobWithAttempts } from '../ledger/job.types.js';
+
 import { AttemptView, toAttemptView } from '../jobs/job.view.js';
+import { JOB_STATUSES, type JobWithAttempts } from '../ledger/job.types.js';
 
 /** The state of a job without its content: what an operator who resolved one of its attempts needs to know. */
 export class JobStateView {

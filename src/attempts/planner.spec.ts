@@ -1,6 +1,6 @@
 import type { ProviderSpec } from '../config/catalog.types.js';
 import type { Attempt } from '../ledger/attempt.types.js';
-import { backoffMs, planNext, type PlanContext } from './planner.js';
+import { backoffMs, type PlanContext, planNext } from './planner.js';
 
 const spec = (name: string, maxAttempts = 2) => ({ name, maxAttempts, maxDeferrals: 2 }) as ProviderSpec;
 const limited = (number: number, provider: string, retryAfterMs?: number) =>

@@ -1,6 +1,6 @@
-import { pauseMsFor, SHORT_PAUSE_MS, type Gate } from '../capacity/capacity.rules.js';
+import { type Gate, pauseMsFor, SHORT_PAUSE_MS } from '../capacity/capacity.rules.js';
 import type { ProviderSpec } from '../config/catalog.types.js';
-import { LIVE_ATTEMPT_STATUSES, NOT_SENT, type Attempt } from '../ledger/attempt.types.js';
+import { type Attempt, LIVE_ATTEMPT_STATUSES, NOT_SENT } from '../ledger/attempt.types.js';
 import { RATE_LIMITED } from '../providers/provider.port.js';
 
 export type Plan =

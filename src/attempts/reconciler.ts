@@ -1,9 +1,10 @@
-import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
+import { type BeforeApplicationShutdown, Inject, Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
+
 import { safeErrorFields } from '../common/log-safe.js';
-import { appConfig, type AppConfig } from '../config/app.config.js';
+import { type AppConfig, appConfig } from '../config/app.config.js';
 import { isDatabaseUnavailable } from '../database/pg-errors.js';
-import { AttemptsRepository } from '../ledger/attempts.repository.js';
 import type { Attempt } from '../ledger/attempt.types.js';
+import { AttemptsRepository } from '../ledger/attempts.repository.js';
 import { JobsRepository } from '../ledger/jobs.repository.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { CatalogService } from '../providers/catalog.service.js';

@@ -1,6 +1,7 @@
 import { jest } from '@jest/globals';
 import type { ExecutionContext } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
+
 import { ApiKeyGuard, ForbiddenError, UnauthorizedError } from './api-key.guard.js';
 import type { ApiKeysService } from './api-keys.service.js';
 import { ANY_SCOPE_KEY, PUBLIC_KEY, SCOPES_KEY } from './auth.decorators.js';

@@ -1,8 +1,9 @@
 import { CanActivate, ExecutionContext, Injectable } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
+
 import { DomainError } from '../common/domain.errors.js';
 import { ApiKeysService } from './api-keys.service.js';
-import { ANY_SCOPE_KEY, PUBLIC_KEY, SCOPES_KEY, type AuthenticatedRequest } from './auth.decorators.js';
+import { ANY_SCOPE_KEY, type AuthenticatedRequest, PUBLIC_KEY, SCOPES_KEY } from './auth.decorators.js';
 import type { Scope } from './scopes.js';
 
 const BEARER = /^Bearer +([\x21-\x7e]{1,512})$/i; // RFC 9110: the scheme is case-insensitive

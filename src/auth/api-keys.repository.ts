@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
+
 import { prepared } from '../database/prepared-statements.js';
 import { updatedRows } from '../database/transactions.js';
 import type { Principal, Scope } from './scopes.js';

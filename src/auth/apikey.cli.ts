@@ -1,13 +1,16 @@
 import 'reflect-metadata';
+
 import { parseArgs } from 'node:util';
+
 import { pino } from 'pino';
 import { DataSource } from 'typeorm';
+
 import { loadEnv } from '../config/app.config.js';
 import { dataSourceOptions } from '../database/data-source.options.js';
 import { resolveDatabase } from '../database/database-url.js';
 import { migrateOver } from '../database/migrate.js';
 import { sessionDatabaseUrl } from '../database/session-url.js';
-import { ApiKeysRepository, type ApiKeyRecord } from './api-keys.repository.js';
+import { type ApiKeyRecord, ApiKeysRepository } from './api-keys.repository.js';
 import { ApiKeysService } from './api-keys.service.js';
 import { expiryOf, UsageError } from './key-expiry.js';
 import { isScope, SCOPES } from './scopes.js';

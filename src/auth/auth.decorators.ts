@@ -1,4 +1,5 @@
 import { createParamDecorator, ExecutionContext, SetMetadata } from '@nestjs/common';
+
 import type { Principal, Scope } from './scopes.js';
 
 export const SCOPES_KEY = 'onejob:scopes';

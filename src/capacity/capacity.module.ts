@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+
 import { CapacityRepository } from './capacity.repository.js';
 import { ProviderCapacity } from './provider-capacity.js';
 

@@ -1,7 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
+
 import { prepared } from '../database/prepared-statements.js';
-import { on, rowsOf, type Queryable } from '../database/transactions.js';
+import { on, type Queryable, rowsOf } from '../database/transactions.js';
 import type { ProviderState } from './capacity.rules.js';
 
 interface ProviderStateRow {

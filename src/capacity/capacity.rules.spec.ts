@@ -1,5 +1,5 @@
 import type { ProviderSpec } from '../config/catalog.types.js';
-import { afterAnswer, afterFailure, gateOf, grant, roomFor, type ProviderState } from './capacity.rules.js';
+import { afterAnswer, afterFailure, gateOf, grant, type ProviderState, roomFor } from './capacity.rules.js';
 
 const T0 = new Date('2026-11-30T10:00:00.000Z');
 const at = (ms: number) => new Date(T0.getTime() + ms);

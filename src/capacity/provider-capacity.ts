@@ -1,4 +1,5 @@
 import { Injectable, Logger } from '@nestjs/common';
+
 import { safeErrorFields } from '../common/log-safe.js';
 import type { ProviderSpec } from '../config/catalog.types.js';
 import { MetricsService } from '../metrics/metrics.service.js';
@@ -7,18 +8,18 @@ import { CapacityRepository } from './capacity.repository.js';
 import {
   afterAnswer,
   afterFailure,
+  type BreakerState,
+  type Gate,
   gateOf,
   handsOver,
   msUntilRoom,
   pauseMsFor,
-  refill,
-  roomFor,
-  type WaitingRoom,
-  type BreakerState,
-  type Gate,
   type ProviderState,
+  refill,
   type Refusal,
+  roomFor,
   type Transition,
+  type WaitingRoom,
 } from './capacity.rules.js';
 
 const BREAKER_GAUGE: Record<BreakerState, number> = { closed: 0, half_open: 1, open: 2 };

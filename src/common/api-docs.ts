@@ -10,6 +10,7 @@ import {
   type ResponseObject,
   type SchemaObject,
 } from '@nestjs/swagger';
+
 import type { ErrorCode } from './domain.errors.js';
 import { PROBLEM_TITLES, RETRY_AFTER_SECONDS } from './problem-details.filter.js';
 

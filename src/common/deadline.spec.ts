@@ -1,6 +1,7 @@
 import { getEventListeners } from 'node:events';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
+
 import { deadline } from './deadline.js';
 
 // A forced full collection, without starting the test process with --expose-gc.

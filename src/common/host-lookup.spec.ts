@@ -2,6 +2,7 @@ import { createSocket, type Socket } from 'node:dgram';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+
 import { HostLookup, HostLookupError, parseHostsFile, parseResolvConf } from './host-lookup.js';
 
 /** A DNS server that reads every query and never answers. */

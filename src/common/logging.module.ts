@@ -1,6 +1,7 @@
-import { Global, Inject, Injectable, Module, type LoggerService } from '@nestjs/common';
-import { pino, type Logger as Pino } from 'pino';
-import { appConfig, type AppConfig } from '../config/app.config.js';
+import { Global, Inject, Injectable, type LoggerService, Module } from '@nestjs/common';
+import { type Logger as Pino, pino } from 'pino';
+
+import { type AppConfig, appConfig } from '../config/app.config.js';
 import { activeTraceIds } from '../telemetry/tracing.js';
 import { currentRequestId } from './request-context.js';
 

@@ -1,9 +1,11 @@
-import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
+
+import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+
 import { isDatabaseUnavailable } from '../database/pg-errors.js';
-import { DomainError, ValidationFailedError, type ErrorCode, type FieldError } from './domain.errors.js';
+import { DomainError, type ErrorCode, type FieldError, ValidationFailedError } from './domain.errors.js';
 import { safeErrorFields } from './log-safe.js';
 
 export interface Problem {

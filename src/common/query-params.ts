@@ -1,4 +1,5 @@
 import type { OpenAPIObject, ParameterObject } from '@nestjs/swagger';
+
 import type { FieldError } from './domain.errors.js';
 import { isStorableText } from './json-text.js';
 

@@ -1,4 +1,5 @@
-import { Injectable, PipeTransform, type ArgumentMetadata } from '@nestjs/common';
+import { type ArgumentMetadata, Injectable, PipeTransform } from '@nestjs/common';
+
 import { ValidationFailedError } from './domain.errors.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;

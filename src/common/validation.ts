@@ -1,5 +1,6 @@
-import { ValidationPipe, type ValidationError } from '@nestjs/common';
-import { ValidationFailedError, type FieldError } from './domain.errors.js';
+import { type ValidationError, ValidationPipe } from '@nestjs/common';
+
+import { type FieldError, ValidationFailedError } from './domain.errors.js';
 
 export function flattenValidationErrors(errors: ValidationError[], parent = ''): FieldError[] {
   return errors.flatMap((error) => {

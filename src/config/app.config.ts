@@ -1,4 +1,5 @@
 import { ConfigType, registerAs } from '@nestjs/config';
+
 import { parseEnv } from './env.js';
 
 /** The typed application configuration, read from the process environment once. */

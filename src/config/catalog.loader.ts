@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs';
+
 import { Ajv, type ErrorObject } from 'ajv';
 import { parse as parseYaml } from 'yaml';
+
 import type { Catalog } from './catalog.types.js';
 
 export class CatalogError extends Error {

@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
 import pg from 'pg';
 import type { DataSourceOptions } from 'typeorm';
+
 import { migrations } from '../../migrations/index.js';
 import { currentRequestId } from '../common/request-context.js';
 import { statementName, UNSUPPORTED_PREPARED } from './prepared-statements.js';

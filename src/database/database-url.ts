@@ -1,8 +1,10 @@
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+
 import pg from 'pg';
+
 import type { Env } from '../config/env.js';
-import { startEmbeddedPostgres, type EmbeddedDatabase } from './embedded-postgres.js';
+import { type EmbeddedDatabase, startEmbeddedPostgres } from './embedded-postgres.js';
 
 const RUNNING_FILE = 'embedded.json';
 

@@ -1,7 +1,8 @@
 import { Logger, Module } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { appConfig, type AppConfig } from '../config/app.config.js';
+
+import { type AppConfig, appConfig } from '../config/app.config.js';
 import { dataSourceOptions } from './data-source.options.js';
 import { migrateOver } from './migrate.js';
 import { isDatabaseUnavailable } from './pg-errors.js';

@@ -1,4 +1,5 @@
 import 'reflect-metadata';
+
 import { loadEnv } from '../config/app.config.js';
 import { resolveDatabase } from './database-url.js';
 import { migrateOver } from './migrate.js';

@@ -1,4 +1,5 @@
 import { DataSource, type Migration } from 'typeorm';
+
 import { dataSourceOptions } from './data-source.options.js';
 
 /** Any fixed 64-bit number: replicas starting together serialise their migration runs on it. */

@@ -1,6 +1,7 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown } from '@nestjs/common';
 import pg from 'pg';
-import { appConfig, type AppConfig } from '../config/app.config.js';
+
+import { type AppConfig, appConfig } from '../config/app.config.js';
 import { sessionDatabaseUrl } from './session-url.js';
 
 const RECONNECT_MS = 2000;

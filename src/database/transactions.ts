@@ -1,4 +1,5 @@
 import type { DataSource, EntityManager } from 'typeorm';
+
 import { isRefusedNamedStatement } from './pg-errors.js';
 
 /** What repository methods run their SQL on: the pool, or a transaction a service opened. */

@@ -1,6 +1,7 @@
 import { Controller, Get, Inject, VERSION_NEUTRAL } from '@nestjs/common';
 import { ApiOkResponse, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { DataSource } from 'typeorm';
+
 import { Public } from '../auth/auth.decorators.js';
 import { ApiPublicEndpoint, problemResponse } from '../common/api-docs.js';
 import { DomainError } from '../common/domain.errors.js';

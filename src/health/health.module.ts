@@ -1,4 +1,5 @@
 import { Global, Module } from '@nestjs/common';
+
 import { HealthController } from './health.controller.js';
 import { Lifecycle } from './lifecycle.js';
 

@@ -1,4 +1,4 @@
-import { Injectable, type BeforeApplicationShutdown } from '@nestjs/common';
+import { type BeforeApplicationShutdown, Injectable } from '@nestjs/common';
 
 /** Process-wide shutdown flag: readiness turns false and workers stop claiming as soon as SIGTERM arrives. */
 @Injectable()

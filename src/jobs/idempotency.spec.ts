@@ -1,4 +1,5 @@
 import { jest } from '@jest/globals';
+
 import type { JobWithAttempts } from '../ledger/job.types.js';
 import { DuplicateIdempotencyKeyError } from '../ledger/ledger.errors.js';
 import { IdempotencyKeyReusedError } from './jobs.errors.js';

@@ -1,4 +1,5 @@
 import type { FastifyReply } from 'fastify';
+
 import type { JobWithAttempts } from '../ledger/job.types.js';
 import { toJobView } from './job.view.js';
 

@@ -1,10 +1,11 @@
 import { ApiProperty, type ApiPropertyOptions } from '@nestjs/swagger';
-import { ATTEMPT_STATUSES, type Attempt } from '../ledger/attempt.types.js';
+
+import { type Attempt, ATTEMPT_STATUSES } from '../ledger/attempt.types.js';
 import {
-  JOB_STATUSES,
-  LIST_RESULT_MAX_BYTES,
   type Job,
+  JOB_STATUSES,
   type JobWithAttempts,
+  LIST_RESULT_MAX_BYTES,
   type ListedJob,
 } from '../ledger/job.types.js';
 import { CURSOR } from './jobs.dto.js';

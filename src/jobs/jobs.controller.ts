@@ -1,11 +1,12 @@
 import { Body, Controller, Get, HttpCode, Param, Post, Query, Res } from '@nestjs/common';
 import { ApiCreatedResponse, ApiHeader, ApiOkResponse, ApiParam, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
+
 import { OwnerId, RequireScopes } from '../auth/auth.decorators.js';
 import { ApiEndpoint, headerRef } from '../common/api-docs.js';
 import { UuidPipe } from '../common/uuid.pipe.js';
-import { sendJob } from './job-reply.js';
 import { JobPageView, JobView, toJobSummaryView, toJobView } from './job.view.js';
+import { sendJob } from './job-reply.js';
 import { CreateJobDto, ListJobsQueryDto } from './jobs.dto.js';
 import { JobsService } from './jobs.service.js';
 import { clientGoneSignal, IdempotencyKey, MAX_IDEMPOTENCY_KEY_LENGTH, PreferWait } from './request-headers.js';

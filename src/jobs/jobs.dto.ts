@@ -10,6 +10,7 @@ import {
   IsString,
   Length,
 } from 'class-validator';
+
 import { PageQueryDto } from '../common/page-query.dto.js';
 import { JOB_STATUSES, type JobStatus } from '../ledger/job.types.js';
 

@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+
 import { LedgerModule } from '../ledger/ledger.module.js';
 import { ProvidersModule } from '../providers/providers.module.js';
 import { UsageModule } from '../usage/usage.module.js';

@@ -1,14 +1,15 @@
 import { Injectable } from '@nestjs/common';
-import { DomainError, NotFoundError, UnknownOperationError, UnknownProviderError, ValidationFailedError } from '../common/domain.errors.js';
-import { badCursor, decodeCursor, pageOf } from '../common/keyset-page.js';
-import { fingerprintOf } from '../common/fingerprint.js';
-import { JobSignals } from '../ledger/job-signals.js';
-import { isTerminal, type Job, type JobStatus, type JobWithAttempts, type ListedJob } from '../ledger/job.types.js';
-import { JobsRepository } from '../ledger/jobs.repository.js';
-import { LedgerFactory } from '../ledger/ledger.js';
-import { DuplicateIdempotencyKeyError, JobTerminalError, OverBudgetError } from '../ledger/ledger.errors.js';
-import { MetricsService } from '../metrics/metrics.service.js';
+
 import { isGated } from '../capacity/capacity.rules.js';
+import { DomainError, NotFoundError, UnknownOperationError, UnknownProviderError, ValidationFailedError } from '../common/domain.errors.js';
+import { fingerprintOf } from '../common/fingerprint.js';
+import { badCursor, decodeCursor, pageOf } from '../common/keyset-page.js';
+import { isTerminal, type JobStatus, type JobWithAttempts, type ListedJob } from '../ledger/job.types.js';
+import { JobSignals } from '../ledger/job-signals.js';
+import { JobsRepository } from '../ledger/jobs.repository.js';
+import { DuplicateIdempotencyKeyError, JobTerminalError, OverBudgetError } from '../ledger/ledger.errors.js';
+import { LedgerFactory } from '../ledger/ledger.js';
+import { MetricsService } from '../metrics/metrics.service.js';
 import { CatalogService } from '../providers/catalog.service.js';
 import { currentTraceparent, traced } from '../telemetry/tracing.js';
 import { BudgetsService, worstCaseTokens } from '../usage/budgets.service.js';

@@ -1,7 +1,9 @@
 import { once } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+
 import type { FastifyReply } from 'fastify';
+
 import { clientGoneSignal } from './request-headers.js';
 
 /**

@@ -1,5 +1,6 @@
 import { createParamDecorator, ExecutionContext } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
+
 import { IdempotencyKeyInvalidError, IdempotencyKeyMissingError } from './jobs.errors.js';
 
 type Headers = Record<string, string | string[] | undefined>;

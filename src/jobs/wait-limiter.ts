@@ -1,6 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
+
 import { DomainError } from '../common/domain.errors.js';
-import { appConfig, type AppConfig } from '../config/app.config.js';
+import { type AppConfig, appConfig } from '../config/app.config.js';
 
 export class TooManyWaitsError extends DomainError {
   constructor() {

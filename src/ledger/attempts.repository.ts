@@ -1,11 +1,12 @@
-import { LEASE_SLACK_MS } from '../capacity/capacity.rules.js';
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
+
+import { LEASE_SLACK_MS } from '../capacity/capacity.rules.js';
 import { uniqueViolationOf } from '../database/pg-errors.js';
 import { prepared } from '../database/prepared-statements.js';
-import { rowsOf, type Queryable } from '../database/transactions.js';
-import { attemptFromRow, type Attempt, type AttemptError, type AttemptOutcome, type AttemptRow, type AttemptStatus, type Usage } from './attempt.types.js';
-import { jobFromRow, type Job, type JobRow, type JobStatus } from './job.types.js';
+import { type Queryable, rowsOf } from '../database/transactions.js';
+import { type Attempt, type AttemptError, attemptFromRow, type AttemptOutcome, type AttemptRow, type AttemptStatus, type Usage } from './attempt.types.js';
+import { type Job, jobFromRow, type JobRow, type JobStatus } from './job.types.js';
 import { AttemptInProgressError } from './ledger.errors.js';
 
 export interface NewAttempt {

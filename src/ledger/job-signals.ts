@@ -1,5 +1,6 @@
 import { Injectable, type OnApplicationShutdown } from '@nestjs/common';
 import { DataSource } from 'typeorm';
+
 import { PgNotifications } from '../database/pg-notifications.js';
 
 const DUE = 'onejob_due';

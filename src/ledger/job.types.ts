@@ -1,4 +1,4 @@
-import { attemptFromRow, type Attempt, type AttemptRow } from './attempt.types.js';
+import { type Attempt, attemptFromRow, type AttemptRow } from './attempt.types.js';
 
 export const JOB_STATUSES = ['pending', 'running', 'unknown', 'succeeded', 'failed', 'cancelled'] as const;
 export type JobStatus = (typeof JOB_STATUSES)[number];

@@ -1,23 +1,24 @@
-import type { WaitingRoom } from '../capacity/capacity.rules.js';
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { uniqueViolationOf } from '../database/pg-errors.js';
+
+import type { WaitingRoom } from '../capacity/capacity.rules.js';
 import { GroupCommit } from '../database/group-commit.js';
+import { uniqueViolationOf } from '../database/pg-errors.js';
 import { prepared } from '../database/prepared-statements.js';
-import { on, rowsOf, type Queryable } from '../database/transactions.js';
-import { DuplicateIdempotencyKeyError, OverBudgetError } from './ledger.errors.js';
+import { on, type Queryable, rowsOf } from '../database/transactions.js';
 import {
-  jobFromRow,
-  jobWithAttemptsFromRow,
-  LIST_RESULT_MAX_BYTES,
-  listedJobFromRow,
   type Job,
+  jobFromRow,
   type JobRow,
   type JobStatus,
   type JobWithAttempts,
+  jobWithAttemptsFromRow,
   type JobWithAttemptsRow,
+  LIST_RESULT_MAX_BYTES,
   type ListedJob,
+  listedJobFromRow,
 } from './job.types.js';
+import { DuplicateIdempotencyKeyError, OverBudgetError } from './ledger.errors.js';
 
 export interface NewJob {
   ownerId: string;

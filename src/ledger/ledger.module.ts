@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+
 import { CapacityModule } from '../capacity/capacity.module.js';
 import { AttemptsRepository } from './attempts.repository.js';
 import { JobEventsRepository } from './job-events.repository.js';

@@ -1,20 +1,21 @@
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
-import { safeErrorFields } from '../common/log-safe.js';
 import { DataSource, type EntityManager } from 'typeorm';
-import { canonicalJson, sha256Hex } from '../common/canonical-json.js';
+
 import { CapacityRepository, type Lease } from '../capacity/capacity.repository.js';
 import type { ProviderState, WaitingRoom } from '../capacity/capacity.rules.js';
-import { MetricsService } from '../metrics/metrics.service.js';
-import { NOT_SENT, type Attempt, type AttemptStatus, type Usage } from './attempt.types.js';
-import { AttemptsRepository, type AttemptUpdate, type CallStart, type ClaimedStart, type NewAttempt } from './attempts.repository.js';
-import { JobEventsRepository, type JobEvent } from './job-events.repository.js';
-import { JobSignals } from './job-signals.js';
-import type { Job, JobStatus, JobWithAttempts } from './job.types.js';
-import { JobsRepository } from './jobs.repository.js';
-import { OUTBOX, type Announcement, type Outbox } from './outbox.port.js';
-import { SettlementBatcher } from './settlement-batcher.js';
-import { SettlementRepository } from './settlement.repository.js';
+import { canonicalJson, sha256Hex } from '../common/canonical-json.js';
+import { safeErrorFields } from '../common/log-safe.js';
 import { inTransaction } from '../database/transactions.js';
+import { MetricsService } from '../metrics/metrics.service.js';
+import { type Attempt, type AttemptStatus, NOT_SENT, type Usage } from './attempt.types.js';
+import { AttemptsRepository, type AttemptUpdate, type CallStart, type ClaimedStart, type NewAttempt } from './attempts.repository.js';
+import type { Job, JobStatus, JobWithAttempts } from './job.types.js';
+import { type JobEvent, JobEventsRepository } from './job-events.repository.js';
+import { JobSignals } from './job-signals.js';
+import { JobsRepository } from './jobs.repository.js';
+import { type Announcement, OUTBOX, type Outbox } from './outbox.port.js';
+import { SettlementRepository } from './settlement.repository.js';
+import { SettlementBatcher } from './settlement-batcher.js';
 import { assertAttemptTransition, assertJobTransition, attemptSourcesOf } from './state-machine.js';
 
 export type SettlementOutcome = 'won' | 'discarded' | 'duplicate';

@@ -1,5 +1,5 @@
-import { SETTLE_BATCH, SETTLE_IN_FLIGHT, SettlementBatcher } from './settlement-batcher.js';
 import type { ArrivedResultWrite, SettledResult } from './settlement.repository.js';
+import { SETTLE_BATCH, SETTLE_IN_FLIGHT, SettlementBatcher } from './settlement-batcher.js';
 
 // The grouping alone, with a scripted statement: what each result decides is the SQL's, tested on PostgreSQL in
 // test/settlement.property.e2e-spec.ts.

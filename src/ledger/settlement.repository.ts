@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
+
 import { prepared } from '../database/prepared-statements.js';
-import { rowsOf, type Queryable } from '../database/transactions.js';
+import { type Queryable, rowsOf } from '../database/transactions.js';
 import { announcementSql } from './announcement.sql.js';
 import type { AttemptStatus, Usage } from './attempt.types.js';
 import type { JobStatus } from './job.types.js';

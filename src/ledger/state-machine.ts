@@ -1,5 +1,5 @@
-import type { JobStatus } from './job.types.js';
 import type { AttemptStatus } from './attempt.types.js';
+import type { JobStatus } from './job.types.js';
 
 /**
  * The state machine of docs/design.md#5-states, in one place. `starting` never becomes `unknown`: a worker marks an

@@ -1,5 +1,6 @@
 import { Controller, Get, Header, VERSION_NEUTRAL } from '@nestjs/common';
 import { ApiOkResponse, ApiTags } from '@nestjs/swagger';
+
 import { Public } from '../auth/auth.decorators.js';
 import { ApiPublicEndpoint } from '../common/api-docs.js';
 import { MetricsService } from './metrics.service.js';

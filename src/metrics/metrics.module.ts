@@ -1,4 +1,5 @@
 import { Global, Module } from '@nestjs/common';
+
 import { MetricsController } from './metrics.controller.js';
 import { MetricsService } from './metrics.service.js';
 

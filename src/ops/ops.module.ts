@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+
 import { OpsController } from './ops.controller.js';
 import { OpsRepository } from './ops.repository.js';
 import { OpsService } from './ops.service.js';

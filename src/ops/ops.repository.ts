@@ -1,11 +1,12 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
+
 import {
-  jobWithAttemptsFromRow,
-  listedJobFromRow,
   type JobStatus,
   type JobWithAttempts,
+  jobWithAttemptsFromRow,
   type ListedJob,
+  listedJobFromRow,
 } from '../ledger/job.types.js';
 import { listedJobColumns } from '../ledger/jobs.repository.js';
 

@@ -1,10 +1,11 @@
 import { Injectable } from '@nestjs/common';
+
 import type { Principal } from '../auth/scopes.js';
 import { NotFoundError, ValidationFailedError } from '../common/domain.errors.js';
 import { badCursor, decodeCursor, pageOf } from '../common/keyset-page.js';
 import { toJobSummaryView, toJobView } from '../jobs/job.view.js';
 import type { JobStatus } from '../ledger/job.types.js';
-import { OpsRepository, type AttemptQueueQuery, type JobEventRow } from './ops.repository.js';
+import { type AttemptQueueQuery, type JobEventRow, OpsRepository } from './ops.repository.js';
 import type { JobEventPageView, JobEventView, OpsJobPageView, OpsJobView, OpsStatsView, WaitingAttemptPageView } from './ops.view.js';
 
 const EVENT_ID = /^[1-9]\d{0,18}$/;

@@ -1,4 +1,5 @@
 import { ApiProperty } from '@nestjs/swagger';
+
 import { JobSummaryView, JobView } from '../jobs/job.view.js';
 
 export class ActorView {

@@ -1,9 +1,10 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+
+import type { FieldError } from '../common/domain.errors.js';
+import { type AppConfig, appConfig } from '../config/app.config.js';
 import { fieldPath, loadCatalog } from '../config/catalog.loader.js';
 import type { Catalog, OperationSpec, ProviderSpec } from '../config/catalog.types.js';
-import { appConfig, type AppConfig } from '../config/app.config.js';
-import type { FieldError } from '../common/domain.errors.js';
 
 export const CATALOG = Symbol('CATALOG');
 

@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
+
 import type { CertificationReport } from './certification.types.js';
 
 type Row = { id: string; provider: string; operation: string; contract_digest: string; passed: boolean; report: CertificationReport; created_at: Date };

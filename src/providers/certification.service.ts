@@ -1,4 +1,5 @@
 import { Injectable, Logger } from '@nestjs/common';
+
 import { canonicalJson, sha256Hex } from '../common/canonical-json.js';
 import { deadline } from '../common/deadline.js';
 import { NotFoundError, UnknownOperationError } from '../common/domain.errors.js';
@@ -7,7 +8,7 @@ import { CatalogService } from './catalog.service.js';
 import { CertificationRepository } from './certification.repository.js';
 import type { CertificationCase, CertificationReport } from './certification.types.js';
 import { checkOutput } from './output-contract.js';
-import { PromptRenderError, renderPrompt } from './prompt.js';
+import { renderPrompt } from './prompt.js';
 import { ProviderError, type RenderedPrompt } from './provider.port.js';
 import { ProviderRegistry } from './provider-registry.js';
 

@@ -1,6 +1,9 @@
 import 'reflect-metadata';
+
 import { parseArgs } from 'node:util';
+
 import { NestFactory } from '@nestjs/core';
+
 import { AppModule } from '../app.module.js';
 import { loadEnv } from '../config/app.config.js';
 import { resolveDatabase } from '../database/database-url.js';

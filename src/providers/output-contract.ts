@@ -1,4 +1,4 @@
-import { MAX_REPORTED_ERRORS, type FieldError } from '../common/domain.errors.js';
+import { type FieldError, MAX_REPORTED_ERRORS } from '../common/domain.errors.js';
 import { inspectJson } from '../common/json-text.js';
 import type { CatalogService } from './catalog.service.js';
 

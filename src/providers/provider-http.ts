@@ -1,4 +1,5 @@
-import { Agent, fetch as undiciFetch, type Dispatcher } from 'undici';
+import { Agent, type Dispatcher, fetch as undiciFetch } from 'undici';
+
 import type { HostLookup } from '../common/host-lookup.js';
 
 /** Raised into a call whose answer passed its operation's `maxResponseBytes` (docs/catalog.md). */

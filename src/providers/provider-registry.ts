@@ -1,5 +1,5 @@
 import { HostLookup } from '../common/host-lookup.js';
-import { appConfig, type AppConfig } from '../config/app.config.js';
+import { type AppConfig, appConfig } from '../config/app.config.js';
 import { CatalogError } from '../config/catalog.loader.js';
 import type { ProviderSpec } from '../config/catalog.types.js';
 import { readSecret } from '../config/secrets.js';
@@ -49,7 +49,7 @@ export class ProviderRegistry {
 
   /** After the workers drained (their beforeApplicationShutdown): the providers' connection pools close. */
   async onApplicationShutdown(): Promise<void> {
-    await Promise.allSettled([...this.adapters.values()].map((adapter) => adapter.close?.()));
+    await Promise.allSettled([...this.adapters.values()].map(async (adapter) => adapter.close?.()));
   }
 
   adapter(provider: string): ProviderAdapter {

@@ -1,4 +1,5 @@
 import { Logger } from '@nestjs/common';
+
 import { sanitizeMessage } from '../common/log-safe.js';
 import type { JsonSchema } from '../config/catalog.types.js';
 

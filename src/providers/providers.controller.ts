@@ -1,11 +1,12 @@
 import { Body, Controller, Get, Param, Post } from '@nestjs/common';
 import { ApiCreatedResponse, ApiOkResponse, ApiProperty, ApiTags } from '@nestjs/swagger';
 import { IsString, Length } from 'class-validator';
+
 import { RequireScopes } from '../auth/auth.decorators.js';
 import { ApiEndpoint } from '../common/api-docs.js';
+import type { CertificationReport } from './certification.types.js';
 import { ProvidersService } from './providers.service.js';
 import { OperationView, ProviderView } from './providers.view.js';
-import type { CertificationReport } from './certification.types.js';
 
 export class CertifyDto {
   @ApiProperty({ description: 'The operation whose contract suite to run.', example: 'summarize', minLength: 1, maxLength: 100 })

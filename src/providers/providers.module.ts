@@ -1,9 +1,10 @@
 import { Module } from '@nestjs/common';
+
 import { CapacityModule } from '../capacity/capacity.module.js';
 import { catalogProvider, CatalogService } from './catalog.service.js';
 import { CertificationRepository } from './certification.repository.js';
 import { CertificationService } from './certification.service.js';
-import { providerRegistryProvider, ProviderRegistry } from './provider-registry.js';
+import { ProviderRegistry, providerRegistryProvider } from './provider-registry.js';
 import { ProvidersController } from './providers.controller.js';
 import { ProvidersService } from './providers.service.js';
 

@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+
 import { ProviderCapacity } from '../capacity/provider-capacity.js';
 import { CatalogService } from './catalog.service.js';
 import { CertificationService } from './certification.service.js';

@@ -1,4 +1,5 @@
 import { ApiProperty } from '@nestjs/swagger';
+
 import type { JsonSchema } from '../config/catalog.types.js';
 
 export class ProviderCapabilitiesView {

@@ -1,6 +1,7 @@
-import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
+import { type BeforeApplicationShutdown, Inject, Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
 import { Counter } from 'prom-client';
-import { appConfig, type AppConfig } from '../config/app.config.js';
+
+import { type AppConfig, appConfig } from '../config/app.config.js';
 import { isDatabaseUnavailable } from '../database/pg-errors.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { RetentionRepository } from './retention.repository.js';

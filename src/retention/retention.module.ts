@@ -1,6 +1,7 @@
 import { Module } from '@nestjs/common';
-import { RetentionSweeper } from './retention-sweeper.js';
+
 import { RetentionRepository } from './retention.repository.js';
+import { RetentionSweeper } from './retention-sweeper.js';
 
 @Module({
   providers: [RetentionRepository, RetentionSweeper],

@@ -1,10 +1,12 @@
 import type { IncomingMessage } from 'node:http';
+
 import { context, propagation, trace } from '@opentelemetry/api';
 import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
 import { PgInstrumentation } from '@opentelemetry/instrumentation-pg';
 import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
 import { NodeSDK } from '@opentelemetry/sdk-node';
 import { SimpleSpanProcessor, type SpanExporter } from '@opentelemetry/sdk-trace-base';
+
 import type { TelemetryEnv } from '../config/telemetry-env.js';
 import { enableTracing } from './tracing.js';
 

@@ -1,5 +1,6 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Put } from '@nestjs/common';
 import { ApiNoContentResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
+
 import { OwnerId, RequireAnyScope, RequireScopes } from '../auth/auth.decorators.js';
 import { ApiEndpoint } from '../common/api-docs.js';
 import { BudgetsService, type BudgetStatus } from './budgets.service.js';

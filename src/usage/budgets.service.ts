@@ -1,10 +1,11 @@
 import { Injectable, Optional } from '@nestjs/common';
+
 import { DomainError, NotFoundError } from '../common/domain.errors.js';
 import type { OperationSpec } from '../config/catalog.types.js';
+import { PgNotifications } from '../database/pg-notifications.js';
 import { PromptRenderError, renderPrompt } from '../providers/prompt.js';
 import { estimateTokens } from '../providers/tokens.js';
-import { PgNotifications } from '../database/pg-notifications.js';
-import { BUDGETS_CHANNEL, BudgetsRepository, type Budget } from './budgets.repository.js';
+import { type Budget, BUDGETS_CHANNEL, BudgetsRepository } from './budgets.repository.js';
 
 /**
  * How stale the list of budgets may be on a replica that did not make the change while its LISTEN session is down

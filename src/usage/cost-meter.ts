@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { Counter } from 'prom-client';
+
 import type { Usage } from '../ledger/attempt.types.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { CatalogService } from '../providers/catalog.service.js';

@@ -1,5 +1,6 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { IsIn, IsISO8601, IsNumber, IsOptional, IsString, Length, Matches, Max, Min } from 'class-validator';
+
 import type { UsageGroupBy } from './usage.repository.js';
 
 export class UsageQueryDto {

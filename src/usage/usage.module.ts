@@ -1,4 +1,5 @@
 import { Module } from '@nestjs/common';
+
 import { ProvidersModule } from '../providers/providers.module.js';
 import { BudgetController } from './budget.controller.js';
 import { BudgetsRepository } from './budgets.repository.js';

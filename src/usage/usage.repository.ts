@@ -1,7 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { rowsOf } from '../database/transactions.js';
+
 import type { PricingSpec } from '../config/catalog.types.js';
+import { rowsOf } from '../database/transactions.js';
 
 export type UsageGroupBy = 'operation' | 'provider' | 'day';
 

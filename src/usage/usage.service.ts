@@ -1,8 +1,9 @@
 import { Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
+
 import { ValidationFailedError } from '../common/domain.errors.js';
 import { isDatabaseUnavailable } from '../database/pg-errors.js';
 import { CatalogService } from '../providers/catalog.service.js';
-import { UsageRepository, type UsageGroupBy } from './usage.repository.js';
+import { type UsageGroupBy, UsageRepository } from './usage.repository.js';
 import type { UsageView } from './usage.view.js';
 
 @Injectable()

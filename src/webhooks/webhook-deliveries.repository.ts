@@ -1,11 +1,12 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { rowsOf, type Queryable } from '../database/transactions.js';
+
+import { type Queryable, rowsOf } from '../database/transactions.js';
 import { announcementSql } from '../ledger/announcement.sql.js';
 import type { Announcement } from '../ledger/outbox.port.js';
 import {
-  deliveryFromRow,
   type ClaimedDelivery,
+  deliveryFromRow,
   type DeliveryStatus,
   type WebhookDelivery,
   type WebhookDeliveryRow,

@@ -1,20 +1,22 @@
 import type { LookupFunction } from 'node:net';
-import { Inject, Injectable, Logger, type BeforeApplicationShutdown, type OnApplicationBootstrap } from '@nestjs/common';
+
+import { type BeforeApplicationShutdown, Inject, Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
 import { Counter } from 'prom-client';
 import { Webhook } from 'standardwebhooks';
+
 import { deadline } from '../common/deadline.js';
 import { ValidationFailedError } from '../common/domain.errors.js';
 import { HostLookupError } from '../common/host-lookup.js';
 import { Wakeup } from '../common/wakeup.js';
-import { appConfig, type AppConfig } from '../config/app.config.js';
+import { type AppConfig, appConfig } from '../config/app.config.js';
 import { isDatabaseUnavailable } from '../database/pg-errors.js';
 import { MetricsService } from '../metrics/metrics.service.js';
+import type { ClaimedDelivery } from './webhook.types.js';
 import { DISABLE_AFTER_FAILED_EVENTS, DISABLE_AFTER_FAILING_MS, retryDelayMs } from './webhook-backoff.js';
-import { WebhookDeliveriesRepository, type DeliveryResult } from './webhook-deliveries.repository.js';
+import { type DeliveryResult, WebhookDeliveriesRepository } from './webhook-deliveries.repository.js';
 import { postOnce, WebhookHostLookup } from './webhook-http.js';
 import { WebhookOutbox } from './webhook-outbox.js';
 import { assertPublicAddress, checkWebhookUrlForm, RefusedAddressError } from './webhook-url.js';
-import type { ClaimedDelivery } from './webhook.types.js';
 
 /** Time a call cut off by shutdown may still take; then it is aborted and released to the next dispatcher. */
 const SHUTDOWN_GRACE_CAP_MS = 5_000;

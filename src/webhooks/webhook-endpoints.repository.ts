@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { rowsOf, type Queryable } from '../database/transactions.js';
+
+import { type Queryable, rowsOf } from '../database/transactions.js';
 import type { WebhookEventType } from '../ledger/outbox.port.js';
 import { endpointFromRow, type WebhookEndpoint, type WebhookEndpointRow } from './webhook.types.js';
 

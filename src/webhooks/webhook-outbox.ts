@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+
 import type { Queryable } from '../database/transactions.js';
 import type { Announcement, Outbox } from '../ledger/outbox.port.js';
 import { WebhookDeliveriesRepository } from './webhook-deliveries.repository.js';

@@ -1,5 +1,7 @@
 import { isIP } from 'node:net';
+
 import ipaddr from 'ipaddr.js';
+
 import { ValidationFailedError } from '../common/domain.errors.js';
 
 /**

@@ -1,4 +1,5 @@
 import { ApiProperty } from '@nestjs/swagger';
+
 import { WEBHOOK_EVENT_TYPES } from '../ledger/outbox.port.js';
 import type { WebhookDelivery, WebhookEndpoint } from './webhook.types.js';
 

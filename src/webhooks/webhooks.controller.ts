@@ -1,5 +1,6 @@
 import { Body, Controller, Delete, Get, HttpCode, Param, Post, Query } from '@nestjs/common';
 import { ApiAcceptedResponse, ApiCreatedResponse, ApiNoContentResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
+
 import { OwnerId, RequireScopes } from '../auth/auth.decorators.js';
 import { ApiEndpoint } from '../common/api-docs.js';
 import { UuidPipe } from '../common/uuid.pipe.js';

@@ -1,5 +1,6 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { ArrayMaxSize, ArrayMinSize, ArrayUnique, IsArray, IsIn, IsOptional, IsString, IsUUID, Length } from 'class-validator';
+
 import { LimitQueryDto } from '../common/page-query.dto.js';
 import { WEBHOOK_EVENT_TYPES, type WebhookEventType } from '../ledger/outbox.port.js';
 

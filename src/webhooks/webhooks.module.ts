@@ -1,5 +1,6 @@
 import { Global, Module } from '@nestjs/common';
-import { appConfig, type AppConfig } from '../config/app.config.js';
+
+import { type AppConfig, appConfig } from '../config/app.config.js';
 import { OUTBOX } from '../ledger/outbox.port.js';
 import { WebhookDeliveriesRepository } from './webhook-deliveries.repository.js';
 import { WebhookDispatcher } from './webhook-dispatcher.js';

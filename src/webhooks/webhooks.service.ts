@@ -1,15 +1,17 @@
 import { randomBytes } from 'node:crypto';
+
 import { Inject, Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
+
 import { NotFoundError } from '../common/domain.errors.js';
-import { appConfig, type AppConfig } from '../config/app.config.js';
+import { type AppConfig, appConfig } from '../config/app.config.js';
 import type { WebhookEventType } from '../ledger/outbox.port.js';
-import { WebhookDeliveriesRepository, type DeliveryPageQuery } from './webhook-deliveries.repository.js';
+import type { WebhookDelivery, WebhookEndpoint } from './webhook.types.js';
+import { type DeliveryPageQuery, WebhookDeliveriesRepository } from './webhook-deliveries.repository.js';
 import { WebhookEndpointsRepository } from './webhook-endpoints.repository.js';
 import { WebhookHostLookup } from './webhook-http.js';
 import { WebhookOutbox } from './webhook-outbox.js';
 import { checkWebhookUrl } from './webhook-url.js';
-import type { WebhookDelivery, WebhookEndpoint } from './webhook.types.js';
 import { WebhookDisabledError, WebhookEndpointLimitError, WebhookRotationLimitError } from './webhooks.errors.js';
 
 /** How long the old secret still signs after a rotation. */

@@ -2,9 +2,10 @@ import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import request from 'supertest';
 import type TestAgent from 'supertest/lib/agent.js';
 import { DataSource } from 'typeorm';
+
 import { createApp } from '../../src/app.setup.js';
 import { ApiKeysService } from '../../src/auth/api-keys.service.js';
-import { SCOPES, type Scope } from '../../src/auth/scopes.js';
+import { type Scope, SCOPES } from '../../src/auth/scopes.js';
 import type { Env } from '../../src/config/env.js';
 import { createTestDatabase, type TestDatabase } from './database.js';
 import { describeViolations, OpenApiContract } from './openapi-contract.js';

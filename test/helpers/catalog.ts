@@ -1,10 +1,12 @@
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+
 import { parse, stringify } from 'yaml';
+
 import { TEST_CATALOG } from './app.js';
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+ 
 export type RawCatalog = { providers: any[]; operations: any[] };
 
 /** Writes a variant of the test catalog to a temp file and returns its path. */

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+
 import { Ajv, type ValidateFunction } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 

@@ -1,9 +1,11 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, mkdtempSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+
 import pg from 'pg';
+
 import { freePort } from '../../src/database/embedded-postgres.js';
 
 export const PGBOUNCER_BIN = process.env.PGBOUNCER_BIN ?? '/usr/sbin/pgbouncer';
@@ -85,7 +87,7 @@ export async function startPgBouncer(directUrl: string, poolSize: number): Promi
       await stats();
       break;
     } catch (error) {
-      if (Date.now() > until) throw new Error(`pgbouncer did not accept connections: ${(error as Error).message}\n${text}`);
+      if (Date.now() > until) throw new Error(`pgbouncer did not accept connections: ${(error as Error).message}\n${text}`, { cause: error });
       await new Promise((r) => setTimeout(r, 100));
     }
   }

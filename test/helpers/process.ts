@@ -1,5 +1,6 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
+
 import { freePort } from '../../src/database/embedded-postgres.js';
 
 export interface ServiceProcess {

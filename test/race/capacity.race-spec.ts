@@ -1,8 +1,9 @@
 import pg from 'pg';
+
 import { FakeOpenAiServer } from '../../bench/fake-openai.server.js';
 import { writeCatalog } from '../helpers/catalog.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
-import { spawnService, waitUntilReady, type ServiceProcess } from '../helpers/process.js';
+import { type ServiceProcess, spawnService, waitUntilReady } from '../helpers/process.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 import { createKey, describeLocal, FULL, RACE_CATALOG } from './target.js';
 
@@ -15,7 +16,7 @@ import { createKey, describeLocal, FULL, RACE_CATALOG } from './target.js';
  * provider); `npm run test:race` (RACE_FULL=1) runs every case with three worker processes.
  */
 
-type Row = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Row = Record<string, any>;  
 
 const WORKERS = FULL ? 3 : 1;
 const POLL_MS = 100;

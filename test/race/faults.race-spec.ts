@@ -1,8 +1,10 @@
 import { chmodSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+
 import pg from 'pg';
-import { freePort, startEmbeddedPostgres, type EmbeddedDatabase } from '../../src/database/embedded-postgres.js';
+
+import { type EmbeddedDatabase, freePort, startEmbeddedPostgres } from '../../src/database/embedded-postgres.js';
 import { spawnService, waitUntilReady } from '../helpers/process.js';
 import { createKey, describeLocal, RACE_CATALOG } from './target.js';
 

@@ -1,5 +1,6 @@
 import fc from 'fast-check';
-import { client, FULL, jobsWithKeyPrefix, raceTarget, RUN, type RaceTarget } from './target.js';
+
+import { client, FULL, jobsWithKeyPrefix, type RaceTarget, raceTarget, RUN } from './target.js';
 
 interface Hostile {
   method: 'GET' | 'POST';

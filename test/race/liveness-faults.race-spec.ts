@@ -1,11 +1,13 @@
 import { chmodSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+
 import pg from 'pg';
-import { freePort, startEmbeddedPostgres, type EmbeddedDatabase } from '../../src/database/embedded-postgres.js';
+
+import { type EmbeddedDatabase, freePort, startEmbeddedPostgres } from '../../src/database/embedded-postgres.js';
 import { writeCatalog } from '../helpers/catalog.js';
 import { createTestDatabase } from '../helpers/database.js';
-import { spawnService, waitUntilReady, type ServiceProcess } from '../helpers/process.js';
+import { type ServiceProcess, spawnService, waitUntilReady } from '../helpers/process.js';
 import { createKey, describeLocal, FULL, RACE_CATALOG } from './target.js';
 
 /**
@@ -13,7 +15,7 @@ import { createKey, describeLocal, FULL, RACE_CATALOG } from './target.js';
  * SIGKILLed, NOTIFY never heard. Small under `npm test`, full with RACE_FULL=1 (`npm run test:race`).
  */
 
-type Row = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Row = Record<string, any>;  
 
 /** LIVENESS_FIGURES=1 prints what each case measured (for docs/benchmarks.md-style notes). */
 const figures = (label: string, value: unknown) => {

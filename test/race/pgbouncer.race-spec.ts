@@ -1,8 +1,9 @@
 import pg from 'pg';
+
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
-import { pgbouncerAvailable, PGBOUNCER_BIN, startPgBouncer, type PgBouncer } from '../helpers/pgbouncer.js';
-import { spawnService, waitUntilReady, type ServiceProcess } from '../helpers/process.js';
-import { client, createKey, FULL, jobsWithKeyPrefix, RACE_CATALOG, RUN, urlMode, type RaceTarget } from './target.js';
+import { type PgBouncer, PGBOUNCER_BIN, pgbouncerAvailable, startPgBouncer } from '../helpers/pgbouncer.js';
+import { type ServiceProcess, spawnService, waitUntilReady } from '../helpers/process.js';
+import { client, createKey, FULL, jobsWithKeyPrefix, RACE_CATALOG, type RaceTarget, RUN, urlMode } from './target.js';
 
 /**
  * The replicas case through a real PgBouncer in transaction pooling mode (docs/operations.md#pgbouncer): API processes

@@ -1,4 +1,4 @@
-import { client, FULL, jobsWithKeyPrefix, raceTarget, RUN, type RaceTarget } from './target.js';
+import { client, FULL, jobsWithKeyPrefix, type RaceTarget, raceTarget, RUN } from './target.js';
 
 describe('race suite: many replicas, many duplicates', () => {
   let target: RaceTarget;

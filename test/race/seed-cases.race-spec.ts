@@ -1,4 +1,4 @@
-import { client, raceTarget, RUN, type RaceTarget } from './target.js';
+import { client, type RaceTarget, raceTarget, RUN } from './target.js';
 
 const text = (s: string) => ({ operation: 'summarize', input: { text: s } });
 const terminal = (job: { status: string }) => ['succeeded', 'failed', 'cancelled'].includes(job.status);

@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process';
+
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
-import { spawnService, waitUntilReady, type ServiceProcess } from '../helpers/process.js';
+import { type ServiceProcess, spawnService, waitUntilReady } from '../helpers/process.js';
 
 /**
  * Where the race suite aims: a deployment named by E2E_BASE_URL (comma-separated for several replicas) with
@@ -89,7 +90,7 @@ export async function raceTarget(options: { replicas?: number } = {}): Promise<R
 export interface Answer {
   status: number;
   headers: Headers;
-  body: any; // eslint-disable-line @typescript-eslint/no-explicit-any
+  body: any;  
 }
 
 /** A tiny black-box client: only the public API. */

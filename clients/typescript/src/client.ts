@@ -1,5 +1,5 @@
 import { errorFor, NetworkError, OnejobError, RequestTimeoutError, WaitTimeoutError } from './errors.js';
-import { TERMINAL_STATUSES, type CreateJobRequest, type Job, type JobPage, type ListJobsQuery, type Problem } from './types.js';
+import { type CreateJobRequest, type Job, type JobPage, type ListJobsQuery, type Problem, TERMINAL_STATUSES } from './types.js';
 import { uuidv7 } from './uuidv7.js';
 
 export interface RetryOptions {

@@ -1,9 +1,11 @@
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { createConnection, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { type AddressInfo, createConnection, createServer, type Server, type Socket } from 'node:net';
+
 import { startTestApp, type TestApp } from '../../../test/helpers/app.js';
 import {
   AuthenticationError,
   IdempotencyKeyReusedError,
+  type Job,
   NotFoundError,
   OnejobClient,
   RequestTimeoutError,
@@ -11,7 +13,6 @@ import {
   UnprocessableEntityError,
   uuidv7,
   WaitTimeoutError,
-  type Job,
 } from '../src/index.js';
 
 const intent = { operation: 'summarize', input: { text: 'The quick brown fox.' } };

@@ -1,9 +1,10 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+
 import { HostLookup } from '../../common/host-lookup.js';
 import type { ProviderSpec } from '../../config/catalog.types.js';
-import { ProviderHttp } from '../provider-http.js';
 import { ProviderError, type ProviderRequest } from '../provider.port.js';
+import { ProviderHttp } from '../provider-http.js';
 import { AnthropicAdapter } from './anthropic.adapter.js';
 
 // The Anthropic SDK through the same HTTP layer as the OpenAI one (provider-http.ts): its fetch and the per-call

@@ -1,7 +1,7 @@
 import Anthropic from '@anthropic-ai/sdk';
+
 import { deadline } from '../../common/deadline.js';
 import type { ProviderSpec } from '../../config/catalog.types.js';
-import type { ProviderHttp } from '../provider-http.js';
 import {
   classifySdkError,
   logProviderFailure,
@@ -10,6 +10,7 @@ import {
   type ProviderResponse,
   type RenderedPrompt,
 } from '../provider.port.js';
+import type { ProviderHttp } from '../provider-http.js';
 import { estimateTokens } from '../tokens.js';
 
 /**

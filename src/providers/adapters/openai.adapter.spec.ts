@@ -1,12 +1,13 @@
 import { createSocket } from 'node:dgram';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import type { ProviderSpec } from '../../config/catalog.types.js';
-import { freePort } from '../../database/embedded-postgres.js';
+
 import { FakeOpenAiServer } from '../../../test/fakes/fake-openai.server.js';
 import { HostLookup } from '../../common/host-lookup.js';
-import { ProviderHttp } from '../provider-http.js';
+import type { ProviderSpec } from '../../config/catalog.types.js';
+import { freePort } from '../../database/embedded-postgres.js';
 import { ProviderError, type ProviderRequest } from '../provider.port.js';
+import { ProviderHttp } from '../provider-http.js';
 import { OpenAiAdapter } from './openai.adapter.js';
 
 const spec = (baseUrl: string, hardTimeoutMs = 2000): ProviderSpec => ({

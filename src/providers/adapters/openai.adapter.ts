@@ -1,7 +1,8 @@
+import { encodingForModel, getEncoding, type Tiktoken, type TiktokenModel } from 'js-tiktoken';
 import OpenAI from 'openai';
+
 import { deadline } from '../../common/deadline.js';
 import type { ProviderSpec } from '../../config/catalog.types.js';
-import type { ProviderHttp } from '../provider-http.js';
 import {
   classifySdkError,
   logProviderFailure,
@@ -10,7 +11,7 @@ import {
   type ProviderResponse,
   type RenderedPrompt,
 } from '../provider.port.js';
-import { encodingForModel, getEncoding, type Tiktoken, type TiktokenModel } from 'js-tiktoken';
+import type { ProviderHttp } from '../provider-http.js';
 import { PER_MESSAGE, PER_REPLY } from '../tokens.js';
 
 const encoders = new Map<string, Tiktoken>();

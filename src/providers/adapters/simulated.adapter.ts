@@ -2,13 +2,13 @@ import { sha256Hex } from '../../common/canonical-json.js';
 import type { JsonSchema, ProviderSpec, SimulateSpec } from '../../config/catalog.types.js';
 import {
   definitiveHttpError,
-  ProviderError,
-  responseTooLargeError,
   type LookupResult,
   type ProviderAdapter,
+  ProviderError,
   type ProviderRequest,
   type ProviderResponse,
   type RenderedPrompt,
+  responseTooLargeError,
 } from '../provider.port.js';
 import { estimateTokens } from '../tokens.js';
 
