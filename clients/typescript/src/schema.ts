@@ -28,7 +28,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Readiness: database reachable, migrations applied, not shutting down */
+        /** Readiness: started (migrations applied) and not shutting down; stays 200 through a database outage */
         get: operations["ready"];
         put?: never;
         post?: never;
@@ -1083,6 +1083,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
+                        /**
+                         * @description Whether the database answered this probe within 1 s; requests answer 503 + Retry-After while unreachable
+                         * @enum {string}
+                         */
+                        database: "up" | "unreachable";
                         /** @enum {string} */
                         status: "ready";
                     };
