@@ -1,11 +1,13 @@
 import { Global, Module } from '@nestjs/common';
+import { BacklogRepository } from './backlog.repository.js';
+import { BacklogSampler } from './backlog-sampler.js';
 import { MetricsController } from './metrics.controller.js';
 import { MetricsService } from './metrics.service.js';
 
 @Global()
 @Module({
   controllers: [MetricsController],
-  providers: [MetricsService],
+  providers: [MetricsService, BacklogRepository, BacklogSampler],
   exports: [MetricsService],
 })
 export class MetricsModule {}
