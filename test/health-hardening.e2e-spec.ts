@@ -1,3 +1,4 @@
+import { freePort } from '../src/database/embedded-postgres.js';
 import { Lifecycle } from '../src/health/lifecycle.js';
 import { bearer, startTestApp, type TestApp } from './helpers/app.js';
 import { createTestDatabase, type TestDatabase } from './helpers/database.js';
@@ -60,5 +61,28 @@ describe('readiness through a database outage', () => {
     } finally {
       lifecycle.shuttingDown = false;
     }
+  });
+});
+
+describe('METRICS_PORT', () => {
+  let t: TestApp;
+  let metricsPort: number;
+  beforeAll(async () => {
+    metricsPort = await freePort();
+    t = await startTestApp({ metricsPort, host: '127.0.0.1' });
+  });
+  afterAll(() => t?.close());
+
+  it('serves /metrics on its own port only: the API port answers 404 problem+json', async () => {
+    const own = await fetch(`http://127.0.0.1:${metricsPort}/metrics`);
+    expect(own.status).toBe(200);
+    expect(own.headers.get('content-type')).toMatch(/^text\/plain/);
+    expect(await own.text()).toMatch(/^onejob_build_info\{version="\d+\.\d+\.\d+[^"]*",node="\d+\.\d+\.\d+"\} 1$/m);
+    expect((await fetch(`http://127.0.0.1:${metricsPort}/v1/jobs`)).status).toBe(404);
+
+    const api = await t.http().get('/metrics');
+    expect(api.status).toBe(404);
+    expect(api.headers['content-type']).toMatch(/^application\/problem\+json/);
+    expect(api.body.code).toBe('not_found');
   });
 });

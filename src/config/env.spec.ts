@@ -34,4 +34,11 @@ describe('parseEnv', () => {
       jobRetentionDays: 0,
     });
   });
+
+  it('reads METRICS_PORT as optional, and refuses it out of range or equal to PORT', () => {
+    expect(parseEnv({}).metricsPort).toBeUndefined();
+    expect(parseEnv({ METRICS_PORT: '9464' }).metricsPort).toBe(9464);
+    expect(() => parseEnv({ METRICS_PORT: '0' })).toThrow(/METRICS_PORT/);
+    expect(() => parseEnv({ PORT: '9464', METRICS_PORT: '9464' })).toThrow(/METRICS_PORT: must differ from PORT/);
+  });
 });

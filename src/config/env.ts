@@ -40,6 +40,8 @@ export interface Env {
   dnsTimeoutMs: number;
   /** DNS servers for outbound calls (`ip` or `ip:port`); empty: the system's. */
   dnsServers: string[];
+  /** When set, /metrics is served on this port only (its own listener), not on PORT. */
+  metricsPort: number | undefined;
 }
 
 export class EnvError extends Error {
@@ -121,9 +123,17 @@ function databaseUrl(source: Source, name: 'DATABASE_URL' | 'DATABASE_DIRECT_URL
   return raw;
 }
 
+function metricsPort(source: Source, port: number): number | undefined {
+  if (source.METRICS_PORT === undefined || source.METRICS_PORT.trim() === '') return undefined;
+  const value = integer(source, 'METRICS_PORT', 0, 1, 65535);
+  if (value === port) throw new EnvError('METRICS_PORT', 'must differ from PORT');
+  return value;
+}
+
 export function parseEnv(source: Source): Env {
+  const port = integer(source, 'PORT', 3000, 0, 65535);
   return {
-    port: integer(source, 'PORT', 3000, 0, 65535),
+    port,
     host: text(source, 'HOST', '0.0.0.0'),
     databaseUrl: databaseUrl(source, 'DATABASE_URL'),
     databaseDirectUrl: databaseUrl(source, 'DATABASE_DIRECT_URL'),
@@ -153,5 +163,6 @@ export function parseEnv(source: Source): Env {
     retentionIntervalMs: integer(source, 'RETENTION_INTERVAL_MS', 300_000, 50, 86_400_000),
     dnsTimeoutMs: integer(source, 'DNS_TIMEOUT_MS', 2_000, 50, 60_000),
     dnsServers: serverList(source, 'DNS_SERVERS'),
+    metricsPort: metricsPort(source, port),
   };
 }

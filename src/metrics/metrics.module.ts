@@ -2,12 +2,13 @@ import { Global, Module } from '@nestjs/common';
 import { BacklogRepository } from './backlog.repository.js';
 import { BacklogSampler } from './backlog-sampler.js';
 import { MetricsController } from './metrics.controller.js';
+import { MetricsListener } from './metrics-listener.js';
 import { MetricsService } from './metrics.service.js';
 
 @Global()
 @Module({
   controllers: [MetricsController],
-  providers: [MetricsService, BacklogRepository, BacklogSampler],
+  providers: [MetricsService, MetricsListener, BacklogRepository, BacklogSampler],
   exports: [MetricsService],
 })
 export class MetricsModule {}
