@@ -31,7 +31,8 @@ const alertExpressions = (): string[] => {
   return rules.groups.flatMap((g) => g.rules.map((r) => r.expr));
 };
 const dashboardExpressions = (): string[] => {
-  const dashboard = JSON.parse(readFileSync('deploy/grafana/onejob.json', 'utf8')) as { panels: { targets?: { expr: string }[] }[] };
+  type Dashboard = { panels: { targets?: { expr: string }[] }[] };
+  const dashboard = JSON.parse(readFileSync('deploy/grafana/onejob.json', 'utf8')) as Dashboard;
   return dashboard.panels.flatMap((p) => (p.targets ?? []).map((t) => t.expr));
 };
 /** The onejob series an expression names, a histogram's _bucket/_sum/_count read as the histogram. */
@@ -76,13 +77,18 @@ describe('the platform kit (deploy/)', () => {
 
   it('every Kubernetes object validates against its API schema', async () => {
     expect(documents.map((d) => d.object.kind).sort()).toEqual(
-      expect.arrayContaining(['ConfigMap', 'Deployment', 'Deployment', 'HorizontalPodAutoscaler', 'Job', 'PodDisruptionBudget', 'Service']),
+      expect.arrayContaining(['ConfigMap', 'Deployment', 'Deployment', 'HorizontalPodAutoscaler', 'Job']),
+    );
+    expect(documents.map((d) => d.object.kind)).toEqual(
+      expect.arrayContaining(['NetworkPolicy', 'PodDisruptionBudget', 'PodDisruptionBudget', 'Secret', 'Service']),
     );
     expect(await validateManifests(documents)).toEqual([]);
   });
 
   it("the manifests' catalog and environment are ones the service accepts", () => {
-    const configMaps = new Map(documents.filter((d) => d.object.kind === 'ConfigMap').map((d) => [d.object.metadata.name, d.object.data!]));
+    const configMaps = new Map(
+      documents.filter((d) => d.object.kind === 'ConfigMap').map((d) => [d.object.metadata.name, d.object.data!]),
+    );
     expect(() => validateCatalog(parse(configMaps.get('onejob-catalog')!['catalog.yaml']))).not.toThrow();
     for (const { object } of documents.filter((d) => d.object.kind === 'Deployment')) {
       const env = Object.fromEntries((object.spec!.template!.spec.containers[0].env ?? []).map((e) => [e.name, e.value]));

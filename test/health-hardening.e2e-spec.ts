@@ -47,7 +47,8 @@ describe('readiness through a database outage', () => {
       await proxy.restore();
     }
 
-    await waitFor(async () => (await t.http().get('/v1/jobs').set(bearer(key))).status, (status) => status === 200, 20_000, 200);
+    const listStatus = async () => (await t.http().get('/v1/jobs').set(bearer(key))).status;
+    await waitFor(listStatus, (status) => status === 200, 20_000, 200);
     await t.http().get('/health/ready').expect(200, { status: 'ready', database: 'up' });
   });
 

@@ -32,7 +32,8 @@ export class HealthController {
         database: {
           type: 'string',
           enum: ['up', 'unreachable'],
-          description: 'Whether the database answered this probe within 1 s; requests answer 503 + Retry-After while unreachable',
+          description:
+            'Whether the database answered this probe within 1 s; requests answer 503 + Retry-After while unreachable',
         },
       },
     },

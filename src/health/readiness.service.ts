@@ -49,7 +49,9 @@ export class ReadinessService {
   /** The work's value, or 'unreachable' when it failed or did not answer in time (it may go on in the background). */
   private async bounded<T>(work: () => Promise<T>): Promise<T | 'unreachable'> {
     const timer = deadline(DATABASE_PROBE_MS);
-    const timedOut = new Promise<'unreachable'>((resolve) => timer.signal.addEventListener('abort', () => resolve('unreachable'), { once: true }));
+    const timedOut = new Promise<'unreachable'>((resolve) =>
+      timer.signal.addEventListener('abort', () => resolve('unreachable'), { once: true }),
+    );
     try {
       return await Promise.race([work().catch(() => 'unreachable' as const), timedOut]);
     } finally {

@@ -5,7 +5,7 @@ import { MetricsService } from './metrics.service.js';
 
 /** How often the backlog is read: a scale decision needs tens of seconds of history, not every scrape. */
 const REFRESH_MS = 10_000;
-/** The most due jobs one refresh counts per state; a backlog beyond it reads as this (alerts and scaling saturate). */
+/** The most due jobs one count reads (ready ones in all, waiting ones per provider); a backlog beyond reads as this. */
 export const DUE_COUNT_CAP = 10_000;
 const STATES: DueState[] = ['ready', 'waiting_for_capacity'];
 

@@ -69,7 +69,9 @@ export class MetricsService {
   // The backlog workers scale on (docs/operations.md#metrics), refreshed by the BacklogSampler of worker processes.
   readonly jobsDue = new Gauge({
     name: 'onejob_jobs_due',
-    help: 'Live jobs whose next attempt is due now, by provider (the one it waits on for capacity, else the first of its chain) and state (ready, waiting_for_capacity); counted up to 10000 per state.',
+    help:
+      'Live jobs whose next attempt is due now, by provider (the one it waits on for capacity, else the first of ' +
+      'its chain) and state (ready, waiting_for_capacity); counted up to 10000 ready jobs in all and 10000 waiting per provider.',
     labelNames: ['provider', 'state'],
     registers: [this.registry],
   });
