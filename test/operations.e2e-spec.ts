@@ -60,6 +60,8 @@ describe('operating the service: metrics, logs, roles', () => {
       );
 
       const after = await scrape();
+      // ROLE=all samples the backlog by itself, from the start.
+      expect(after).toMatch(/^onejob_oldest_due_job_age_seconds\{state="ready"\} [\d.]+$/m);
       expect(counter(after, 'onejob_jobs_replayed_total') - counter(before, 'onejob_jobs_replayed_total')).toBe(1);
       expect(counter(after, 'onejob_idempotency_conflicts_total') - counter(before, 'onejob_idempotency_conflicts_total')).toBe(1);
       expect(counter(after, 'onejob_settlement_races_total{provider="late-a"}')).toBe(1);
@@ -83,6 +85,8 @@ describe('operating the service: metrics, logs, roles', () => {
       t.http().post('/v1/jobs').set(bearer(key)).set('Idempotency-Key', k).send({ operation: 'summarize', input: { text: k } }).expect(201);
 
     it('counts due jobs by provider and state, gives the oldest due job\'s age, and says the build', async () => {
+      // ROLE=api never samples by itself.
+      expect((await t.http().get('/metrics').expect(200)).text).not.toMatch(/^onejob_oldest_due_job_age_seconds\{/m);
       const [a, b, c, later] = [await post('b1'), await post('b2'), await post('b3'), await post('b4')];
       // Due two minutes ago, due just now, waiting on a capped provider, and not due before tomorrow.
       await t.dataSource.query(`UPDATE jobs SET next_attempt_at = now() - interval '120 seconds' WHERE id = $1`, [a.body.id]);
