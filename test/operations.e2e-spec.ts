@@ -1,3 +1,4 @@
+import { BacklogSampler } from '../src/metrics/backlog-sampler.js';
 import { bearer, startTestApp, type TestApp } from './helpers/app.js';
 import { writeCatalog } from './helpers/catalog.js';
 import { createTestDatabase, type TestDatabase } from './helpers/database.js';
@@ -15,6 +16,9 @@ const SERIES = [
   'onejob_attempt_duration_seconds',
   'onejob_http_request_duration_seconds',
   'onejob_process_resident_memory_bytes',
+  'onejob_jobs_due',
+  'onejob_oldest_due_job_age_seconds',
+  'onejob_build_info',
 ];
 
 function counter(text: string, series: string): number {
@@ -56,12 +60,60 @@ describe('operating the service: metrics, logs, roles', () => {
       );
 
       const after = await scrape();
+      // ROLE=all samples the backlog by itself, from the start.
+      expect(after).toMatch(/^onejob_oldest_due_job_age_seconds\{state="ready"\} [\d.]+$/m);
       expect(counter(after, 'onejob_jobs_replayed_total') - counter(before, 'onejob_jobs_replayed_total')).toBe(1);
       expect(counter(after, 'onejob_idempotency_conflicts_total') - counter(before, 'onejob_idempotency_conflicts_total')).toBe(1);
       expect(counter(after, 'onejob_settlement_races_total{provider="late-a"}')).toBe(1);
       expect(counter(after, 'onejob_jobs_created_total{operation="summarize"}') - counter(before, 'onejob_jobs_created_total{operation="summarize"}')).toBe(2);
       expect(counter(after, 'onejob_jobs_settled_total{status="succeeded"}')).toBeGreaterThanOrEqual(2);
       expect(after).toMatch(/onejob_http_request_duration_seconds_count\{method="POST",route="\/v1\/jobs",status="409"\} 1/);
+    });
+  });
+
+  describe('backlog metrics (what workers scale on)', () => {
+    // ROLE=api: no worker claims the jobs, so they stay due; the sampler is driven by hand instead of its 10 s timer.
+    let t: TestApp;
+    let key: string;
+    beforeAll(async () => {
+      t = await startTestApp({ role: 'api' });
+      key = await t.key('backlog-owner');
+    });
+    afterAll(() => t.close());
+
+    const post = (k: string) =>
+      t.http().post('/v1/jobs').set(bearer(key)).set('Idempotency-Key', k).send({ operation: 'summarize', input: { text: k } }).expect(201);
+
+    it('counts due jobs by provider and state, gives the oldest due job\'s age, and says the build', async () => {
+      // ROLE=api never samples by itself.
+      expect((await t.http().get('/metrics').expect(200)).text).not.toMatch(/^onejob_oldest_due_job_age_seconds\{/m);
+      const [a, b, c, later] = [await post('b1'), await post('b2'), await post('b3'), await post('b4')];
+      // Due two minutes ago, due just now, waiting on a capped provider, and not due before tomorrow.
+      await t.dataSource.query(`UPDATE jobs SET next_attempt_at = now() - interval '120 seconds' WHERE id = $1`, [a.body.id]);
+      await t.dataSource.query(`UPDATE jobs SET next_attempt_at = now() - interval '1 second' WHERE id = $1`, [b.body.id]);
+      await t.dataSource.query(`UPDATE jobs SET next_attempt_at = now() - interval '30 seconds', waiting_for = 'sim-fallback' WHERE id = $1`, [c.body.id]);
+      await t.dataSource.query(`UPDATE jobs SET next_attempt_at = now() + interval '1 day' WHERE id = $1`, [later.body.id]);
+
+      await t.app.get(BacklogSampler).refresh();
+      const text = (await t.http().get('/metrics').expect(200)).text;
+      expect(counter(text, 'onejob_jobs_due{provider="sim-primary",state="ready"}')).toBe(2);
+      expect(counter(text, 'onejob_jobs_due{provider="sim-fallback",state="waiting_for_capacity"}')).toBe(1);
+      const ready = counter(text, 'onejob_oldest_due_job_age_seconds{state="ready"}');
+      expect(ready).toBeGreaterThanOrEqual(120);
+      expect(ready).toBeLessThan(600);
+      const waiting = counter(text, 'onejob_oldest_due_job_age_seconds{state="waiting_for_capacity"}');
+      expect(waiting).toBeGreaterThanOrEqual(30);
+      expect(waiting).toBeLessThan(120);
+      expect(text).toMatch(/^onejob_build_info\{version="0\.1\.0",node="\d+\.\d+\.\d+"\} 1$/m);
+
+      // Settled or cancelled jobs leave the backlog, and a provider with nothing due leaves the series.
+      for (const job of [a, c]) await t.http().post(`/v1/jobs/${job.body.id}/cancel`).set(bearer(key)).expect(200);
+      await t.app.get(BacklogSampler).refresh();
+      const after = (await t.http().get('/metrics').expect(200)).text;
+      expect(counter(after, 'onejob_jobs_due{provider="sim-primary",state="ready"}')).toBe(1);
+      expect(after).not.toContain('onejob_jobs_due{provider="sim-fallback"');
+      expect(counter(after, 'onejob_oldest_due_job_age_seconds{state="ready"}')).toBeLessThan(60);
+      expect(counter(after, 'onejob_oldest_due_job_age_seconds{state="waiting_for_capacity"}')).toBe(0);
     });
   });
 

@@ -42,4 +42,11 @@ describe('parseEnv', () => {
     ]);
     for (const bad of ['127.0.0.1:0', '127.0.0.1:70000', 'host:port', 'http://x/']) expect(() => parseEnv({ WEBHOOK_ALLOWED_HOSTS: bad })).toThrow(/WEBHOOK_ALLOWED_HOSTS/);
   });
+
+  it('reads METRICS_PORT as optional, and refuses it out of range or equal to PORT', () => {
+    expect(parseEnv({}).metricsPort).toBeUndefined();
+    expect(parseEnv({ METRICS_PORT: '9464' }).metricsPort).toBe(9464);
+    expect(() => parseEnv({ METRICS_PORT: '0' })).toThrow(/METRICS_PORT/);
+    expect(() => parseEnv({ PORT: '9464', METRICS_PORT: '9464' })).toThrow(/METRICS_PORT: must differ from PORT/);
+  });
 });

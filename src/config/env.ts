@@ -44,6 +44,8 @@ export interface Env {
   dnsServers: string[];
   /** The first API key a container's bootstrap stores (an operator's secret), instead of printing a new one. */
   bootstrapApiKey: string | undefined;
+  /** When set, /metrics is served on this port only (its own listener), not on PORT. */
+  metricsPort: number | undefined;
 }
 
 /** The shape of every API key: `oj_` and 32 random bytes, URL-safe (an operator's own: 32 to 200 such characters). */
@@ -153,9 +155,17 @@ function databaseUrl(source: Source, name: 'DATABASE_URL' | 'DATABASE_DIRECT_URL
   return raw;
 }
 
+function metricsPort(source: Source, port: number): number | undefined {
+  if (source.METRICS_PORT === undefined || source.METRICS_PORT.trim() === '') return undefined;
+  const value = integer(source, 'METRICS_PORT', 0, 1, 65535);
+  if (value === port) throw new EnvError('METRICS_PORT', 'must differ from PORT');
+  return value;
+}
+
 export function parseEnv(source: Source): Env {
+  const port = integer(source, 'PORT', 3000, 0, 65535);
   return {
-    port: integer(source, 'PORT', 3000, 0, 65535),
+    port,
     host: text(source, 'HOST', '0.0.0.0'),
     databaseUrl: databaseUrl(source, 'DATABASE_URL'),
     databaseDirectUrl: databaseUrl(source, 'DATABASE_DIRECT_URL'),
@@ -187,5 +197,6 @@ export function parseEnv(source: Source): Env {
     dnsTimeoutMs: integer(source, 'DNS_TIMEOUT_MS', 2_000, 50, 60_000),
     dnsServers: serverList(source, 'DNS_SERVERS'),
     bootstrapApiKey: apiKey(source, 'ONEJOB_BOOTSTRAP_KEY'),
+    metricsPort: metricsPort(source, port),
   };
 }

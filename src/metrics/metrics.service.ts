@@ -1,6 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 
+import { packageVersion } from './build-info.js';
+
 /** The service's Prometheus series (docs/operations.md says what each means and what to alert on). */
 @Injectable()
 export class MetricsService {
@@ -65,7 +67,30 @@ export class MetricsService {
     registers: [this.registry],
   });
 
+  // The backlog workers scale on (docs/operations.md#metrics), refreshed by the BacklogSampler of worker processes.
+  readonly jobsDue = new Gauge({
+    name: 'onejob_jobs_due',
+    help:
+      'Live jobs whose next attempt is due now, by provider (the one it waits on for capacity, else the first of ' +
+      'its chain) and state (ready, waiting_for_capacity); counted up to 10000 ready jobs in all and 10000 waiting per provider.',
+    labelNames: ['provider', 'state'],
+    registers: [this.registry],
+  });
+  readonly oldestDueJobAge = new Gauge({
+    name: 'onejob_oldest_due_job_age_seconds',
+    help: 'Seconds since the oldest due job became due, by state (ready, waiting_for_capacity); 0 when none is due.',
+    labelNames: ['state'],
+    registers: [this.registry],
+  });
+  readonly buildInfo = new Gauge({
+    name: 'onejob_build_info',
+    help: 'Always 1: the onejob version and the Node.js version this process runs.',
+    labelNames: ['version', 'node'],
+    registers: [this.registry],
+  });
+
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'onejob_' });
+    this.buildInfo.set({ version: packageVersion(), node: process.versions.node }, 1);
   }
 }

@@ -28,7 +28,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Readiness: database reachable, migrations applied, not shutting down */
+        /** Readiness: started (migrations applied) and not shutting down; stays 200 through a database outage */
         get: operations["ready"];
         put?: never;
         post?: never;
@@ -45,7 +45,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Prometheus metrics */
+        /** Prometheus metrics (on METRICS_PORT instead, when that is set) */
         get: operations["metrics"];
         put?: never;
         post?: never;
@@ -1253,6 +1253,11 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
+                        /**
+                         * @description Whether the database answered this probe within 1 s; requests answer 503 + Retry-After while unreachable
+                         * @enum {string}
+                         */
+                        database: "up" | "unreachable";
                         /** @enum {string} */
                         status: "ready";
                     };
@@ -1315,6 +1320,17 @@ export interface operations {
             };
             /** @description problem+json with code validation_failed */
             400: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code not_found */
+            404: {
                 headers: {
                     "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];

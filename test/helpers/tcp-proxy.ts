@@ -1,0 +1,50 @@
+import { once } from 'node:events';
+import { createConnection, createServer, type Server, type Socket } from 'node:net';
+
+/**
+ * A TCP proxy in front of a server that a test can cut (every connection dropped, new ones refused, as when a
+ * database host goes away) and restore on the same port.
+ */
+export interface TcpProxy {
+  port: number;
+  cut(): Promise<void>;
+  restore(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function startTcpProxy(targetHost: string, targetPort: number): Promise<TcpProxy> {
+  const sockets = new Set<Socket>();
+  let server: Server | undefined;
+  let port = 0;
+  const listen = async () => {
+    server = createServer((client) => {
+      const upstream = createConnection({ host: targetHost, port: targetPort });
+      for (const s of [client, upstream]) {
+        sockets.add(s);
+        s.on('close', () => sockets.delete(s));
+        s.on('error', () => undefined);
+      }
+      client.pipe(upstream).pipe(client);
+    });
+    server.listen(port, '127.0.0.1');
+    await once(server, 'listening');
+    const address = server.address();
+    port = typeof address === 'object' && address ? address.port : port;
+  };
+  const stop = async () => {
+    if (!server) return;
+    const closing = new Promise<void>((resolve) => server!.close(() => resolve()));
+    for (const s of sockets) s.destroy();
+    await closing;
+    server = undefined;
+  };
+  await listen();
+  return {
+    get port() {
+      return port;
+    },
+    cut: stop,
+    restore: listen,
+    close: stop,
+  };
+}
