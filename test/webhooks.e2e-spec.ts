@@ -66,6 +66,9 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
         const rest = await t.http().get(`/v1/jobs/${jobId}`).set(bearer(key));
         expect(seen[4].body.data.completedAt).toBe(rest.body.completedAt);
         expect(seen[4].body.timestamp).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+        // Compact JSON in the documented order, as the REST API writes its answers (not jsonb's print).
+        expect(seen[4].raw).toBe(JSON.stringify(seen[4].body));
+        expect(Object.keys(seen[4].body.data)).toEqual(['jobId', 'attemptId', 'status', 'operation', 'idempotencyKey', 'version', 'result', 'error', 'completedBy', 'completedAt']);
       }
 
       const listed = await t.http().get(`/v1/webhooks/${endpoint.id}/deliveries`).query({ jobId: jobs[0] }).set(bearer(key));

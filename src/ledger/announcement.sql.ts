@@ -15,3 +15,16 @@ export function announcementSql(job: string, event: { type: string; attemptId: s
                   'idempotencyKey', ${job}.idempotency_key, 'version', ${job}.version, 'result', ${job}.result, 'error', ${event.error},
                   'completedBy', ${job}.completed_by, 'completedAt', ${isoTimeSql(`${job}.completed_at`)}))`;
 }
+
+/** The fields of an announcement's `data`, in the order docs/operations.md#webhooks lists them. */
+const DATA_FIELDS = ['jobId', 'attemptId', 'status', 'operation', 'idempotencyKey', 'version', 'result', 'error', 'completedBy', 'completedAt'];
+
+/**
+ * The body as it is signed and sent: compact JSON in the documented field order, as the REST API writes its
+ * answers, not as PostgreSQL prints a jsonb (`{"data": {"error": null, ...`, keys by length). The same stored
+ * payload gives the same bytes on every retry, so one delivery keeps one signature.
+ */
+export function announcementBody(storedPayload: string): string {
+  const { type, timestamp, data } = JSON.parse(storedPayload) as { type: string; timestamp: string; data: Record<string, unknown> };
+  return JSON.stringify({ type, timestamp, data: Object.fromEntries(DATA_FIELDS.map((field) => [field, data[field] ?? null])) });
+}

@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 
 import { type Queryable, rowsOf } from '../database/transactions.js';
-import { announcementSql } from '../ledger/announcement.sql.js';
+import { announcementBody, announcementSql } from '../ledger/announcement.sql.js';
 import type { Announcement } from '../ledger/outbox.port.js';
 import {
   type ClaimedDelivery,
@@ -120,7 +120,7 @@ export class WebhookDeliveriesRepository {
       id: r.id,
       endpointId: r.endpoint_id,
       attempts: r.attempts,
-      payload: r.payload,
+      payload: announcementBody(r.payload),
       url: r.url,
       secrets: [r.secret, ...(r.previous_secrets ?? [])],
     }));
