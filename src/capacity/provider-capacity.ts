@@ -50,11 +50,19 @@ export class ProviderCapacity {
   ) {}
 
   async refresh(): Promise<void> {
-    const states = await this.repository.snapshot();
-    this.states = new Map(states.map((s) => [s.provider, s]));
+    const started = performance.now();
+    const read = await this.repository.snapshot();
     const at = performance.now();
+    // A state this process wrote while the read was under way (a pause just stored, a breaker change) is newer than
+    // what the read saw: keep it, or the planner would schedule the job that met a long 429 an hour out on the
+    // paused provider instead of failing it over (found as a flake of test/capacity-hardening.e2e-spec.ts).
+    const newer = [...this.states.values()].filter((s) => (this.readAt.get(s.provider) ?? -Infinity) > started);
+    const kept = new Set(newer.map((s) => s.provider));
+    const states = [...read.filter((s) => !kept.has(s.provider)), ...newer];
+    const readAt = new Map(states.map((s) => [s.provider, kept.has(s.provider) ? this.readAt.get(s.provider)! : at]));
+    this.states = new Map(states.map((s) => [s.provider, s]));
     this.readAt.clear();
-    for (const s of states) this.readAt.set(s.provider, at);
+    for (const [provider, when] of readAt) this.readAt.set(provider, when);
     for (const s of states) this.metrics.providerBreakerState.set({ provider: s.provider }, BREAKER_GAUGE[s.breaker]);
     const gated = new Set(states.filter((s) => gateOf(s).kind !== 'open').map((s) => s.provider));
     // At the first read every open provider counts as just opened: a gate may have opened while no worker ran.
