@@ -1,28 +1,11 @@
 import type { ProviderSpec } from '../config/catalog.types.js';
-import { afterAnswer, afterFailure, gateOf, grant, type ProviderState, roomFor } from './capacity.rules.js';
+import { afterAnswer, afterFailure, blankProviderState, gateOf, grant, type ProviderState, roomFor } from './capacity.rules.js';
 
 const T0 = new Date('2026-11-30T10:00:00.000Z');
 const at = (ms: number) => new Date(T0.getTime() + ms);
 
 function state(overrides: Partial<ProviderState> = {}): ProviderState {
-  return {
-    provider: 'p',
-    pausedUntil: null,
-    breaker: 'closed',
-    breakerSince: null,
-    breakerUntil: null,
-    probeAttemptId: null,
-    failures: [],
-    requestBucket: null,
-    tokenBucket: null,
-    refilledAt: null,
-    windowStart: null,
-    requestsInWindow: 0,
-    tokensInWindow: 0,
-    inFlight: 0,
-    now: T0,
-    ...overrides,
-  };
+  return { ...blankProviderState('p', T0), ...overrides };
 }
 
 const spec = (extra: Partial<ProviderSpec>) => ({ name: 'p', hardTimeoutMs: 10_000, maxDeferrals: 3, ...extra }) as ProviderSpec;

@@ -24,6 +24,27 @@ export interface ProviderState {
   now: Date;
 }
 
+/** A provider nobody has state of yet: what provider_state's column defaults are. */
+export function blankProviderState(provider: string, now: Date): ProviderState {
+  return {
+    provider,
+    pausedUntil: null,
+    breaker: 'closed',
+    breakerSince: null,
+    breakerUntil: null,
+    probeAttemptId: null,
+    failures: [],
+    requestBucket: null,
+    tokenBucket: null,
+    refilledAt: null,
+    windowStart: null,
+    requestsInWindow: 0,
+    tokensInWindow: 0,
+    inFlight: 0,
+    now,
+  };
+}
+
 /** What the planner needs to know of a provider before it picks it for a new attempt. */
 export type Gate = { kind: 'open' } | { kind: 'paused' | 'breaker_open'; untilMs: number; delayMs: number };
 

@@ -1,25 +1,10 @@
 import { MetricsService } from '../metrics/metrics.service.js';
 import type { CapacityRepository } from './capacity.repository.js';
-import type { ProviderState } from './capacity.rules.js';
+import { blankProviderState, type ProviderState } from './capacity.rules.js';
 import { ProviderCapacity } from './provider-capacity.js';
 
-const open = (provider: string, now: Date): ProviderState => ({
-  provider,
-  pausedUntil: null,
-  breaker: 'closed',
-  breakerSince: null,
-  breakerUntil: null,
-  probeAttemptId: null,
-  failures: [],
-  requestBucket: null,
-  tokenBucket: null,
-  refilledAt: null,
-  windowStart: null,
-  requestsInWindow: 0,
-  tokensInWindow: 0,
-  inFlight: 0,
-  now,
-});
+const open = (provider: string, now: Date): ProviderState => blankProviderState(provider, now);
+
 
 describe('ProviderCapacity.refresh', () => {
   it('keeps a pause this process stored while a read of the states was under way, instead of the older read', async () => {

@@ -8,6 +8,7 @@ import { CapacityRepository } from './capacity.repository.js';
 import {
   afterAnswer,
   afterFailure,
+  blankProviderState,
   type BreakerState,
   type Gate,
   gateOf,
@@ -140,7 +141,7 @@ export class ProviderCapacity {
   async pause(provider: string, retryAfterMs: number | undefined): Promise<void> {
     const { until, now } = await this.repository.pause(provider, pauseMsFor(retryAfterMs));
     const known = this.states.get(provider);
-    this.remember({ ...(known ?? this.blank(provider, now)), pausedUntil: until, now });
+    this.remember({ ...(known ?? blankProviderState(provider, now)), pausedUntil: until, now });
     this.gated?.add(provider);
     this.throttled(provider, 'rate_limited');
     this.logger.warn({ msg: 'provider rate-limited us: paused', provider, pausedUntil: until.toISOString(), retryAfterMs });
@@ -259,26 +260,5 @@ export class ProviderCapacity {
   private remember(state: ProviderState): void {
     this.states.set(state.provider, state);
     this.readAt.set(state.provider, performance.now());
-  }
-
-  /** A provider this process has no state of yet: what provider_state's defaults are. */
-  private blank(provider: string, now: Date): ProviderState {
-    return {
-      provider,
-      pausedUntil: null,
-      breaker: 'closed',
-      breakerSince: null,
-      breakerUntil: null,
-      probeAttemptId: null,
-      failures: [],
-      requestBucket: null,
-      tokenBucket: null,
-      refilledAt: null,
-      windowStart: null,
-      requestsInWindow: 0,
-      tokensInWindow: 0,
-      inFlight: 0,
-      now,
-    };
   }
 }
