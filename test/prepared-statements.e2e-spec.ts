@@ -167,5 +167,30 @@ describe('prepared statements', () => {
         await dataSource.destroy();
       }
     });
+
+    it('inserts a budgeted owner\'s job, never fails it, when its transaction meets a lost statement (26000)', async () => {
+      await migrateOver(database.url, 'onejob-test-migrate');
+      // A pool of its own, naming on; no manager, so the create takes the budgeted group commit: LOCK_BUDGET and
+      // the budgeted INSERT in a transaction, where the refusal aborts it.
+      const dataSource = await open(true);
+      const jobs = new JobsRepository(dataSource);
+      const budgeted = (key: string) => ({
+        ownerId: 'probe-budget',
+        idempotencyKey: key,
+        fingerprint: key,
+        operation: 'summarize',
+        input: { text: key },
+        providers: ['p'],
+        worstCaseTokens: { prompt: 10, completion: 10 },
+      });
+      try {
+        await dataSource.query(`INSERT INTO owner_budgets (owner_id, monthly_limit, currency) VALUES ('probe-budget', 100, 'USD')`);
+        await jobs.insertJob(budgeted('budgeted-1'));
+        await dataSource.query('DEALLOCATE ALL');
+        await expect(jobs.insertJob(budgeted('budgeted-2'))).resolves.toMatchObject({ idempotencyKey: 'budgeted-2' });
+      } finally {
+        await dataSource.destroy();
+      }
+    });
   });
 });

@@ -5,7 +5,7 @@ import type { WaitingRoom } from '../capacity/capacity.rules.js';
 import { GroupCommit } from '../database/group-commit.js';
 import { uniqueViolationOf } from '../database/pg-errors.js';
 import { prepared } from '../database/prepared-statements.js';
-import { on, type Queryable, rowsOf } from '../database/transactions.js';
+import { inTransaction, on, type Queryable, rowsOf } from '../database/transactions.js';
 import {
   type Job,
   jobFromRow,
@@ -268,7 +268,8 @@ export class JobsRepository {
    * A budget removed since the cache read lets the creates through unchecked (INSERT_JOBS).
    */
   private async insertWithinBudget(ownerId: string, creates: Create[]): Promise<Array<Job | OverBudgetError | undefined>> {
-    return this.dataSource.transaction(async (manager) => {
+    // Named statements in a transaction: a pooler's refusal runs it again, unnamed (inTransaction).
+    return inTransaction(this.dataSource, async (manager) => {
       const [budget] = await rowsOf<{ monthly_limit: string; currency: string }>(manager, LOCK_BUDGET, [ownerId]);
       if (!budget) {
         const rows = await rowsOf<JobRow>(manager, INSERT_JOBS, [recordsOf(creates)]);
