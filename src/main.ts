@@ -37,23 +37,32 @@ async function announceDemoKey(keys: ApiKeysService, dataDir: string, logger: Lo
 async function bootstrap(): Promise<void> {
   const logger = new Logger('Bootstrap');
   const env = loadEnv();
+  // A signal is ours from the first step: Node's default ends the process at once, which would leave the embedded
+  // PostgreSQL running (an orphan the next start must stop). Until the app exists a signal only stops what started.
+  let requested: NodeJS.Signals | undefined;
+  let onSignal: (signal: NodeJS.Signals) => void = (signal) => (requested ??= signal);
+  process.on('SIGTERM', (signal) => onSignal(signal));
+  process.on('SIGINT', (signal) => onSignal(signal));
   let embedded: EmbeddedDatabase | undefined;
   let forgetEmbedded = () => undefined as void;
+  const stopEarly = (signal: NodeJS.Signals) => {
+    logger.log(`${signal} received while starting: stopping`);
+    forgetEmbedded();
+    void Promise.resolve(embedded?.stop()).finally(() => process.exit(0));
+  };
   if (!env.databaseUrl) {
     embedded = await startEmbeddedPostgres({ dataDir: env.dataDir, database: 'onejob', notice: (line) => logger.warn(line) });
     forgetEmbedded = recordRunningEmbedded(env.dataDir, embedded.url);
     logger.log(`DATABASE_URL is unset: started an embedded PostgreSQL in ${env.dataDir}`);
   }
+  if (requested) return stopEarly(requested);
+  onSignal = stopEarly;
   try {
     const app = await createApp(embedded ? { databaseUrl: embedded.url } : {});
-    await app.listen({ port: env.port, host: env.host });
-    logger.log(`onejob (${env.role}) listening on http://${env.host}:${env.port} — Swagger UI at /docs`);
-    // After the port is bound: a start that fails on a taken port has made no key it could not show.
-    if (embedded) await announceDemoKey(app.get(ApiKeysService), env.dataDir, logger);
     // SIGTERM/SIGINT: readiness false, stop accepting and claiming, let in-flight attempts finish (within
     // SHUTDOWN_GRACE_MS), close the pool, stop the embedded database, exit 0.
     let closing = false;
-    const shutdown = (signal: NodeJS.Signals) => {
+    onSignal = (signal) => {
       if (closing) return;
       closing = true;
       logger.log(`${signal} received: shutting down`);
@@ -74,8 +83,10 @@ async function bootstrap(): Promise<void> {
           },
         );
     };
-    process.once('SIGTERM', shutdown);
-    process.once('SIGINT', shutdown);
+    await app.listen({ port: env.port, host: env.host });
+    logger.log(`onejob (${env.role}) listening on http://${env.host}:${env.port} — Swagger UI at /docs`);
+    // After the port is bound: a start that fails on a taken port has made no key it could not show.
+    if (embedded) await announceDemoKey(app.get(ApiKeysService), env.dataDir, logger);
   } catch (error) {
     forgetEmbedded();
     await embedded?.stop();

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { postmasterState, startEmbeddedPostgres } from '../src/database/embedded-postgres.js';
 import { TEST_CATALOG } from './helpers/app.js';
 import { spawnService, waitUntilReady } from './helpers/process.js';
+import { waitFor } from './helpers/wait.js';
 
 function dataDir(): string {
   // As root the embedded server runs as `postgres`, which must be able to write the folder.
@@ -56,6 +57,17 @@ describe('the embedded PostgreSQL of a data directory', () => {
     } finally {
       await again.stop();
     }
+  }, 90_000);
+
+  it('stops its PostgreSQL when a SIGTERM comes while it is still starting', async () => {
+    const dir = dataDir();
+    dirs.push(dir);
+    const service = await spawnService({ DATA_DIR: dir, CATALOG_FILE: TEST_CATALOG });
+    // The server is up and the service is migrating, not yet listening: Node's default would end at once.
+    await waitFor(async () => postmasterState(join(dir, 'pg')).state, (state) => state === 'in-use', 60_000, 5);
+    service.kill('SIGTERM');
+    expect(await service.exited).toEqual({ code: 0, signal: null });
+    expect(postmasterState(join(dir, 'pg'))).toEqual({ state: 'none' });
   }, 90_000);
 
   it('starts again on the same DATA_DIR after the service was SIGKILLed and left its PostgreSQL running', async () => {

@@ -260,6 +260,8 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
       expect(refused.headers['content-type']).toMatch(/application\/problem\+json/);
 
       receiver.behave(() => 204);
+      // Its backoff would make it due again within milliseconds here: put it off, so the only attempt is the retry.
+      await t.dataSource.query(`UPDATE webhook_deliveries SET next_attempt_at = now() + interval '1 hour' WHERE id = $1`, [delivery.id]);
       expect((await t.http().post(`/v1/webhooks/${endpoint.id}/enable`).set(bearer(key))).body.status).toBe('enabled');
       const retried = await t.http().post(`/v1/webhooks/${endpoint.id}/deliveries/${delivery.id}/retry`).set(bearer(key));
       expect(retried.status).toBe(202);
