@@ -28,6 +28,8 @@ export interface NewJob {
   input: unknown;
   providers: string[];
   traceContext?: string | null;
+  /** Higher first among the owner's own due jobs (docs/design.md#fair-share); 0 when omitted. */
+  priority?: number;
   /** Born waiting for capacity on its primary provider when that one is capped (docs/design.md#capacity). */
   waitingFor?: string | null;
   /**
@@ -62,6 +64,7 @@ function recordsOf(creates: Create[], budgeted = false): string {
       providers: job.providers,
       trace_context: job.traceContext ?? null,
       waiting_for: job.waitingFor ?? null,
+      priority: job.priority ?? 0,
     });
     return `${fields.slice(0, -1)},"input":${inputJson}}`;
   });
@@ -76,7 +79,7 @@ export interface JobPageQuery {
 }
 
 const JOB_COLUMNS = `j.id, j.owner_id, j.idempotency_key, j.fingerprint, j.operation, j.input, j.providers, j.status, j.version,
-  j.result, j.error, j.completed_by, j.created_at, j.updated_at, j.completed_at, j.trace_context`;
+  j.result, j.error, j.completed_by, j.created_at, j.updated_at, j.completed_at, j.trace_context, j.priority`;
 
 /**
  * JOB_COLUMNS for a list page: a long result stays in the database (PostgreSQL measures it; only the flag
@@ -96,8 +99,8 @@ const WITH_ATTEMPTS = `SELECT ${JOB_COLUMNS}, ${ATTEMPTS_OF_J} FROM jobs j`;
 // The request path's statements: a create, a replay's read, a get (database/prepared-statements.ts). The bench's
 // floor server (bench/floor.server.ts) runs INSERT_JOB and FIND_OWNED_BY_ID too.
 export const INSERT_JOB = prepared(`WITH j AS (
-    INSERT INTO jobs (owner_id, idempotency_key, fingerprint, operation, input, providers, trace_context, waiting_for)
-    VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8)
+    INSERT INTO jobs (owner_id, idempotency_key, fingerprint, operation, input, providers, trace_context, waiting_for, priority)
+    VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9)
     RETURNING *
   ), e AS (
     INSERT INTO job_events (job_id, subject, from_status, to_status, reason)
@@ -112,10 +115,10 @@ export const INSERT_JOB = prepared(`WITH j AS (
  */
 const INSERT_JOBS = prepared(`WITH x AS (
     SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(owner_id text, idempotency_key text, fingerprint text, operation text,
-      input jsonb, providers text[], trace_context text, waiting_for text)
+      input jsonb, providers text[], trace_context text, waiting_for text, priority smallint)
   ), j AS (
-    INSERT INTO jobs (owner_id, idempotency_key, fingerprint, operation, input, providers, trace_context, waiting_for)
-    SELECT owner_id, idempotency_key, fingerprint, operation, input, providers, trace_context, waiting_for FROM x
+    INSERT INTO jobs (owner_id, idempotency_key, fingerprint, operation, input, providers, trace_context, waiting_for, priority)
+    SELECT owner_id, idempotency_key, fingerprint, operation, input, providers, trace_context, waiting_for, priority FROM x
      ORDER BY owner_id, idempotency_key
     ON CONFLICT ON CONSTRAINT "UQ_jobs_owner_idempotency_key" DO NOTHING
     RETURNING *
@@ -134,7 +137,8 @@ const INSERT_JOBS = prepared(`WITH x AS (
  */
 const INSERT_JOBS_WITHIN_BUDGET = prepared(`WITH x AS (
     SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(ord int, owner_id text, idempotency_key text, fingerprint text,
-      operation text, input jsonb, providers text[], trace_context text, waiting_for text, prompt_tokens int, completion_tokens int)
+      operation text, input jsonb, providers text[], trace_context text, waiting_for text, priority smallint,
+      prompt_tokens int, completion_tokens int)
   ), fresh AS (
     SELECT x.*, (SELECT COALESCE(max(round((x.prompt_tokens * p.input_per_mtok
                                             + x.completion_tokens * p.output_per_mtok) / 1000000, 8)), 0)
@@ -153,8 +157,9 @@ const INSERT_JOBS_WITHIN_BUDGET = prepared(`WITH x AS (
      WHERE used.amount + f.ahead < $4
   ), j AS (
     INSERT INTO jobs (owner_id, idempotency_key, fingerprint, operation, input, providers, trace_context, waiting_for,
-                      reserved_cost, reserved_currency)
-    SELECT owner_id, idempotency_key, fingerprint, operation, input, providers, trace_context, waiting_for, reserved_cost, $3
+                      priority, reserved_cost, reserved_currency)
+    SELECT owner_id, idempotency_key, fingerprint, operation, input, providers, trace_context, waiting_for, priority,
+           reserved_cost, $3
       FROM admitted ORDER BY owner_id, idempotency_key
     ON CONFLICT ON CONSTRAINT "UQ_jobs_owner_idempotency_key" DO NOTHING
     RETURNING *
@@ -229,7 +234,8 @@ export class JobsRepository {
       const rows = await rowsOf<JobRow>(
         on(this.dataSource, manager),
         INSERT_JOB,
-        [job.ownerId, job.idempotencyKey, job.fingerprint, job.operation, JSON.stringify(job.input), job.providers, job.traceContext ?? null, job.waitingFor ?? null],
+        [job.ownerId, job.idempotencyKey, job.fingerprint, job.operation, JSON.stringify(job.input), job.providers, job.traceContext ?? null, job.waitingFor ?? null,
+          job.priority ?? 0],
       );
       return jobFromRow(rows[0]);
     } catch (error) {

@@ -568,6 +568,11 @@ export interface components {
              */
             operation: string;
             /**
+             * @description Higher first among the owner's own due jobs (0 when omitted); never ahead of another owner's fair share. Not part of the fingerprint: a replay with another priority answers the existing job, whose priority stays as created.
+             * @example 0
+             */
+            priority?: number;
+            /**
              * @description Ordered provider chain, primary first. Omitted: the operation's default chain (and the fingerprint records null).
              * @example [
              *       "sim-primary",
@@ -704,6 +709,11 @@ export interface components {
             /** @example summarize */
             operation: string;
             /**
+             * @description Higher first among the owner's own due jobs (as created; not part of the fingerprint).
+             * @example 0
+             */
+            priority: number;
+            /**
              * @example [
              *       "sim-primary",
              *       "sim-fallback"
@@ -765,6 +775,11 @@ export interface components {
             };
             /** @example summarize */
             operation: string;
+            /**
+             * @description Higher first among the owner's own due jobs (as created; not part of the fingerprint).
+             * @example 0
+             */
+            priority: number;
             /**
              * @example [
              *       "sim-primary",
@@ -860,6 +875,11 @@ export interface components {
             operation: string;
             owner: string;
             /**
+             * @description Higher first among the owner's own due jobs (as created; not part of the fingerprint).
+             * @example 0
+             */
+            priority: number;
+            /**
              * @example [
              *       "sim-primary",
              *       "sim-fallback"
@@ -922,6 +942,11 @@ export interface components {
             /** @example summarize */
             operation: string;
             owner: string;
+            /**
+             * @description Higher first among the owner's own due jobs (as created; not part of the fingerprint).
+             * @example 0
+             */
+            priority: number;
             /**
              * @example [
              *       "sim-primary",
