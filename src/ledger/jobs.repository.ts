@@ -184,7 +184,7 @@ const STATUSES = prepared('SELECT id, status FROM jobs WHERE id = ANY($1::uuid[]
  */
 const FAIR_CREDIT = 4;
 
-/** A due job, as the claim's loose scans and LATERALs read it (the index predicates of IDX_jobs_due_owner and IDX_jobs_waiting_owner). */
+/** A due job (the index predicates of IDX_jobs_due_owner and IDX_jobs_waiting_owner, and the due time). */
 const DUE = `next_attempt_at IS NOT NULL AND next_attempt_at <= now() AND status IN ('pending', 'running', 'unknown')`;
 
 /**
@@ -192,8 +192,9 @@ const DUE = `next_attempt_at IS NOT NULL AND next_attempt_at <= now() AND status
  * (docs/design.md#fair-share). The slots are sets: the worker's window for free jobs ($1), and each capped
  * provider's room now for the jobs waiting on it ($2, $3). Per set:
  * 1. the owners with due work, by a loose index scan (one index probe per owner, none per job);
- * 2. per owner, its highest priority then oldest due jobs, locked with SKIP LOCKED, at most its quota: its weighted
- *    share of the set's room plus one, no more than its cap's headroom (approximate here; exact in capOwners);
+ * 2. of those, the room's count by first tag; per owner, its highest priority then oldest due jobs, locked with
+ *    SKIP LOCKED, at most its quota: its weighted share of the room plus one, within its cap's headroom
+ *    (approximate here, from this snapshot; exact in Ledger.shareOut);
  * 3. stride scheduling: the n-th job of an owner gets the tag start + n / weight, where start is the owner's pass
  *    (slots served per unit of weight, owner_shares) raised to within FAIR_CREDIT of the furthest owner present,
  *    so an owner back from idle (or new) has little credit to spend; ties go by a coin per owner and claim, so
@@ -204,32 +205,36 @@ const DUE = `next_attempt_at IS NOT NULL AND next_attempt_at <= now() AND status
 export const CLAIM_DUE = prepared(`WITH RECURSIVE free_owners AS (
          SELECT (SELECT min(owner_id) FROM jobs WHERE waiting_for IS NULL AND ${DUE}) AS owner_id
          UNION ALL
-         SELECT (SELECT min(j.owner_id) FROM jobs j WHERE j.waiting_for IS NULL AND j.owner_id > f.owner_id AND ${DUE})
+         SELECT (SELECT min(j.owner_id) FROM jobs j
+                  WHERE j.waiting_for IS NULL AND j.owner_id > f.owner_id AND ${DUE})
            FROM free_owners f WHERE f.owner_id IS NOT NULL
        ), waiting_owners AS (
-         SELECT q.provider, q.room, (SELECT min(owner_id) FROM jobs WHERE waiting_for = q.provider AND ${DUE}) AS owner_id
+         SELECT q.provider, q.room,
+                (SELECT min(owner_id) FROM jobs WHERE waiting_for = q.provider AND ${DUE}) AS owner_id
            FROM unnest($2::text[], $3::int[]) AS q(provider, room) WHERE q.room > 0
          UNION ALL
          SELECT w.provider, w.room,
-                (SELECT min(j.owner_id) FROM jobs j WHERE j.waiting_for = w.provider AND j.owner_id > w.owner_id AND ${DUE})
+                (SELECT min(j.owner_id) FROM jobs j
+                  WHERE j.waiting_for = w.provider AND j.owner_id > w.owner_id AND ${DUE})
            FROM waiting_owners w WHERE w.owner_id IS NOT NULL
        ), demand AS (
          SELECT NULL::text AS provider, $1::int AS room, owner_id FROM free_owners WHERE owner_id IS NOT NULL
          UNION ALL
          SELECT provider, room, owner_id FROM waiting_owners WHERE owner_id IS NOT NULL
        ), owners AS MATERIALIZED (
-         SELECT o.owner_id, o.weight, o.headroom, o.capped, GREATEST(o.pass, max(o.pass) OVER () - ${FAIR_CREDIT}) AS start,
+         SELECT o.owner_id, o.weight, o.headroom, o.capped,
+                GREATEST(o.pass, max(o.pass) OVER () - ${FAIR_CREDIT}) AS start,
                 count(*) OVER () AS present, random() AS coin
            FROM (SELECT d.owner_id, COALESCE(s.weight, 1)::float8 AS weight, COALESCE(s.pass, 0) AS pass,
                         s.max_concurrency IS NOT NULL AS capped,
                         CASE WHEN s.max_concurrency IS NULL THEN $1::int
-                             ELSE LEAST($1::int, GREATEST(0, s.max_concurrency
-                                    - (SELECT count(*) FROM jobs r WHERE r.owner_id = d.owner_id AND r.status = 'running')))::int
+                             ELSE LEAST($1::int, GREATEST(0, s.max_concurrency - (
+                                    SELECT count(*) FROM jobs r WHERE r.owner_id = d.owner_id AND r.status = 'running')))::int
                         END AS headroom
                    FROM (SELECT DISTINCT owner_id FROM demand) d LEFT JOIN owner_shares s ON s.owner_id = d.owner_id) o
        ), quotas AS MATERIALIZED (
-         -- Only the room's count of owners, by their first tag, can get a slot at all: the others are not read.
-         SELECT r.*, LEAST(r.room, r.headroom, ceil(r.room * r.weight / sum(r.weight) OVER (PARTITION BY r.provider))::int + 1) AS quota,
+         SELECT r.*, LEAST(r.room, r.headroom,
+                           ceil(r.room * r.weight / sum(r.weight) OVER (PARTITION BY r.provider))::int + 1) AS quota,
                 LEAST(r.room, r.headroom) AS bound, count(*) OVER (PARTITION BY r.provider) < r.owners AS cut
            FROM (SELECT d.provider, d.room, d.owner_id, o.start, o.weight, o.capped, o.headroom, o.coin,
                         row_number() OVER (PARTITION BY d.provider ORDER BY o.start + 1 / o.weight, o.coin) AS place,
@@ -237,14 +242,16 @@ export const CLAIM_DUE = prepared(`WITH RECURSIVE free_owners AS (
                    FROM demand d JOIN owners o ON o.owner_id = d.owner_id WHERE o.headroom > 0) r
           WHERE r.place <= r.room
        ), candidates AS (
-         SELECT q.provider, q.room, q.owner_id, q.start, q.weight, q.capped, q.coin, q.quota, q.bound, c.id, c.priority, c.next_attempt_at
+         SELECT q.provider, q.room, q.owner_id, q.start, q.weight, q.coin, q.quota, q.bound,
+                c.id, c.priority, c.next_attempt_at
            FROM quotas q CROSS JOIN LATERAL (
              SELECT id, priority, next_attempt_at FROM jobs
               WHERE owner_id = q.owner_id AND waiting_for IS NULL AND ${DUE}
               ORDER BY priority DESC, next_attempt_at LIMIT q.quota FOR UPDATE SKIP LOCKED
            ) c WHERE q.provider IS NULL
          UNION ALL
-         SELECT q.provider, q.room, q.owner_id, q.start, q.weight, q.capped, q.coin, q.quota, q.bound, c.id, c.priority, c.next_attempt_at
+         SELECT q.provider, q.room, q.owner_id, q.start, q.weight, q.coin, q.quota, q.bound,
+                c.id, c.priority, c.next_attempt_at
            FROM quotas q CROSS JOIN LATERAL (
              SELECT id, priority, next_attempt_at FROM jobs
               WHERE waiting_for = q.provider AND owner_id = q.owner_id AND ${DUE}
@@ -253,12 +260,15 @@ export const CLAIM_DUE = prepared(`WITH RECURSIVE free_owners AS (
        ), in_sets AS (
          SELECT x.* FROM (
            SELECT c.*, row_number() OVER (PARTITION BY c.provider ORDER BY c.start + c.turn / c.weight, c.coin, c.turn) AS slot
-             FROM (SELECT c.*, row_number() OVER (PARTITION BY c.provider, c.owner_id ORDER BY c.priority DESC, c.next_attempt_at) AS turn
+             FROM (SELECT c.*, row_number() OVER (PARTITION BY c.provider, c.owner_id
+                                                   ORDER BY c.priority DESC, c.next_attempt_at) AS turn
                      FROM candidates c) c
          ) x WHERE x.slot <= x.room
        ), picked AS (
-         SELECT p.id, p.owner_id, p.tag, p.coin, p.start, p.weight, p.capped FROM (
-           SELECT s.id, s.owner_id, s.start, s.weight, s.capped, s.coin, s.start + row_number() OVER (PARTITION BY s.owner_id ORDER BY s.priority DESC, s.next_attempt_at) / s.weight AS tag
+         SELECT p.id, p.owner_id, p.tag, p.coin, p.start, p.weight FROM (
+           SELECT s.id, s.owner_id, s.start, s.weight, s.coin,
+                  s.start + row_number() OVER (PARTITION BY s.owner_id ORDER BY s.priority DESC, s.next_attempt_at)
+                            / s.weight AS tag
              FROM in_sets s
          ) p ORDER BY p.tag, p.coin LIMIT $1
        ), more AS (
@@ -266,9 +276,10 @@ export const CLAIM_DUE = prepared(`WITH RECURSIVE free_owners AS (
              OR EXISTS (SELECT 1 FROM candidates c WHERE c.quota < c.bound GROUP BY c.provider, c.owner_id, c.quota
                          HAVING count(*) >= c.quota) AS more
        )
-       SELECT ${JOB_COLUMNS}, ${ATTEMPTS_OF_J}, p.start, p.weight, p.capped, (SELECT present FROM owners LIMIT 1)::int AS owners_present,
-              (SELECT more FROM more) AS more
-         FROM picked p JOIN jobs j ON j.id = p.id ORDER BY p.tag, p.coin`);
+       SELECT ${JOB_COLUMNS}, ${ATTEMPTS_OF_J}, p.start, p.weight, o.capped,
+              (SELECT present FROM owners LIMIT 1)::int AS owners_present, (SELECT more FROM more) AS more
+         FROM picked p JOIN jobs j ON j.id = p.id JOIN owners o ON o.owner_id = p.owner_id
+        ORDER BY p.tag, p.coin`);
 
 /**
  * A claim's charges (JobsRepository.chargeOwners): `inc` is the jobs it took over the owner's weight. Upserted in
@@ -497,7 +508,13 @@ export class JobsRepository {
     );
     const shares = new Map<string, OwnerShare>();
     for (const row of rows) {
-      const share = shares.get(row.owner_id) ?? { ownerId: row.owner_id, start: row.start, weight: row.weight, capped: row.capped, jobs: 0 };
+      const share = shares.get(row.owner_id) ?? {
+        ownerId: row.owner_id,
+        start: row.start,
+        weight: row.weight,
+        capped: row.capped,
+        jobs: 0,
+      };
       share.jobs++;
       shares.set(row.owner_id, share);
     }
@@ -516,11 +533,13 @@ export class JobsRepository {
    */
   async chargeOwners(charges: OwnerCharge[], manager: Queryable): Promise<Map<string, number>> {
     if (!charges.length) return new Map();
-    const rows = await rowsOf<{ owner_id: string; max_concurrency: number | null }>(manager, CHARGE_OWNERS, [JSON.stringify(charges)]);
+    const rows = await rowsOf<{ owner_id: string; max_concurrency: number | null }>(manager, CHARGE_OWNERS, [
+      JSON.stringify(charges),
+    ]);
     return new Map(rows.filter((r) => r.max_concurrency !== null).map((r) => [r.owner_id, r.max_concurrency!]));
   }
 
-  /** Jobs `running` (an attempt live and not unknown) per owner: a capped owner's calls in flight, read after its lock. */
+  /** Jobs `running` (an attempt starting or running) per owner: a capped owner's calls in flight, read after its lock. */
   async runningByOwner(ownerIds: string[], manager: Queryable): Promise<Map<string, number>> {
     if (!ownerIds.length) return new Map();
     const rows = await rowsOf<{ owner_id: string; running: number }>(manager, RUNNING_BY_OWNER, [ownerIds]);
