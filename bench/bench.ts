@@ -248,7 +248,8 @@ async function startService(
     } catch {
       // starting
     }
-    if (tries > 200) throw new Error('the service did not become ready');
+    // 60 s: on a 2-core machine that other work loads, a start (migrations, the catalog, the pool) can take 20 s.
+    if (tries > 600) throw new Error('the service did not become ready');
     await new Promise((r) => setTimeout(r, 100));
   }
   return {

@@ -111,7 +111,8 @@ export async function fairnessCase(ctx: FairnessContext): Promise<FairnessRow> {
   try {
     const api = await ctx.startService('api', env);
     services.push(api);
-    services.push(...(await Promise.all(Array.from({ length: WORKERS }, () => ctx.startService('worker', env)))));
+    // One after the other: three starts at once on a loaded 2-core machine can outlast the readiness wait.
+    for (let i = 0; i < WORKERS; i++) services.push(await ctx.startService('worker', env));
 
     // 1. A's backlog, then B's jobs one every 500 ms.
     await createJobs(api.url, headers['fair-a'], { prefix: `fa-${ctx.run}`, count: BACKLOG, senders: 32, provider: PROVIDER, text: 'a' });
