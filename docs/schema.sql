@@ -46,7 +46,7 @@ CREATE TABLE api_keys (
 
 ALTER TABLE api_keys ADD CONSTRAINT "CHK_api_keys_owner_id" CHECK (((length(owner_id) >= 1) AND (length(owner_id) <= 200)));
 
-ALTER TABLE api_keys ADD CONSTRAINT "CHK_api_keys_scopes" CHECK ((scopes <@ ARRAY['jobs:write'::text, 'jobs:read'::text, 'attempts:resolve'::text, 'providers:certify'::text, 'ops:read'::text, 'budgets:write'::text]));
+ALTER TABLE api_keys ADD CONSTRAINT "CHK_api_keys_scopes" CHECK ((scopes <@ ARRAY['jobs:write'::text, 'jobs:read'::text, 'attempts:resolve'::text, 'providers:certify'::text, 'ops:read'::text, 'budgets:write'::text, 'owners:write'::text]));
 
 ALTER TABLE api_keys ADD CONSTRAINT "UQ_api_keys_key_hash" UNIQUE (key_hash);
 
@@ -152,10 +152,13 @@ CREATE TABLE jobs (
     trace_context text,
     waiting_for text,
     reserved_cost numeric(18,8),
-    reserved_currency character(3)
+    reserved_currency character(3),
+    priority smallint DEFAULT 0 NOT NULL
 );
 
 ALTER TABLE jobs ADD CONSTRAINT "CHK_jobs_completed_at" CHECK (((status = ANY (ARRAY['succeeded'::text, 'failed'::text, 'cancelled'::text])) = (completed_at IS NOT NULL)));
+
+ALTER TABLE jobs ADD CONSTRAINT "CHK_jobs_priority" CHECK (((priority >= '-1000'::integer) AND (priority <= 1000)));
 
 ALTER TABLE jobs ADD CONSTRAINT "CHK_jobs_status" CHECK ((status = ANY (ARRAY['pending'::text, 'running'::text, 'unknown'::text, 'succeeded'::text, 'failed'::text, 'cancelled'::text])));
 
@@ -177,11 +180,15 @@ CREATE INDEX "IDX_jobs_created" ON public.jobs USING btree (created_at DESC, id 
 
 CREATE INDEX "IDX_jobs_due" ON public.jobs USING btree (next_attempt_at) WHERE ((next_attempt_at IS NOT NULL) AND (waiting_for IS NULL));
 
+CREATE INDEX "IDX_jobs_due_owner" ON public.jobs USING btree (owner_id, priority DESC, next_attempt_at) WHERE ((next_attempt_at IS NOT NULL) AND (waiting_for IS NULL));
+
 CREATE INDEX "IDX_jobs_owner_created" ON public.jobs USING btree (owner_id, created_at DESC, id DESC);
 
 CREATE INDEX "IDX_jobs_owner_status_created" ON public.jobs USING btree (owner_id, status, created_at DESC, id DESC);
 
 CREATE INDEX "IDX_jobs_waiting" ON public.jobs USING btree (waiting_for, next_attempt_at) WHERE ((next_attempt_at IS NOT NULL) AND (waiting_for IS NOT NULL));
+
+CREATE INDEX "IDX_jobs_waiting_owner" ON public.jobs USING btree (waiting_for, owner_id, priority DESC, next_attempt_at) WHERE ((next_attempt_at IS NOT NULL) AND (waiting_for IS NOT NULL));
 
 CREATE TABLE migrations (
     id integer DEFAULT nextval('migrations_id_seq'::regclass) NOT NULL,
@@ -201,6 +208,34 @@ CREATE TABLE owner_budgets (
 ALTER TABLE owner_budgets ADD CONSTRAINT "CHK_owner_budgets_limit" CHECK ((monthly_limit >= (0)::numeric));
 
 ALTER TABLE owner_budgets ADD CONSTRAINT owner_budgets_pkey PRIMARY KEY (owner_id);
+
+CREATE TABLE owner_share_changes (
+    id bigint DEFAULT nextval('owner_share_changes_id_seq'::regclass) NOT NULL,
+    owner_id text NOT NULL,
+    weight smallint NOT NULL,
+    max_concurrency integer,
+    actor_key_id uuid,
+    actor_owner text NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+ALTER TABLE owner_share_changes ADD CONSTRAINT owner_share_changes_pkey PRIMARY KEY (id);
+
+CREATE INDEX "IDX_owner_share_changes_owner" ON public.owner_share_changes USING btree (owner_id, id DESC);
+
+CREATE TABLE owner_shares (
+    owner_id text NOT NULL,
+    weight smallint DEFAULT 1 NOT NULL,
+    max_concurrency integer,
+    pass double precision DEFAULT 0 NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+ALTER TABLE owner_shares ADD CONSTRAINT "CHK_owner_shares_max_concurrency" CHECK (((max_concurrency IS NULL) OR (max_concurrency >= 0)));
+
+ALTER TABLE owner_shares ADD CONSTRAINT "CHK_owner_shares_weight" CHECK (((weight >= 1) AND (weight <= 100)));
+
+ALTER TABLE owner_shares ADD CONSTRAINT owner_shares_pkey PRIMARY KEY (owner_id);
 
 CREATE TABLE provider_leases (
     attempt_id uuid NOT NULL,
@@ -321,3 +356,5 @@ ALTER TABLE webhook_endpoints ADD CONSTRAINT webhook_endpoints_pkey PRIMARY KEY 
 CREATE INDEX "IDX_webhook_endpoints_owner" ON public.webhook_endpoints USING btree (owner_id) WHERE (status = 'enabled'::text);
 
 CREATE SEQUENCE migrations_id_seq;
+
+CREATE SEQUENCE owner_share_changes_id_seq;

@@ -27,6 +27,7 @@ const job = {
   providers: ['sim-primary'],
   idempotencyKey: 'k-1',
   version: 0,
+  priority: 0,
   result: null,
   error: null,
   completedBy: null,

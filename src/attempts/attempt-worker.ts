@@ -51,6 +51,8 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
   private loop?: Promise<void>;
   private readonly wakeup = new Wakeup();
   private unsubscribe?: () => void;
+  /** The last claim stopped at an owner's share, not at the room: more is due (FairClaim.more). */
+  private moreDue = false;
   /** When the emptiest rate bucket that held back a job last has room again (epoch ms); Infinity when none did. */
   private refilledAt = Infinity;
 
@@ -133,7 +135,9 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
       if (claimed.length) this.launch(claimed, claimStartedAt);
       // A short batch means nothing more is due now: sleep until woken. A full one: claim again at once.
       // (or, when a rate bucket held jobs back, until it has refilled: a bucket holds only a second's worth).
-      if (claimed.length < Math.min(room, CLAIM_BATCH)) await this.idle(Math.min(this.config.workerPollMs, Math.max(0, this.refilledAt - Date.now())));
+      // An owner's share ended the claim while others' work is due: claim again (unless it took nothing at all).
+      const more = this.moreDue && claimed.length > 0;
+      if (claimed.length < Math.min(room, CLAIM_BATCH) && !more) await this.idle(Math.min(this.config.workerPollMs, Math.max(0, this.refilledAt - Date.now())));
     }
   }
 
@@ -211,7 +215,9 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
     // once: a second run would hand over spare leases the first run already took (claimBatch retries instead).
     return this.ledgers.run(async (ledger) => {
       await refreshed;
-      const jobs = await ledger.claimDue(limit, this.capacity.rooms(this.catalog.listProviders(), limit));
+      const claim = await ledger.claimDue(limit, this.capacity.rooms(this.catalog.listProviders(), limit));
+      this.moreDue = claim.more;
+      const jobs = await ledger.shareOut(claim);
       const candidates: Candidate[] = [];
       for (const job of jobs) {
         try {

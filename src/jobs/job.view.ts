@@ -77,6 +77,14 @@ export class JobFieldsView {
   @ApiProperty({ type: [String], example: ['sim-primary', 'sim-fallback'] }) providers!: string[];
   @ApiProperty({ minLength: 1, maxLength: 255, pattern: '^[\\x21-\\x7e]+$', example: 'summary-report-2026-12-01' }) idempotencyKey!: string;
   @ApiProperty({ type: 'integer', minimum: 0, description: 'Bumped only by settlement and cancellation.' }) version!: number;
+  @ApiProperty({
+    type: 'integer',
+    minimum: -1000,
+    maximum: 1000,
+    example: 0,
+    description: "Higher first among the owner's own due jobs (as created; not part of the fingerprint).",
+  })
+  priority!: number;
   @ApiProperty({ type: 'object', nullable: true, additionalProperties: true, example: { summary: 'A key binds one intent to one job.' } }) result!: unknown;
   @ApiProperty({ type: 'object', nullable: true, additionalProperties: true, example: null }) error!: unknown;
   @ApiProperty({ format: 'uuid', nullable: true, type: String, description: 'The attempt whose result won.', example: '0193e0b2-7d10-7b6f-8c2a-1e5f3a9d4b70' }) completedBy!: string | null;
@@ -148,6 +156,7 @@ function toJobFields(job: Job): JobFieldsView {
     providers: job.providers,
     idempotencyKey: job.idempotencyKey,
     version: job.version,
+    priority: job.priority,
     result: job.result,
     error: job.error,
     completedBy: job.completedBy,

@@ -12,7 +12,7 @@ import { AttemptsRepository, type AttemptUpdate, type CallStart, type ClaimedSta
 import type { Job, JobStatus, JobWithAttempts } from './job.types.js';
 import { type JobEvent, JobEventsRepository } from './job-events.repository.js';
 import { JobSignals } from './job-signals.js';
-import { JobsRepository } from './jobs.repository.js';
+import { type FairClaim, JobsRepository,type OwnerCharge } from './jobs.repository.js';
 import { type Announcement, OUTBOX, type Outbox } from './outbox.port.js';
 import { SettlementRepository } from './settlement.repository.js';
 import { SettlementBatcher } from './settlement-batcher.js';
@@ -80,11 +80,33 @@ export class Ledger {
   }
 
   /**
-   * Up to `limit` due jobs with their attempts, locked (SKIP LOCKED) until this transaction ends; of the jobs
-   * waiting for capacity, at most the room each provider has.
+   * Up to `limit` due jobs with their attempts, owner by owner in turn (docs/design.md#fair-share), locked (SKIP
+   * LOCKED) until this transaction ends; of the jobs waiting for capacity, at most the room each provider has.
    */
-  claimDue(limit: number, waiting: WaitingRoom = { providers: [], rooms: [] }): Promise<JobWithAttempts[]> {
+  claimDue(limit: number, waiting: WaitingRoom = { providers: [], rooms: [] }): Promise<FairClaim> {
     return this.repos.jobs.claimDue(limit, waiting, this.manager);
+  }
+
+  /**
+   * A claim's jobs, less those over their owner's maxConcurrency: the claim's charges are recorded (when it served
+   * more than one owner) and capped owners' rows locked, then their jobs running are counted under that lock, so
+   * two replicas never both fill one owner's last slot.
+   */
+  async shareOut(claim: FairClaim): Promise<JobWithAttempts[]> {
+    const shared = claim.ownersPresent > 1;
+    const charges: OwnerCharge[] = claim.shares
+      .filter((s) => shared || s.capped)
+      .map((s) => ({ owner_id: s.ownerId, start: s.start, inc: shared ? s.jobs / s.weight : 0 }));
+    const caps = await this.repos.jobs.chargeOwners(charges, this.manager);
+    if (!caps.size) return claim.jobs;
+    const running = await this.repos.jobs.runningByOwner([...caps.keys()], this.manager);
+    const left = new Map([...caps].map(([owner, cap]) => [owner, cap - (running.get(owner) ?? 0)]));
+    return claim.jobs.filter((job) => {
+      const room = left.get(job.ownerId);
+      if (room === undefined) return true;
+      left.set(job.ownerId, room - 1);
+      return room > 0;
+    });
   }
 
   /** At a worker's start: jobs waiting on a provider the catalog no longer names are planned afresh. */

@@ -76,6 +76,14 @@ export class MetricsService {
     labelNames: ['provider', 'state'],
     registers: [this.registry],
   });
+  readonly ownerJobs = new Gauge({
+    name: 'onejob_owner_jobs',
+    help:
+      'Live jobs of the owners with the most queued, by owner and state (queued: pending; in_flight: running); ' +
+      'the top 20 owners only, so the label set stays bounded (GET /v1/ops/owners lists every owner).',
+    labelNames: ['owner', 'state'],
+    registers: [this.registry],
+  });
   readonly oldestDueJobAge = new Gauge({
     name: 'onejob_oldest_due_job_age_seconds',
     help: 'Seconds since the oldest due job became due, by state (ready, waiting_for_capacity); 0 when none is due.',

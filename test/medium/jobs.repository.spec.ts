@@ -61,9 +61,9 @@ describe('JobsRepository (real PostgreSQL, no app)', () => {
     it('hands a due job to one of two concurrent claims only (SKIP LOCKED): the second claim takes the rest', async () => {
       const due = await Promise.all(Array.from({ length: 10 }, () => createJob(m.dataSource)));
       const [first, second] = await m.dataSource.transaction(async (tx1) => {
-        const mine = await jobs.claimDue(4, NO_WAITING, tx1);
+        const mine = (await jobs.claimDue(4, NO_WAITING, tx1)).jobs;
         // Another worker's claim on another connection, while the first still holds its row locks.
-        const theirs = await m.dataSource.transaction((tx2) => jobs.claimDue(10, NO_WAITING, tx2));
+        const theirs = (await m.dataSource.transaction((tx2) => jobs.claimDue(10, NO_WAITING, tx2))).jobs;
         return [mine, theirs];
       });
       expect(first).toHaveLength(4);
@@ -80,7 +80,7 @@ describe('JobsRepository (real PostgreSQL, no app)', () => {
       await createJob(m.dataSource, { status: 'cancelled' });
       const live = await createJob(m.dataSource);
       await createAttempt(m.dataSource, live, { status: 'running' });
-      const claimed = await m.dataSource.transaction((tx) => jobs.claimDue(10, NO_WAITING, tx));
+      const claimed = (await m.dataSource.transaction((tx) => jobs.claimDue(10, NO_WAITING, tx))).jobs;
       expect(claimed.map((j) => j.id)).toEqual([due.id]);
     });
 
@@ -88,7 +88,7 @@ describe('JobsRepository (real PostgreSQL, no app)', () => {
       const waiting = [];
       for (let i = 0; i < 3; i++) waiting.push(await createJob(m.dataSource, { waitingFor: 'capped' }));
       await createJob(m.dataSource, { waitingFor: 'closed' });
-      const claimed = await m.dataSource.transaction((tx) =>
+      const { jobs: claimed } = await m.dataSource.transaction((tx) =>
         jobs.claimDue(10, { providers: ['capped', 'closed'], rooms: [2, 0] }, tx),
       );
       // The oldest two of the capped provider's queue, none of the closed one's.

@@ -285,6 +285,43 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/ops/owners": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Owners with live jobs or settings, the most queued first: jobs queued, in flight and unknown, weight, cap */
+        get: operations["listOwnerShares"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/ops/owners/{owner}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Set an owner's weight and maxConcurrency (admins): its share of contended slots, and its cap on jobs running
+         * @description Every replica claims with it from its commit (the claim statement reads it). Recorded with the acting key in owner_share_changes. Setting weight 1 and no cap restores the default.
+         */
+        put: operations["setOwnerShare"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/ops/stats": {
         parameters: {
             query?: never;
@@ -568,6 +605,11 @@ export interface components {
              */
             operation: string;
             /**
+             * @description Higher first among the owner's own due jobs (0 when omitted); never ahead of another owner's fair share. Not part of the fingerprint: a replay with another priority answers the existing job, whose priority stays as created.
+             * @example 0
+             */
+            priority?: number;
+            /**
              * @description Ordered provider chain, primary first. Omitted: the operation's default chain (and the fingerprint records null).
              * @example [
              *       "sim-primary",
@@ -704,6 +746,11 @@ export interface components {
             /** @example summarize */
             operation: string;
             /**
+             * @description Higher first among the owner's own due jobs (as created; not part of the fingerprint).
+             * @example 0
+             */
+            priority: number;
+            /**
              * @example [
              *       "sim-primary",
              *       "sim-fallback"
@@ -765,6 +812,11 @@ export interface components {
             };
             /** @example summarize */
             operation: string;
+            /**
+             * @description Higher first among the owner's own due jobs (as created; not part of the fingerprint).
+             * @example 0
+             */
+            priority: number;
             /**
              * @example [
              *       "sim-primary",
@@ -860,6 +912,11 @@ export interface components {
             operation: string;
             owner: string;
             /**
+             * @description Higher first among the owner's own due jobs (as created; not part of the fingerprint).
+             * @example 0
+             */
+            priority: number;
+            /**
              * @example [
              *       "sim-primary",
              *       "sim-fallback"
@@ -923,6 +980,11 @@ export interface components {
             operation: string;
             owner: string;
             /**
+             * @description Higher first among the owner's own due jobs (as created; not part of the fingerprint).
+             * @example 0
+             */
+            priority: number;
+            /**
              * @example [
              *       "sim-primary",
              *       "sim-fallback"
@@ -952,6 +1014,28 @@ export interface components {
             perMinute: components["schemas"]["MinuteStatsView"][];
             /** @description From the database, so across every replica. */
             providers: components["schemas"]["ProviderHealthView"][];
+        };
+        OwnerSharePageView: {
+            items: components["schemas"]["OwnerShareView"][];
+        };
+        OwnerShareView: {
+            /** @description Jobs running (an attempt starting or running): what maxConcurrency bounds. */
+            inFlight: number;
+            /** @example null */
+            maxConcurrency: number | null;
+            /** @example team-search */
+            ownerId: string;
+            /** @description Jobs pending: due, scheduled for a retry, or waiting for capacity. */
+            queued: number;
+            /** @description Jobs whose attempt is unknown (not counted against maxConcurrency). */
+            unknown: number;
+            /**
+             * Format: date-time
+             * @description When an admin last set the weight or cap.
+             */
+            updatedAt: string | null;
+            /** @example 1 */
+            weight: number;
         };
         Problem: {
             /** @description Stable machine-readable code (docs/errors.md). */
@@ -1066,6 +1150,18 @@ export interface components {
              * @example 50
              */
             monthlyLimit: number;
+        };
+        SetOwnerShareDto: {
+            /**
+             * @description The most of the owner's jobs running at once, across every provider and replica; null or omitted: no cap.
+             * @example 20
+             */
+            maxConcurrency?: number | null;
+            /**
+             * @description Its share of contended slots against the other owners with due work: a weight of 2 gets twice the share of 1.
+             * @example 2
+             */
+            weight: number;
         };
         UsageGroupView: {
             attempts: number;
@@ -3051,6 +3147,182 @@ export interface operations {
             };
             /** @description problem+json with code not_found */
             404: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code internal_error */
+            500: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code service_unavailable */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listOwnerShares: {
+        parameters: {
+            query?: {
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerSharePageView"];
+                };
+            };
+            /** @description problem+json with code validation_failed */
+            400: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code unauthorized */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code forbidden */
+            403: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code internal_error */
+            500: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code service_unavailable */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    setOwnerShare: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The owner, as its API keys name it. */
+                owner: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SetOwnerShareDto"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerShareView"];
+                };
+            };
+            /** @description problem+json with code validation_failed */
+            400: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code unauthorized */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code forbidden */
+            403: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code validation_failed */
+            422: {
                 headers: {
                     "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];

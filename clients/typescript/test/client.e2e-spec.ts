@@ -103,6 +103,7 @@ const job = (status: Job['status']): Job => ({
   providers: ['sim-primary'],
   idempotencyKey: 'k',
   version: 0,
+  priority: 0,
   result: null,
   error: null,
   completedBy: null,

@@ -94,7 +94,7 @@ let queueTimer;
 
 const screenOf = () => {
   const screen = (location.hash.slice(1) || 'queue').split('/')[0];
-  return ['queue', 'job', 'providers', 'activity'].includes(screen) ? screen : 'queue';
+  return ['queue', 'job', 'providers', 'owners', 'activity'].includes(screen) ? screen : 'queue';
 };
 
 async function route() {
@@ -115,6 +115,7 @@ async function route() {
     if (name === 'queue') await loadQueue();
     if (name === 'job' && arg) await loadJob(decodeURIComponent(arg));
     if (name === 'providers') await loadProviders();
+    if (name === 'owners') await loadOwners();
     if (name === 'activity') await loadActivity();
   } catch (error) {
     fail(error);
@@ -608,6 +609,25 @@ function breakerTitle(c) {
   const since = c.breaker.since ? ` since ${dateTime(c.breaker.since)}` : '';
   const rate = c.requestsPerMinute == null ? '' : `; ${c.requestsThisMinute}/${c.requestsPerMinute} requests this minute`;
   return `${c.breaker.failuresInWindow} failures in the window${since}${rate}`;
+}
+
+// ---- owners ----
+
+async function loadOwners() {
+  const page = await api('/v1/ops/owners?limit=200');
+  const rows = page.items.map((o) =>
+    el(
+      'tr',
+      {},
+      el('th', { scope: 'row', 'data-label': 'Owner', text: o.ownerId }),
+      el('td', { class: 'num', 'data-label': 'Queued', text: String(o.queued) }),
+      el('td', { class: 'num', 'data-label': 'In flight', text: String(o.inFlight) }),
+      el('td', { class: 'num', 'data-label': 'Unknown', text: String(o.unknown) }),
+      el('td', { class: 'num', 'data-label': 'Weight', text: String(o.weight) }),
+      el('td', { class: 'num', 'data-label': 'Max concurrency', text: o.maxConcurrency == null ? '–' : String(o.maxConcurrency) }),
+    ),
+  );
+  $('#owners-table tbody').replaceChildren(...(rows.length ? rows : [el('tr', {}, el('td', { colspan: '6', text: 'No owner has live jobs.' }))]));
 }
 
 // ---- activity ----
