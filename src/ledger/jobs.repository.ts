@@ -346,6 +346,16 @@ export class JobsRepository {
     return rows[0] && jobFromRow(rows[0]);
   }
 
+  /** Jobs locked in id order (the order every multi-job writer takes them in), for a batch's cancel. */
+  async lockManyById(ids: string[], manager: Queryable): Promise<Job[]> {
+    const rows = await rowsOf<JobRow>(
+      manager,
+      `SELECT ${JOB_COLUMNS} FROM jobs j WHERE j.id = ANY ($1::uuid[]) ORDER BY j.id FOR UPDATE`,
+      [ids],
+    );
+    return rows.map(jobFromRow);
+  }
+
   async lockById(id: string, manager: Queryable): Promise<Job | undefined> {
     const rows = await rowsOf<JobRow>(manager, `SELECT ${JOB_COLUMNS} FROM jobs j WHERE j.id = $1 FOR UPDATE`, [id]);
     return rows[0] && jobFromRow(rows[0]);

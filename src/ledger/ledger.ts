@@ -65,6 +65,14 @@ export class Ledger {
     return this.repos.jobs.lockById(jobId, this.manager);
   }
 
+  /**
+   * Several jobs locked in id order before any of them changes: a batch's cancel. Each change then takes its
+   * batches' rows (the trigger of migration CreateBatches) after every job lock, the order settlements take.
+   */
+  lockJobs(jobIds: string[]): Promise<Job[]> {
+    return this.repos.jobs.lockManyById(jobIds, this.manager);
+  }
+
   /** The owner's job (I7), locked; undefined for another owner's. */
   lockOwnedJob(ownerId: string, jobId: string): Promise<Job | undefined> {
     return this.repos.jobs.lockOwned(ownerId, jobId, this.manager);

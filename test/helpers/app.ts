@@ -88,7 +88,7 @@ export async function startTestApp(
     database: db,
     key: async (ownerId, scopes = [...SCOPES]) => (await app.get(ApiKeysService).create(ownerId, scopes)).key,
     truncate: async () => {
-      await dataSource.query('TRUNCATE jobs, attempts, job_events, certifications, api_keys, webhook_endpoints, owner_budgets CASCADE');
+      await dataSource.query('TRUNCATE jobs, attempts, job_events, certifications, api_keys, webhook_endpoints, owner_budgets, batches, batch_items CASCADE');
     },
     close: async () => {
       await app.close();
