@@ -150,7 +150,7 @@ describe('batches: thousands of intents in one request, each still exactly one j
     // Under a new batch key, the same items are the same jobs.
     const again = await post('ten-thousand-bis', body);
     expect(again.status).toBe(201);
-    expect(again.body.items.every((i: { outcome: string }, n: number) => i.outcome === 'replayed' && i.jobId === created.body.items[n].jobId)).toBe(true);
+    expect(again.body.items.every((i: { outcome: string; jobId: string }, n: number) => i.outcome === 'replayed' && i.jobId === created.body.items[n].jobId)).toBe(true);
     expect(await counts(t)).toMatchObject({ batches: 2, items: 20_000, jobs: 10_000 });
   }, 60_000);
 

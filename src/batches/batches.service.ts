@@ -2,7 +2,6 @@ import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 
 import { isGated } from '../capacity/capacity.rules.js';
-import { canonicalJson, sha256Hex } from '../common/canonical-json.js';
 import { DomainError, NotFoundError, ValidationFailedError } from '../common/domain.errors.js';
 import { fingerprintOf } from '../common/fingerprint.js';
 import { badCursor, decodeCursor } from '../common/keyset-page.js';
@@ -16,7 +15,8 @@ import { MetricsService } from '../metrics/metrics.service.js';
 import { CatalogService } from '../providers/catalog.service.js';
 import { currentTraceparent } from '../telemetry/tracing.js';
 import { BudgetsService, worstCaseTokens } from '../usage/budgets.service.js';
-import { type BatchCatalog, type BatchCommand, validateBatch } from './batch-validation.js';
+import { batchFingerprint } from './batch-fingerprint.js';
+import { type BatchCatalog, validateBatch } from './batch-validation.js';
 import { BatchKeyReusedError } from './batches.errors.js';
 
 export interface SubmittedBatch {
@@ -29,11 +29,6 @@ export interface SubmittedBatch {
 const CANCEL_CHUNK = 200;
 const ITEM_CURSOR = /^\d{1,5}$/;
 
-/** What the batch's key binds (I10): every item's key and job fingerprint, in order, and the metadata. */
-function batchFingerprint(command: BatchCommand, itemFingerprints: string[]): string {
-  const items = command.items.map((item, i) => [item.key, itemFingerprints[i]]);
-  return sha256Hex(canonicalJson({ items, metadata: command.metadata }));
-}
 
 const indexCursor = (index: number) => Buffer.from(String(index), 'utf8').toString('base64url');
 
@@ -137,7 +132,8 @@ export class BatchesService {
       if (written.items[job.ord].outcome === 'created') createdPer.set(job.operation, (createdPer.get(job.operation) ?? 0) + 1);
     }
     for (const [operation, n] of createdPer) this.metrics.jobsCreated.inc({ operation }, n);
-    const progress = await this.batches.findProgress(written.batch.id, ownerId);
+    // A batch of new jobs only is all pending with nothing spent: no need to read it back.
+    const progress = written.created === jobs.length ? undefined : await this.batches.findProgress(written.batch.id, ownerId);
     return { batch: progress ?? this.asProgress(written.batch), items: written.items, replayed: false };
   }
 
@@ -199,7 +195,7 @@ export class BatchesService {
   }
 
   private asProgress(batch: Batch): BatchProgress {
-    const counts = { pending: 0, running: 0, unknown: 0, succeeded: 0, failed: 0, cancelled: 0 };
+    const counts = { pending: batch.liveJobs, running: 0, unknown: 0, succeeded: 0, failed: 0, cancelled: 0 };
     return { ...batch, counts, conflicts: 0, cost: [] };
   }
 }
