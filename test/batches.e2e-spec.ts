@@ -1,4 +1,5 @@
 import { bearer, startTestApp, type TestApp } from './helpers/app.js';
+import { provider, writeCatalog } from './helpers/catalog.js';
 
 type Item = { key: string; operation: string; input: Record<string, unknown>; providers?: string[] };
 
@@ -202,4 +203,43 @@ describe('batches: thousands of intents in one request, each still exactly one j
     const again = await t.http().post(`/v1/batches/${id}/cancel`).set(bearer(key));
     expect(again.status).toBe(200);
   });
+});
+
+describe('batches under a budget: the worst case reserved whole, or the batch refused whole', () => {
+  it('admits a batch that fits, refuses one that does not with 429 and writes nothing, and replays existing jobs', async () => {
+    const catalogFile = writeCatalog((c) => (provider(c, 'sim-primary').pricing = { inputPerMTok: 1000, outputPerMTok: 2000, currency: 'USD' }));
+    const t = await startTestApp({ role: 'api', catalogFile });
+    try {
+      const key = await t.key('owner-batch-budget');
+      const post = (batchKey: string, batchItems: Item[]) =>
+        t.http().post('/v1/batches').set(bearer(key)).set('Idempotency-Key', batchKey).send({ items: batchItems });
+      const same = (prefix: string, n: number) => items(prefix, n, () => 'the same text for the same worst case');
+      // One job's worst case, as a single create reserves it.
+      expect((await t.http().put('/v1/budget').set(bearer(key)).send({ monthlyLimit: 1000, currency: 'USD' })).status).toBe(200);
+      const single = await t.http().post('/v1/jobs').set(bearer(key)).set('Idempotency-Key', 'one')
+        .send({ operation: 'summarize', input: same('one', 1)[0].input });
+      expect(single.status).toBe(201);
+      const worst = (await t.http().get('/v1/budget').set(bearer(key))).body.reserved as number;
+      expect(worst).toBeGreaterThan(0);
+      expect((await t.http().put('/v1/budget').set(bearer(key)).send({ monthlyLimit: worst * 3.5, currency: 'USD' })).status).toBe(200);
+
+      // Held: 1 worst case; ahead of the last new job: 2; below 3.5.
+      expect((await post('fits', same('fit', 2))).status).toBe(201);
+      const before = await counts(t);
+      // Held: 3; ahead of the last: 5.
+      const refused = await post('too-big', same('big', 3));
+      expect(refused.status).toBe(429);
+      expect(refused.body.code).toBe('budget_exceeded');
+      expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
+      expect(await counts(t)).toEqual(before);
+      // Jobs that exist cost nothing more: a batch of them is admitted over the budget.
+      const replayed = await post('again', same('fit', 2));
+      expect(replayed.status).toBe(201);
+      expect(replayed.body.items.map((i: { outcome: string }) => i.outcome)).toEqual(['replayed', 'replayed']);
+      const status = (await t.http().get('/v1/budget').set(bearer(key))).body;
+      expect(status.reserved).toBeCloseTo(worst * 3, 8);
+    } finally {
+      await t.close();
+    }
+  }, 60_000);
 });
