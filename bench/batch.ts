@@ -49,7 +49,8 @@ async function timed(work: () => Promise<void>): Promise<number> {
 }
 
 async function postBatch(url: string, headers: Record<string, string>, key: string, body: string): Promise<number> {
-  const res = await fetch(`${url}/v1/batches`, { method: 'POST', headers: { ...headers, 'idempotency-key': key }, body });
+  const init = { method: 'POST', headers: { ...headers, 'idempotency-key': key }, body };
+  const res = await fetch(`${url}/v1/batches`, init);
   await res.arrayBuffer();
   return res.status;
 }
@@ -87,7 +88,13 @@ export async function batchCase(options: {
       best.singlesMs = Math.min(
         best.singlesMs,
         await timed(() =>
-          createJobs(service.url, headers, { prefix: `single-${run}-${r}`, count: BATCH_ITEMS, senders: 64, provider: 'bench-zero', text: 'single' }),
+          createJobs(service.url, headers, {
+            prefix: `single-${run}-${r}`,
+            count: BATCH_ITEMS,
+            senders: 64,
+            provider: 'bench-zero',
+            text: 'single',
+          }),
         ),
       );
 
@@ -112,14 +119,23 @@ export async function batchCase(options: {
         best.postgresMs,
         await timed(async () => {
           const client = await pool.connect();
-          const m = { query: async (sql: string, params?: unknown[]) => (await client.query(sql, params)).rows } as Queryable;
+          const query = async (sql: string, params?: unknown[]) => (await client.query(sql, params)).rows;
+          const m = { query } as Queryable;
           try {
             await client.query('BEGIN');
             const batch = (await repository.insertBatch(
-              { ownerId: 'bench-pg', idempotencyKey: `pg-${run}-${r}`, fingerprint: 'f'.repeat(64), metadata: null, priority: 0, itemCount: jobs.length },
+              {
+                ownerId: 'bench-pg',
+                idempotencyKey: `pg-${run}-${r}`,
+                fingerprint: 'f'.repeat(64),
+                metadata: null,
+                priority: 0,
+                itemCount: jobs.length,
+              },
               m,
             ))!;
-            const created = await repository.insertJobs('bench-pg', batch, jobs, { currency: null, traceContext: null }, m);
+            const options = { currency: null, traceContext: null };
+            const created = await repository.insertJobs('bench-pg', batch, jobs, options, m);
             await repository.finish(batch.id, [], created.size, m);
             await client.query('COMMIT');
           } finally {
@@ -155,6 +171,7 @@ export function batchTable(row: BatchRow): string {
     line("pg-boss 10 `insert()`, singletonKey each", row.pgBossMs, ratio(row.pgBossMs)),
     line("the batch's statements through `pg`", row.postgresMs, ratio(row.postgresMs)),
     '',
-    `service RSS: ${row.rssBeforeMb} MB before, ${row.rssPeakDuringMb} MB at most during the case (growth ${row.rssGrowthMb} MB)`,
+    `service RSS: ${row.rssBeforeMb} MB before, ${row.rssPeakDuringMb} MB at most during the case ` +
+      `(growth ${row.rssGrowthMb} MB)`,
   ].join('\n');
 }

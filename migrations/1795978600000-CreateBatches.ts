@@ -49,10 +49,12 @@ export class CreateBatches1795978600000 implements MigrationInterface {
       )`);
     await queryRunner.query(`CREATE INDEX "IDX_batch_items_job" ON batch_items (job_id) WHERE job_id IS NOT NULL`);
 
-    await queryRunner.query(`ALTER TABLE webhook_deliveries ALTER COLUMN job_id DROP NOT NULL, ADD COLUMN batch_id uuid`);
+    await queryRunner.query(`ALTER TABLE webhook_deliveries
+      ALTER COLUMN job_id DROP NOT NULL, ADD COLUMN batch_id uuid`);
     await queryRunner.query(`ALTER TABLE webhook_deliveries ADD CONSTRAINT "CHK_webhook_deliveries_subject"
       CHECK ((job_id IS NULL) <> (batch_id IS NULL))`);
-    await queryRunner.query(`CREATE INDEX "IDX_webhook_deliveries_batch" ON webhook_deliveries (batch_id) WHERE batch_id IS NOT NULL`);
+    await queryRunner.query(`CREATE INDEX "IDX_webhook_deliveries_batch" ON webhook_deliveries (batch_id)
+      WHERE batch_id IS NOT NULL`);
     await queryRunner.query(`ALTER TABLE webhook_endpoints DROP CONSTRAINT "CHK_webhook_endpoints_events"`);
     await queryRunner.query(`ALTER TABLE webhook_endpoints ADD CONSTRAINT "CHK_webhook_endpoints_events"
       CHECK (cardinality(events) >= 1 AND events <@ (${JOB_EVENTS} || ARRAY['batch.completed'])::text[])`);

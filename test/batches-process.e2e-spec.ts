@@ -5,7 +5,11 @@ import { describeLocal } from './race/target.js';
 
 const ITEMS = 10_000;
 const body = JSON.stringify({
-  items: Array.from({ length: ITEMS }, (_, i) => ({ key: `kill-${i}`, operation: 'summarize', input: { text: `document ${i}` } })),
+  items: Array.from({ length: ITEMS }, (_, i) => ({
+    key: `kill-${i}`,
+    operation: 'summarize',
+    input: { text: `document ${i}` },
+  })),
 });
 
 /** The service as an OS process, SIGKILLed while its batch's transaction is open; the API in this process checks. */
@@ -21,20 +25,26 @@ describeLocal('batches as processes: SIGKILL while a batch is written (I9, I10)'
 
   const state = async () =>
     (
-      await api.dataSource.query(`SELECT (SELECT count(*)::int FROM batches) AS batches, (SELECT count(*)::int FROM batch_items) AS items,
-        (SELECT count(*)::int FROM jobs) AS jobs, (SELECT count(*)::int FROM job_events) AS events`)
+      await api.dataSource.query(`SELECT (SELECT count(*)::int FROM batches) AS batches,
+        (SELECT count(*)::int FROM batch_items) AS items, (SELECT count(*)::int FROM jobs) AS jobs,
+        (SELECT count(*)::int FROM job_events) AS events`)
     )[0] as { batches: number; items: number; jobs: number; events: number };
   /** The batch's big statement running on another backend (this query excluded). */
   const writing = async () =>
     (
       await api.dataSource.query(
         `SELECT count(*)::int AS n FROM pg_stat_activity
-          WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'active' AND query LIKE '%INSERT INTO batch_items%'`,
+          WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'active'
+            AND query LIKE '%INSERT INTO batch_items%'`,
       )
     )[0].n as number;
 
   it('leaves the whole batch or nothing, and the same request then creates it whole', async () => {
-    const victim = await spawnService({ DATABASE_URL: api.database.url, CATALOG_FILE: 'test/fixtures/catalog.test.yaml', ROLE: 'api' });
+    const victim = await spawnService({
+      DATABASE_URL: api.database.url,
+      CATALOG_FILE: 'test/fixtures/catalog.test.yaml',
+      ROLE: 'api',
+    });
     let sent: Promise<unknown> | undefined;
     try {
       await waitUntilReady(victim);
@@ -56,7 +66,13 @@ describeLocal('batches as processes: SIGKILL while a batch is written (I9, I10)'
     const whole = { batches: 1, items: ITEMS, jobs: ITEMS, events: ITEMS };
     expect([nothing, whole]).toContainEqual(after);
 
-    const retried = await api.http().post('/v1/batches').set(bearer(key)).set('Idempotency-Key', 'killed').set('content-type', 'application/json').send(body);
+    const retried = await api
+      .http()
+      .post('/v1/batches')
+      .set(bearer(key))
+      .set('Idempotency-Key', 'killed')
+      .set('content-type', 'application/json')
+      .send(body);
     expect(retried.status).toBe(after.batches ? 200 : 201);
     expect(retried.body.items).toHaveLength(ITEMS);
     expect(await state()).toEqual(whole);

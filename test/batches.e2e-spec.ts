@@ -47,11 +47,14 @@ describe('batches: thousands of intents in one request, each still exactly one j
     }
     expect(await counts(t)).toEqual({ batches: 1, items: 200, jobs: 200, events: 200 });
     const [dupes] = await t.dataSource.query(
-      `SELECT count(*)::int AS n FROM (SELECT idempotency_key FROM jobs GROUP BY owner_id, idempotency_key HAVING count(*) > 1) d`,
+      `SELECT count(*)::int AS n FROM (
+         SELECT idempotency_key FROM jobs GROUP BY owner_id, idempotency_key HAVING count(*) > 1) d`,
     );
     expect(dupes.n).toBe(0);
-    expect(created.body).toMatchObject({ status: 'running', itemCount: 200, liveJobs: 200, metadata: { source: 'race' } });
-    expect(created.body.counts).toEqual({ pending: 200, running: 0, unknown: 0, succeeded: 0, failed: 0, cancelled: 0, conflict: 0 });
+    const shape = { status: 'running', itemCount: 200, liveJobs: 200, metadata: { source: 'race' } };
+    expect(created.body).toMatchObject(shape);
+    const none = { running: 0, unknown: 0, succeeded: 0, failed: 0, cancelled: 0, conflict: 0 };
+    expect(created.body.counts).toEqual({ pending: 200, ...none });
   }, 60_000);
 
   it('answers 409 to the same batch key with another body, and writes nothing', async () => {
@@ -79,21 +82,34 @@ describe('batches: thousands of intents in one request, each still exactly one j
     }
     expect(second.body.items.slice(5).every((i: { outcome: string }) => i.outcome === 'created')).toBe(true);
     expect(await counts(t)).toMatchObject({ batches: 2, items: 20, jobs: 15 });
-    const [shared] = await t.dataSource.query(`SELECT count(*)::int AS n FROM (SELECT job_id FROM batch_items GROUP BY job_id HAVING count(*) = 2) s`);
+    const [shared] = await t.dataSource.query(
+      `SELECT count(*)::int AS n FROM (SELECT job_id FROM batch_items GROUP BY job_id HAVING count(*) = 2) s`,
+    );
     expect(shared.n).toBe(5);
     // A job is one job: a single create under the same key and intent is that job.
-    const single = await t.http().post('/v1/jobs').set(bearer(key)).set('Idempotency-Key', 's-7').send({ operation: 'summarize', input: { text: 'document s 7' } });
+    const single = await t
+      .http()
+      .post('/v1/jobs')
+      .set(bearer(key))
+      .set('Idempotency-Key', 's-7')
+      .send({ operation: 'summarize', input: { text: 'document s 7' } });
     expect(single.status).toBe(200);
     expect(single.body.id).toBe(byKey.get('s-7'));
   });
 
   it('leaves a conflicting item\'s job untouched and creates the rest', async () => {
-    const existing = await t.http().post('/v1/jobs').set(bearer(key)).set('Idempotency-Key', 'x-1').send({ operation: 'summarize', input: { text: 'the original intent' } });
+    const existing = await t
+      .http()
+      .post('/v1/jobs')
+      .set(bearer(key))
+      .set('Idempotency-Key', 'x-1')
+      .send({ operation: 'summarize', input: { text: 'the original intent' } });
     expect(existing.status).toBe(201);
     const [before] = await t.dataSource.query('SELECT * FROM jobs WHERE id = $1', [existing.body.id]);
     const res = await post('conflict', { items: items('x', 4) });
     expect(res.status).toBe(201);
-    expect(res.body.items.map((i: { outcome: string }) => i.outcome)).toEqual(['created', 'conflict', 'created', 'created']);
+    const outcomes = res.body.items.map((i: { outcome: string }) => i.outcome);
+    expect(outcomes).toEqual(['created', 'conflict', 'created', 'created']);
     expect(res.body.items[1].jobId).toBeNull();
     const [after] = await t.dataSource.query('SELECT * FROM jobs WHERE id = $1', [existing.body.id]);
     expect(after).toEqual(before);
@@ -130,7 +146,14 @@ describe('batches: thousands of intents in one request, each still exactly one j
     });
     expect(bad.status).toBe(422);
     expect(bad.body.errors.map((e: { field: string }) => e.field).sort()).toEqual(
-      ['items[2].operation', 'items[3].key', 'items[3].input.text', 'items[4].extra', 'items[4].providers[0]', 'priority'].sort(),
+      [
+        'items[2].operation',
+        'items[3].key',
+        'items[3].input.text',
+        'items[4].extra',
+        'items[4].providers[0]',
+        'priority',
+      ].sort(),
     );
     expect(await counts(t)).toEqual({ batches: 0, items: 0, jobs: 0, events: 0 });
     const missing = await t.http().post('/v1/batches').set(bearer(key)).send({ items: items('m', 1) });
@@ -151,7 +174,9 @@ describe('batches: thousands of intents in one request, each still exactly one j
     // Under a new batch key, the same items are the same jobs.
     const again = await post('ten-thousand-bis', body);
     expect(again.status).toBe(201);
-    expect(again.body.items.every((i: { outcome: string; jobId: string }, n: number) => i.outcome === 'replayed' && i.jobId === created.body.items[n].jobId)).toBe(true);
+    const same = (i: { outcome: string; jobId: string }, n: number) =>
+      i.outcome === 'replayed' && i.jobId === created.body.items[n].jobId;
+    expect(again.body.items.every(same)).toBe(true);
     expect(await counts(t)).toMatchObject({ batches: 2, items: 20_000, jobs: 10_000 });
   }, 60_000);
 
@@ -165,7 +190,8 @@ describe('batches: thousands of intents in one request, each still exactly one j
     const seen: number[] = [];
     let cursor: string | undefined;
     do {
-      const page = await t.http().get(`/v1/batches/${id}/jobs`).query({ limit: 10, ...(cursor ? { cursor } : {}) }).set(bearer(key));
+      const query = { limit: 10, ...(cursor ? { cursor } : {}) };
+      const page = await t.http().get(`/v1/batches/${id}/jobs`).query(query).set(bearer(key));
       expect(page.status).toBe(200);
       seen.push(...page.body.items.map((i: { index: number }) => i.index));
       cursor = page.body.nextCursor ?? undefined;
@@ -199,15 +225,17 @@ describe('batches: thousands of intents in one request, each still exactly one j
     expect(res.body).toMatchObject({ status: 'completed', liveJobs: 0 });
     expect(res.body.counts).toMatchObject({ cancelled: 30, pending: 0 });
     const rows = await t.dataSource.query(`SELECT status, version FROM jobs`);
-    expect(rows.every((r: { status: string; version: number }) => r.status === 'cancelled' && r.version === 1)).toBe(true);
+    const fenced = (r: { status: string; version: number }) => r.status === 'cancelled' && r.version === 1;
+    expect(rows.every(fenced)).toBe(true);
     const again = await t.http().post(`/v1/batches/${id}/cancel`).set(bearer(key));
     expect(again.status).toBe(200);
   });
 });
 
 describe('batches under a budget: the worst case reserved whole, or the batch refused whole', () => {
-  it('admits a batch that fits, refuses one that does not with 429 and writes nothing, and replays existing jobs', async () => {
-    const catalogFile = writeCatalog((c) => (provider(c, 'sim-primary').pricing = { inputPerMTok: 1000, outputPerMTok: 2000, currency: 'USD' }));
+  it('admits a batch that fits, refuses one that does not (429, nothing written), replays existing jobs', async () => {
+    const pricing = { inputPerMTok: 1000, outputPerMTok: 2000, currency: 'USD' };
+    const catalogFile = writeCatalog((c) => (provider(c, 'sim-primary').pricing = pricing));
     const t = await startTestApp({ role: 'api', catalogFile });
     try {
       const key = await t.key('owner-batch-budget');
@@ -215,13 +243,15 @@ describe('batches under a budget: the worst case reserved whole, or the batch re
         t.http().post('/v1/batches').set(bearer(key)).set('Idempotency-Key', batchKey).send({ items: batchItems });
       const same = (prefix: string, n: number) => items(prefix, n, () => 'the same text for the same worst case');
       // One job's worst case, as a single create reserves it.
-      expect((await t.http().put('/v1/budget').set(bearer(key)).send({ monthlyLimit: 1000, currency: 'USD' })).status).toBe(200);
+      const budget = (monthlyLimit: number) =>
+        t.http().put('/v1/budget').set(bearer(key)).send({ monthlyLimit, currency: 'USD' });
+      expect((await budget(1000)).status).toBe(200);
       const single = await t.http().post('/v1/jobs').set(bearer(key)).set('Idempotency-Key', 'one')
         .send({ operation: 'summarize', input: same('one', 1)[0].input });
       expect(single.status).toBe(201);
       const worst = (await t.http().get('/v1/budget').set(bearer(key))).body.reserved as number;
       expect(worst).toBeGreaterThan(0);
-      expect((await t.http().put('/v1/budget').set(bearer(key)).send({ monthlyLimit: worst * 3.5, currency: 'USD' })).status).toBe(200);
+      expect((await budget(worst * 3.5)).status).toBe(200);
 
       // Held: 1 worst case; ahead of the last new job: 2; below 3.5.
       expect((await post('fits', same('fit', 2))).status).toBe(201);

@@ -13,7 +13,8 @@ const item = (key: string, text = key) => ({ key, operation: 'summarize', input:
 
 describe('validateBatch', () => {
   it('accepts a valid batch with omitted providers as null and priority 0', () => {
-    const { command, errors } = validateBatch({ items: [item('a'), { ...item('b'), providers: ['p2', 'p1'] }] }, catalog);
+    const body = { items: [item('a'), { ...item('b'), providers: ['p2', 'p1'] }] };
+    const { command, errors } = validateBatch(body, catalog);
     expect(errors).toEqual([]);
     expect(command).toEqual({
       items: [
@@ -28,7 +29,12 @@ describe('validateBatch', () => {
   it('names the index and field of every bad item, and refuses a key repeated within the batch', () => {
     const { command, errors } = validateBatch(
       {
-        items: [item('a'), { key: 'a', operation: 'summarize', input: {} }, { key: '', operation: 'x', input: [] }, 'nope'],
+        items: [
+          item('a'),
+          { key: 'a', operation: 'summarize', input: {} },
+          { key: '', operation: 'x', input: [] },
+          'nope',
+        ],
         priority: 1.5,
         other: true,
       },
@@ -50,9 +56,13 @@ describe('validateBatch', () => {
 
   it('refuses the 10,001st item by its index, and members that are Object.prototype names', () => {
     const many = Array.from({ length: 10_001 }, (_, i) => item(`k${i}`));
-    expect(validateBatch({ items: many }, catalog).errors).toEqual([{ field: 'items[10000]', message: expect.stringMatching(/10000/) }]);
+    expect(validateBatch({ items: many }, catalog).errors).toEqual([
+      { field: 'items[10000]', message: expect.stringMatching(/10000/) },
+    ]);
     const tricky = JSON.parse('{"items":[{"key":"a","operation":"summarize","input":{"text":"a"},"constructor":1}]}');
-    expect(validateBatch(tricky, catalog).errors).toEqual([{ field: 'items[0].constructor', message: 'is not a known field' }]);
+    expect(validateBatch(tricky, catalog).errors).toEqual([
+      { field: 'items[0].constructor', message: 'is not a known field' },
+    ]);
   });
 });
 
@@ -66,7 +76,8 @@ describe('batchFingerprint', () => {
 
   it('is the SHA-256 of the canonical JSON of the keys and fingerprints in order, and the metadata', () => {
     const c = command([item('a'), item('b')], { z: 1, a: [2] });
-    const expected = sha256Hex(canonicalJson({ items: c.items.map((i) => [i.key, fingerprintOf(i)]), metadata: c.metadata }));
+    const pairs = c.items.map((i) => [i.key, fingerprintOf(i)]);
+    const expected = sha256Hex(canonicalJson({ items: pairs, metadata: c.metadata }));
     expect(fp(c)).toBe(expected);
   });
 

@@ -76,7 +76,9 @@ function itemErrors(item: unknown, at: string, catalog: BatchCatalog): FieldErro
   } else if (!known) errors.push({ field: `${at}.operation`, message: 'is not an operation of the catalog' });
   if (!isObject(item.input)) errors.push({ field: `${at}.input`, message: 'must be an object' });
   else if (known) {
-    for (const e of catalog.inputErrors(operation, item.input)) errors.push({ field: `${at}.${e.field}`, message: e.message });
+    for (const e of catalog.inputErrors(operation, item.input)) {
+      errors.push({ field: `${at}.${e.field}`, message: e.message });
+    }
   }
   if (item.providers !== undefined) errors.push(...providerErrors(item.providers, `${at}.providers`, catalog));
   return errors;
@@ -88,7 +90,9 @@ function itemErrors(item: unknown, at: string, catalog: BatchCatalog): FieldErro
  * (`items[3].input.text`); the caller reports the first of them with the count of the rest.
  */
 export function validateBatch(body: unknown, catalog: BatchCatalog): { command?: BatchCommand; errors: FieldError[] } {
-  if (!isObject(body)) return { errors: [{ field: 'body', message: 'must be an object {items, metadata?, priority?}' }] };
+  if (!isObject(body)) {
+    return { errors: [{ field: 'body', message: 'must be an object {items, metadata?, priority?}' }] };
+  }
   const errors: FieldError[] = Object.keys(body)
     .filter((name) => !BODY_FIELDS.has(name))
     .map((name) => ({ field: name, message: 'is not a known field' }));
@@ -99,10 +103,14 @@ export function validateBatch(body: unknown, catalog: BatchCatalog): { command?:
       errors.push({ field: 'metadata', message: `must be at most ${MAX_METADATA_BYTES} bytes of JSON` });
     }
   }
-  if (priority !== undefined && (!Number.isInteger(priority) || (priority as number) < MIN_PRIORITY || (priority as number) > MAX_PRIORITY)) {
+  const level = priority as number;
+  const priorityOk = Number.isInteger(level) && level >= MIN_PRIORITY && level <= MAX_PRIORITY;
+  if (priority !== undefined && !priorityOk) {
     errors.push({ field: 'priority', message: `must be an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY}` });
   }
-  if (!Array.isArray(items)) return { errors: [...errors, { field: 'items', message: 'must be an array of 1 to 10000 items' }] };
+  if (!Array.isArray(items)) {
+    return { errors: [...errors, { field: 'items', message: `must be an array of 1 to ${MAX_BATCH_ITEMS} items` }] };
+  }
   if (items.length === 0) return { errors: [...errors, { field: 'items', message: 'must have at least one item' }] };
   if (items.length > MAX_BATCH_ITEMS) {
     const field = `items[${MAX_BATCH_ITEMS}]`;

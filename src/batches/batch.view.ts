@@ -1,7 +1,13 @@
 import { ApiProperty } from '@nestjs/swagger';
 
 import { CURSOR } from '../common/page-query.dto.js';
-import { type Batch, type BatchItem, type BatchProgress, ITEM_OUTCOMES, type ListedBatchItem } from '../ledger/batch.types.js';
+import {
+  type Batch,
+  type BatchItem,
+  type BatchProgress,
+  ITEM_OUTCOMES,
+  type ListedBatchItem,
+} from '../ledger/batch.types.js';
 import { JOB_STATUSES } from '../ledger/job.types.js';
 
 const count = () => ApiProperty({ type: 'integer', minimum: 0 });
@@ -13,7 +19,11 @@ export class BatchCountsView {
   @count() succeeded!: number;
   @count() failed!: number;
   @count() cancelled!: number;
-  @ApiProperty({ type: 'integer', minimum: 0, description: 'Items whose key names a job of another intent: no job of this batch.' })
+  @ApiProperty({
+    type: 'integer',
+    minimum: 0,
+    description: 'Items whose key names a job of another intent: no job of this batch.',
+  })
   conflict!: number;
 }
 
@@ -25,12 +35,14 @@ export class BatchCostView {
 /** The fields every view of a batch has. */
 export class BatchSummaryView {
   @ApiProperty({ format: 'uuid' }) id!: string;
-  @ApiProperty({ minLength: 1, maxLength: 255, pattern: '^[\\x21-\\x7e]+$', example: 'import-2026-12-01' }) idempotencyKey!: string;
+  @ApiProperty({ minLength: 1, maxLength: 255, pattern: '^[\\x21-\\x7e]+$', example: 'import-2026-12-01' })
+  idempotencyKey!: string;
   @ApiProperty({ enum: ['running', 'completed'], description: 'completed once every job of the batch is terminal.' })
   status!: string;
   @ApiProperty({ type: 'integer', minimum: 1, maximum: 10_000 }) itemCount!: number;
   @ApiProperty({ type: 'integer', minimum: 0, description: 'Jobs of the batch not yet terminal.' }) liveJobs!: number;
-  @ApiProperty({ type: 'object', nullable: true, additionalProperties: true }) metadata!: Record<string, unknown> | null;
+  @ApiProperty({ type: 'object', nullable: true, additionalProperties: true })
+  metadata!: Record<string, unknown> | null;
   @ApiProperty({ type: 'integer', minimum: -1000, maximum: 1000 }) priority!: number;
   @ApiProperty({ format: 'date-time' }) createdAt!: string;
   @ApiProperty({ format: 'date-time', nullable: true, type: String, description: 'When the last job became terminal.' })
@@ -51,10 +63,12 @@ export class BatchItemView {
     enum: ITEM_OUTCOMES,
     description:
       'created: a new job. replayed: the key already named a job of the same intent, and that job is this item. ' +
-      'conflict: the key names a job of another intent (idempotency_key_reused); that job is untouched and not in the batch.',
+      'conflict: the key names a job of another intent (idempotency_key_reused); that job is untouched and ' +
+      'not in the batch.',
   })
   outcome!: string;
-  @ApiProperty({ format: 'uuid', nullable: true, type: String, description: 'Null for a conflict.' }) jobId!: string | null;
+  @ApiProperty({ format: 'uuid', nullable: true, type: String, description: 'Null for a conflict.' })
+  jobId!: string | null;
 }
 
 export class BatchCreatedView extends BatchView {
@@ -62,7 +76,12 @@ export class BatchCreatedView extends BatchView {
 }
 
 export class BatchJobView extends BatchItemView {
-  @ApiProperty({ enum: [...JOB_STATUSES, null], nullable: true, type: String, description: 'The job\'s status now; null for a conflict.' })
+  @ApiProperty({
+    enum: [...JOB_STATUSES, null],
+    nullable: true,
+    type: String,
+    description: "The job's status now; null for a conflict.",
+  })
   status!: string | null;
   @ApiProperty({ type: 'integer', nullable: true, minimum: 0 }) version!: number | null;
   @ApiProperty({ format: 'date-time', nullable: true, type: String }) completedAt!: string | null;
@@ -70,12 +89,14 @@ export class BatchJobView extends BatchItemView {
 
 export class BatchJobPageView {
   @ApiProperty({ type: [BatchJobView] }) items!: BatchJobView[];
-  @ApiProperty({ nullable: true, type: String, pattern: CURSOR.source, description: 'Null on the last page.' }) nextCursor!: string | null;
+  @ApiProperty({ nullable: true, type: String, pattern: CURSOR.source, description: 'Null on the last page.' })
+  nextCursor!: string | null;
 }
 
 export class BatchPageView {
   @ApiProperty({ type: [BatchSummaryView] }) items!: BatchSummaryView[];
-  @ApiProperty({ nullable: true, type: String, pattern: CURSOR.source, description: 'Null on the last page.' }) nextCursor!: string | null;
+  @ApiProperty({ nullable: true, type: String, pattern: CURSOR.source, description: 'Null on the last page.' })
+  nextCursor!: string | null;
 }
 
 const iso = (date: Date | null) => (date ? date.toISOString() : null);
@@ -103,7 +124,12 @@ export function toBatchView(batch: BatchProgress): BatchView {
   };
 }
 
-export const toBatchItemView = (item: BatchItem): BatchItemView => ({ index: item.index, key: item.key, outcome: item.outcome, jobId: item.jobId });
+export const toBatchItemView = (item: BatchItem): BatchItemView => ({
+  index: item.index,
+  key: item.key,
+  outcome: item.outcome,
+  jobId: item.jobId,
+});
 
 export function toBatchJobView(item: ListedBatchItem): BatchJobView {
   return { ...toBatchItemView(item), status: item.status, version: item.version, completedAt: iso(item.completedAt) };

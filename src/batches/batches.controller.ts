@@ -39,7 +39,13 @@ export class BatchesController {
       "The batch's own key (1-255 visible ASCII characters), in a key space of its own: the same key with the same " +
       'items (in order) and metadata returns the same batch; with another body, 409. Each item\'s `key` is its ' +
       "job's key in the owner's job key space, exactly as POST /v1/jobs's header.",
-    schema: { type: 'string', minLength: 1, maxLength: MAX_IDEMPOTENCY_KEY_LENGTH, pattern: '^[\\x21-\\x7e]+$', example: 'import-2026-12-01' },
+    schema: {
+      type: 'string',
+      minLength: 1,
+      maxLength: MAX_IDEMPOTENCY_KEY_LENGTH,
+      pattern: '^[\\x21-\\x7e]+$',
+      example: 'import-2026-12-01',
+    },
   })
   @ApiBody({ type: CreateBatchDto })
   @ApiEndpoint({
@@ -48,7 +54,8 @@ export class BatchesController {
     description:
       'Validated whole: a bad item answers 422 naming its index (`items[3].input.text`) and nothing is written. ' +
       'Written whole in one transaction. Per item: `created`, `replayed` (its key names a job of the same intent) ' +
-      'or `conflict` (another intent: that job is untouched). Body limit: BATCH_BODY_LIMIT_BYTES (16 MiB by default). ' +
+      'or `conflict` (another intent: that job is untouched). ' +
+      'Body limit: BATCH_BODY_LIMIT_BYTES (16 MiB by default). ' +
       "An owner with a budget has the batch's worst case reserved whole, or the batch refused whole (429).",
     problems: [
       { status: 400, codes: ['idempotency_key_missing', 'idempotency_key_invalid', 'validation_failed'] },
@@ -58,7 +65,11 @@ export class BatchesController {
       { status: 503, codes: ['service_unavailable'] },
     ],
   })
-  @ApiCreatedResponse({ type: BatchCreatedView, description: 'Created. `Location: /v1/batches/{id}`.', headers: { Location: headerRef('BatchLocation') } })
+  @ApiCreatedResponse({
+    type: BatchCreatedView,
+    description: 'Created. `Location: /v1/batches/{id}`.',
+    headers: { Location: headerRef('BatchLocation') },
+  })
   @ApiOkResponse({
     type: BatchCreatedView,
     description: 'Replayed: same key and body. Header `Idempotent-Replayed: true`; the items as first answered.',
@@ -83,7 +94,9 @@ export class BatchesController {
   @ApiEndpoint({
     operationId: 'getBatch',
     summary: 'A batch with its progress: jobs per status, cost, completedAt once every job is terminal',
-    description: "For the batch's owner (`jobs:read`) and for operators (`ops:read`, any owner). Another owner's batch answers 404.",
+    description:
+      "For the batch's owner (`jobs:read`) and for operators (`ops:read`, any owner). " +
+      "Another owner's batch answers 404.",
     problems: [badQuery, { status: 404, codes: ['not_found'] }],
   })
   @ApiOkResponse({ type: BatchView })
@@ -111,7 +124,11 @@ export class BatchesController {
 
   @Get()
   @RequireScopes('jobs:read')
-  @ApiEndpoint({ operationId: 'listBatches', summary: "The owner's batches, newest first (keyset pagination)", problems: [badQuery] })
+  @ApiEndpoint({
+    operationId: 'listBatches',
+    summary: "The owner's batches, newest first (keyset pagination)",
+    problems: [badQuery],
+  })
   @ApiOkResponse({ type: BatchPageView })
   async listBatches(@OwnerId() ownerId: string, @Query() query: ListBatchesQueryDto): Promise<BatchPageView> {
     const page = await this.batches.list(ownerId, query);

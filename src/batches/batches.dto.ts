@@ -19,7 +19,12 @@ export class CreateBatchItemDto {
   })
   key!: string;
 
-  @ApiProperty({ description: 'Name of an operation of the catalog.', example: 'summarize', minLength: 1, maxLength: 100 })
+  @ApiProperty({
+    description: 'Name of an operation of the catalog.',
+    example: 'summarize',
+    minLength: 1,
+    maxLength: 100,
+  })
   operation!: string;
 
   @ApiProperty({
@@ -54,7 +59,9 @@ export class CreateBatchDto {
     type: 'object',
     additionalProperties: true,
     nullable: true,
-    description: `The client's label of the batch, returned as sent (at most ${MAX_METADATA_BYTES} bytes of JSON); part of the batch's fingerprint.`,
+    description:
+      `The client's label of the batch, returned as sent (at most ${MAX_METADATA_BYTES} bytes of JSON); ` +
+      "part of the batch's fingerprint.",
     example: { source: 'nightly-import' },
   })
   metadata?: Record<string, unknown> | null;

@@ -6,7 +6,8 @@ export class BatchKeyReusedError extends DomainError {
     super(
       'idempotency_key_reused',
       409,
-      'This Idempotency-Key is bound to another batch (its items, in order, or its metadata differ). Use a new key for a new batch.',
+      'This Idempotency-Key is bound to another batch (its items, in order, or its metadata differ). ' +
+        'Use a new key for a new batch.',
       [{ field: 'Idempotency-Key', message: 'was used with a different batch' }],
     );
   }

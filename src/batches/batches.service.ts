@@ -84,8 +84,9 @@ export class BatchesService {
     });
     const traceContext = currentTraceparent();
     const written = await inTransaction(this.dataSource, async (manager) => {
+      const { metadata, priority } = command;
       const batch = await this.batches.insertBatch(
-        { ownerId, idempotencyKey, fingerprint, metadata: command.metadata, priority: command.priority, itemCount: jobs.length },
+        { ownerId, idempotencyKey, fingerprint, metadata, priority, itemCount: jobs.length },
         manager,
       );
       if (!batch) return undefined;
@@ -103,24 +104,28 @@ export class BatchesService {
         manager,
       );
       const skipped = jobs.filter((job) => !created.has(job.ord));
-      const existing = skipped.length
-        ? new Map((await this.batches.lockExisting(ownerId, skipped.map((j) => j.idempotencyKey), manager)).map((j) => [j.idempotencyKey, j]))
-        : new Map();
+      const found = skipped.length
+        ? await this.batches.lockExisting(ownerId, skipped.map((j) => j.idempotencyKey), manager)
+        : [];
+      const existing = new Map(found.map((j) => [j.idempotencyKey, j]));
       let live = created.size;
       const rest: BatchItem[] = skipped.map((job) => {
-        const found = existing.get(job.idempotencyKey);
+        const named = existing.get(job.idempotencyKey);
         // The key was taken when the INSERT skipped it; only the retention purge can have removed it since.
-        if (!found) throw new DomainError('service_unavailable', 503, 'A job of this batch was purged by retention just now; retry.');
-        if (found.fingerprint !== job.fingerprint) return { index: job.ord, key: job.idempotencyKey, outcome: 'conflict', jobId: null };
-        if (!isTerminal(found.status)) live++;
-        return { index: job.ord, key: job.idempotencyKey, outcome: 'replayed', jobId: found.id };
+        if (!named) throw new DomainError('service_unavailable', 503, 'A job of the batch was purged just now; retry.');
+        const item = { index: job.ord, key: job.idempotencyKey };
+        if (named.fingerprint !== job.fingerprint) return { ...item, outcome: 'conflict', jobId: null };
+        if (!isTerminal(named.status)) live++;
+        return { ...item, outcome: 'replayed', jobId: named.id };
       });
       const finished = await this.batches.finish(batch.id, rest, live, manager);
       const announced = live === 0 ? await this.batches.announceCompleted(batch.id, manager) : 0;
       const byIndex = new Map(rest.map((item) => [item.index, item]));
-      const items: BatchItem[] = jobs.map(
-        (job) => byIndex.get(job.ord) ?? { index: job.ord, key: job.idempotencyKey, outcome: 'created', jobId: created.get(job.ord)! },
-      );
+      const items: BatchItem[] = jobs.map((job) => {
+        const jobId = created.get(job.ord) ?? null;
+        const own: BatchItem = { index: job.ord, key: job.idempotencyKey, outcome: 'created', jobId };
+        return byIndex.get(job.ord) ?? own;
+      });
       return { batch: finished, items, created: created.size, announced };
     });
     if (!written) return this.replay(ownerId, idempotencyKey, fingerprint);
@@ -129,11 +134,13 @@ export class BatchesService {
     }
     const createdPer = new Map<string, number>();
     for (const job of jobs) {
-      if (written.items[job.ord].outcome === 'created') createdPer.set(job.operation, (createdPer.get(job.operation) ?? 0) + 1);
+      if (written.items[job.ord].outcome !== 'created') continue;
+      createdPer.set(job.operation, (createdPer.get(job.operation) ?? 0) + 1);
     }
     for (const [operation, n] of createdPer) this.metrics.jobsCreated.inc({ operation }, n);
     // A batch of new jobs only is all pending with nothing spent: no need to read it back.
-    const progress = written.created === jobs.length ? undefined : await this.batches.findProgress(written.batch.id, ownerId);
+    const progress =
+      written.created === jobs.length ? undefined : await this.batches.findProgress(written.batch.id, ownerId);
     return { batch: progress ?? this.asProgress(written.batch), items: written.items, replayed: false };
   }
 
@@ -145,7 +152,10 @@ export class BatchesService {
       this.metrics.idempotencyConflicts.inc();
       throw new BatchKeyReusedError();
     }
-    const [progress, items] = await Promise.all([this.batches.findProgress(stored.id, ownerId), this.batches.items(stored.id)]);
+    const [progress, items] = await Promise.all([
+      this.batches.findProgress(stored.id, ownerId),
+      this.batches.items(stored.id),
+    ]);
     return { batch: progress ?? this.asProgress(stored), items, replayed: true };
   }
 
@@ -163,12 +173,16 @@ export class BatchesService {
   ): Promise<{ items: ListedBatchItem[]; nextCursor: string | null }> {
     const after = decodeCursor(query.cursor, ITEM_CURSOR);
     await this.find(ownerId, id);
-    const rows = await this.batches.listItems(id, { status: query.status, limit: query.limit + 1, afterIndex: after === undefined ? undefined : Number(after) });
+    const afterIndex = after === undefined ? undefined : Number(after);
+    const rows = await this.batches.listItems(id, { status: query.status, limit: query.limit + 1, afterIndex });
     const items = rows.slice(0, query.limit);
     return { items, nextCursor: rows.length > query.limit ? indexCursor(items[items.length - 1].index) : null };
   }
 
-  async list(ownerId: string, query: { limit: number; cursor?: string }): Promise<{ items: Batch[]; nextCursor: string | null }> {
+  async list(
+    ownerId: string,
+    query: { limit: number; cursor?: string },
+  ): Promise<{ items: Batch[]; nextCursor: string | null }> {
     const rows = await this.batches.listOwned(ownerId, { limit: query.limit + 1, afterId: decodeCursor(query.cursor) });
     if (!rows) throw badCursor();
     const items = rows.slice(0, query.limit);

@@ -74,7 +74,8 @@ const PROGRESS_COLUMNS = `${BATCH_COLUMNS},
  * The batch's own key: a second request with the same owner and key finds it taken and waits for the first one's
  * transaction, then gets no row (DO NOTHING), and answers the replay or the 409 from the stored batch.
  */
-const INSERT_BATCH = `INSERT INTO batches (owner_id, idempotency_key, fingerprint, metadata, priority, item_count, live_jobs)
+const INSERT_BATCH = `INSERT INTO batches
+  (owner_id, idempotency_key, fingerprint, metadata, priority, item_count, live_jobs)
 VALUES ($1, $2, $3, $4::jsonb, $5, $6, $6)
 ON CONFLICT ON CONSTRAINT "UQ_batches_owner_idempotency_key" DO NOTHING
 RETURNING ${BATCH_COLUMNS.replace(/\bb\./g, '')}`;
@@ -140,21 +141,30 @@ const BUDGET_CHECK = `WITH x AS (
     SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(ord int, idempotency_key text, providers text[],
       prompt_tokens int, completion_tokens int)
   ), fresh AS (
-    SELECT x.ord, (SELECT COALESCE(max(round((x.prompt_tokens * p.input_per_mtok + x.completion_tokens * p.output_per_mtok)
-                                             / 1000000, 8)), 0)
-                     FROM provider_prices p WHERE p.provider = ANY (x.providers) AND p.currency = $3) AS cost
+    SELECT x.ord,
+           (SELECT COALESCE(max(round((x.prompt_tokens * p.input_per_mtok
+                                       + x.completion_tokens * p.output_per_mtok) / 1000000, 8)), 0)
+              FROM provider_prices p WHERE p.provider = ANY (x.providers) AND p.currency = $3) AS cost
       FROM x WHERE NOT EXISTS (SELECT 1 FROM jobs k WHERE k.owner_id = $2 AND k.idempotency_key = x.idempotency_key)
   )
   SELECT (SELECT COALESCE(sum(a.cost), 0) FROM jobs j JOIN attempts a ON a.job_id = j.id
            WHERE j.owner_id = $2 AND a.cost_currency = $3 AND a.started_at >= date_trunc('month', now(), 'UTC'))
-       + (SELECT COALESCE(sum(GREATEST(j.reserved_cost
-                  - COALESCE((SELECT sum(a.cost) FROM attempts a WHERE a.job_id = j.id AND a.cost_currency = $3), 0), 0)), 0)
-            FROM jobs j WHERE j.owner_id = $2 AND j.status IN ('pending', 'running', 'unknown') AND j.reserved_currency = $3)
+       + (SELECT COALESCE(sum(GREATEST(j.reserved_cost - COALESCE(
+                    (SELECT sum(a.cost) FROM attempts a WHERE a.job_id = j.id AND a.cost_currency = $3), 0), 0)), 0)
+            FROM jobs j
+           WHERE j.owner_id = $2 AND j.status IN ('pending', 'running', 'unknown') AND j.reserved_currency = $3)
          AS used,
          (SELECT COALESCE(sum(cost), 0) FROM fresh) AS total,
          (SELECT cost FROM fresh ORDER BY ord DESC LIMIT 1) AS last`;
 
-const itemFromRow = (row: { ord: number; idempotency_key: string; outcome: ItemOutcome; job_id: string | null }): BatchItem => ({
+interface BatchItemRow {
+  ord: number;
+  idempotency_key: string;
+  outcome: ItemOutcome;
+  job_id: string | null;
+}
+
+const itemFromRow = (row: BatchItemRow): BatchItem => ({
   index: row.ord,
   key: row.idempotency_key,
   outcome: row.outcome,
@@ -258,7 +268,12 @@ export class BatchesRepository {
       LOCK_EXISTING,
       [ownerId, keys],
     );
-    return rows.map((r) => ({ id: r.id, idempotencyKey: r.idempotency_key, fingerprint: r.fingerprint, status: r.status }));
+    return rows.map((r) => ({
+      id: r.id,
+      idempotencyKey: r.idempotency_key,
+      fingerprint: r.fingerprint,
+      status: r.status,
+    }));
   }
 
   /** The items that created no job, and the count of the batch's live members (0: complete at once). */
@@ -301,7 +316,7 @@ export class BatchesRepository {
 
   /** Every item of a batch, in order: the answer a replay repeats. */
   async items(batchId: string): Promise<BatchItem[]> {
-    const rows = await rowsOf<{ ord: number; idempotency_key: string; outcome: ItemOutcome; job_id: string | null }>(
+    const rows = await rowsOf<BatchItemRow>(
       this.dataSource.manager,
       'SELECT ord, idempotency_key, outcome, job_id FROM batch_items WHERE batch_id = $1 ORDER BY ord',
       [batchId],
@@ -333,7 +348,10 @@ export class BatchesRepository {
   /** The owner's batches, newest first, keyset on (created_at, id); undefined when the cursor is not the owner's. */
   async listOwned(ownerId: string, query: BatchPageQuery): Promise<Batch[] | undefined> {
     if (query.afterId) {
-      const cursor = await this.dataSource.query('SELECT 1 FROM batches WHERE id = $1 AND owner_id = $2', [query.afterId, ownerId]);
+      const cursor = await this.dataSource.query('SELECT 1 FROM batches WHERE id = $1 AND owner_id = $2', [
+        query.afterId,
+        ownerId,
+      ]);
       if (!cursor.length) return undefined;
     }
     const rows = await rowsOf<BatchRow>(

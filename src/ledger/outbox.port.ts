@@ -1,6 +1,12 @@
 import type { Queryable } from '../database/transactions.js';
 
-export const WEBHOOK_EVENT_TYPES = ['job.succeeded', 'job.failed', 'job.cancelled', 'attempt.unknown', 'batch.completed'] as const;
+export const WEBHOOK_EVENT_TYPES = [
+  'job.succeeded',
+  'job.failed',
+  'job.cancelled',
+  'attempt.unknown',
+  'batch.completed',
+] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 /** What the ledger announces about one job; `batch.completed` is written by the database (migration CreateBatches). */
 export type JobEventType = Exclude<WebhookEventType, 'batch.completed'>;

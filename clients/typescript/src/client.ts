@@ -1,4 +1,11 @@
-import { BatchWaitTimeoutError, errorFor, NetworkError, OnejobError, RequestTimeoutError, WaitTimeoutError } from './errors.js';
+import {
+  BatchWaitTimeoutError,
+  errorFor,
+  NetworkError,
+  OnejobError,
+  RequestTimeoutError,
+  WaitTimeoutError,
+} from './errors.js';
 import {
   type Batch,
   type BatchCreated,
@@ -207,7 +214,11 @@ export class OnejobClient {
     const answer = await this.call<BatchCreated>({
       method: 'POST',
       path: '/v1/batches',
-      body: { items, ...(options.metadata && { metadata: options.metadata }), ...(options.priority !== undefined && { priority: options.priority }) },
+      body: {
+        items,
+        ...(options.metadata && { metadata: options.metadata }),
+        ...(options.priority !== undefined && { priority: options.priority }),
+      },
       headers: { 'Idempotency-Key': idempotencyKey },
       repeatable: true,
       // A full batch is written in one transaction: give it a millisecond per item beyond the usual timeout.
@@ -224,7 +235,8 @@ export class OnejobClient {
 
   /** A batch with its progress (jobs per status, cost, completedAt). */
   async getBatch(id: string): Promise<Batch> {
-    return (await this.call<Batch>({ method: 'GET', path: `/v1/batches/${encodeURIComponent(id)}`, repeatable: true })).body;
+    const path = `/v1/batches/${encodeURIComponent(id)}`;
+    return (await this.call<Batch>({ method: 'GET', path, repeatable: true })).body;
   }
 
   /** One page of a batch's items with their jobs' status, in item order. */
@@ -240,7 +252,8 @@ export class OnejobClient {
 
   /** Cancels every job of the batch that is not terminal. Repeatable: a second cancel changes nothing. */
   async cancelBatch(id: string): Promise<Batch> {
-    return (await this.call<Batch>({ method: 'POST', path: `/v1/batches/${encodeURIComponent(id)}/cancel`, repeatable: true })).body;
+    const path = `/v1/batches/${encodeURIComponent(id)}/cancel`;
+    return (await this.call<Batch>({ method: 'POST', path, repeatable: true })).body;
   }
 
   /**
