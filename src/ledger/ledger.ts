@@ -66,11 +66,14 @@ export class Ledger {
   }
 
   /**
-   * Several jobs locked in id order before any of them changes: a batch's cancel. Each change then takes its
-   * batches' rows (the trigger of migration CreateBatches) after every job lock, the order settlements take.
+   * Several jobs locked in id order before any of them changes (a batch's cancel), then the rows of every batch
+   * they belong to, in id order: each change's trigger (migration CreateBatches) then finds them held, and the
+   * order is the settlements' own, jobs first, then batches by id.
    */
-  lockJobs(jobIds: string[]): Promise<Job[]> {
-    return this.repos.jobs.lockManyById(jobIds, this.manager);
+  async lockJobs(jobIds: string[]): Promise<Job[]> {
+    const jobs = await this.repos.jobs.lockManyById(jobIds, this.manager);
+    await this.repos.jobs.lockBatchesOf(jobIds, this.manager);
+    return jobs;
   }
 
   /** The owner's job (I7), locked; undefined for another owner's. */
