@@ -273,3 +273,32 @@ describe('batches under a budget: the worst case reserved whole, or the batch re
     }
   }, 60_000);
 });
+
+describe("a batch's write is bounded by DB_QUERY_TIMEOUT_MS, not the request's shorter bound", () => {
+  it('commits a batch whose INSERT waits longer than DB_REQUEST_TIMEOUT_MS on another transaction', async () => {
+    const t = await startTestApp({ dbRequestTimeoutMs: 500 });
+    const blocker = await t.dataSource.createQueryRunner();
+    try {
+      const key = await t.key('owner-batch-bound');
+      // Another transaction holds one of the batch's keys: the batch's INSERT waits for it (ON CONFLICT).
+      await blocker.connect();
+      await blocker.startTransaction();
+      await blocker.query(
+        `INSERT INTO jobs (owner_id, idempotency_key, fingerprint, operation, input, providers)
+         VALUES ('owner-batch-bound', 'bound-3', repeat('f', 64), 'summarize', '{"text":"x"}', '{sim-primary}')`,
+      );
+      // supertest sends on then(): start the request now, and let it wait past the request bound.
+      const request = t.http().post('/v1/batches').set(bearer(key)).set('Idempotency-Key', 'bound');
+      const answer = request.send({ items: items('bound', 5) }).then((res) => res);
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      await blocker.commitTransaction();
+      const res = await answer;
+      expect(res.status).toBe(201);
+      const outcomes = res.body.items.map((i: { outcome: string }) => i.outcome);
+      expect(outcomes).toEqual(['created', 'created', 'created', 'conflict', 'created']);
+    } finally {
+      await blocker.release();
+      await t.close();
+    }
+  }, 60_000);
+});

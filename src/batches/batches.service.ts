@@ -5,6 +5,7 @@ import { isGated } from '../capacity/capacity.rules.js';
 import { DomainError, NotFoundError, ValidationFailedError } from '../common/domain.errors.js';
 import { fingerprintOf } from '../common/fingerprint.js';
 import { badCursor, decodeCursor } from '../common/keyset-page.js';
+import { withBackgroundQueryBound } from '../common/request-context.js';
 import { inTransaction } from '../database/transactions.js';
 import type { Batch, BatchItem, BatchProgress, ListedBatchItem } from '../ledger/batch.types.js';
 import { BatchesRepository, type NewBatchJob } from '../ledger/batches.repository.js';
@@ -16,7 +17,7 @@ import { CatalogService } from '../providers/catalog.service.js';
 import { currentTraceparent } from '../telemetry/tracing.js';
 import { BudgetsService, worstCaseTokens } from '../usage/budgets.service.js';
 import { batchFingerprint } from './batch-fingerprint.js';
-import { type BatchCatalog, validateBatch } from './batch-validation.js';
+import { type BatchCatalog, type BatchCommand, validateBatch } from './batch-validation.js';
 import { BatchKeyReusedError } from './batches.errors.js';
 
 export interface SubmittedBatch {
@@ -82,8 +83,36 @@ export class BatchesService {
         worstCaseTokens: budgeted ? worstCaseTokens(operation, item.input) : undefined,
       };
     });
+    // The write's size is the client's choice: DB_QUERY_TIMEOUT_MS bounds it, not the request's shorter bound.
+    const write = () => this.write(ownerId, idempotencyKey, fingerprint, command, jobs);
+    const written = await withBackgroundQueryBound(write);
+    if (!written) return this.replay(ownerId, idempotencyKey, fingerprint);
+    if (written.created) {
+      for (const waitingFor of new Set(jobs.map((j) => j.waitingFor))) this.signals.jobsDue(waitingFor);
+    }
+    const createdPer = new Map<string, number>();
+    for (const job of jobs) {
+      if (written.items[job.ord].outcome !== 'created') continue;
+      createdPer.set(job.operation, (createdPer.get(job.operation) ?? 0) + 1);
+    }
+    for (const [operation, n] of createdPer) this.metrics.jobsCreated.inc({ operation }, n);
+    // A batch of new jobs only is all pending with nothing spent: no need to read it back.
+    const progress =
+      written.created === jobs.length ? undefined : await this.batches.findProgress(written.batch.id, ownerId);
+    return { batch: progress ?? this.asProgress(written.batch), items: written.items, replayed: false };
+  }
+
+  /** The batch's transaction: its row, its jobs, the items that replayed or conflict, its count of live jobs. */
+  private async write(
+    ownerId: string,
+    idempotencyKey: string,
+    fingerprint: string,
+    command: BatchCommand,
+    jobs: NewBatchJob[],
+  ) {
+    const budgeted = jobs.some((job) => job.worstCaseTokens !== undefined);
     const traceContext = currentTraceparent();
-    const written = await inTransaction(this.dataSource, async (manager) => {
+    return inTransaction(this.dataSource, async (manager) => {
       const { metadata, priority } = command;
       const batch = await this.batches.insertBatch(
         { ownerId, idempotencyKey, fingerprint, metadata, priority, itemCount: jobs.length },
@@ -128,20 +157,6 @@ export class BatchesService {
       });
       return { batch: finished, items, created: created.size, announced };
     });
-    if (!written) return this.replay(ownerId, idempotencyKey, fingerprint);
-    if (written.created) {
-      for (const waitingFor of new Set(jobs.map((j) => j.waitingFor))) this.signals.jobsDue(waitingFor);
-    }
-    const createdPer = new Map<string, number>();
-    for (const job of jobs) {
-      if (written.items[job.ord].outcome !== 'created') continue;
-      createdPer.set(job.operation, (createdPer.get(job.operation) ?? 0) + 1);
-    }
-    for (const [operation, n] of createdPer) this.metrics.jobsCreated.inc({ operation }, n);
-    // A batch of new jobs only is all pending with nothing spent: no need to read it back.
-    const progress =
-      written.created === jobs.length ? undefined : await this.batches.findProgress(written.batch.id, ownerId);
-    return { batch: progress ?? this.asProgress(written.batch), items: written.items, replayed: false };
   }
 
   /** A batch request whose key was taken: the same intent answers the stored batch, another is refused. */
