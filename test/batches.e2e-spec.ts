@@ -277,7 +277,7 @@ describe('batches under a budget: the worst case reserved whole, or the batch re
 describe("a batch's write is bounded by DB_QUERY_TIMEOUT_MS, not the request's shorter bound", () => {
   it('commits a batch whose INSERT waits longer than DB_REQUEST_TIMEOUT_MS on another transaction', async () => {
     const t = await startTestApp({ dbRequestTimeoutMs: 500 });
-    const blocker = await t.dataSource.createQueryRunner();
+    const blocker = t.dataSource.createQueryRunner();
     try {
       const key = await t.key('owner-batch-bound');
       // Another transaction holds one of the batch's keys: the batch's INSERT waits for it (ON CONFLICT).
