@@ -29,13 +29,16 @@ describeLocal('batches as processes: SIGKILL while a batch is written (I9, I10)'
         (SELECT count(*)::int FROM batch_items) AS items, (SELECT count(*)::int FROM jobs) AS jobs,
         (SELECT count(*)::int FROM job_events) AS events`)
     )[0] as { batches: number; items: number; jobs: number; events: number };
-  /** The batch's big statement running on another backend (this query excluded). */
+  /**
+   * The batch's big statement running on another backend (this query excluded), known by its first line: the text
+   * pg_stat_activity keeps is cut at track_activity_query_size (1 kB).
+   */
   const writing = async () =>
     (
       await api.dataSource.query(
         `SELECT count(*)::int AS n FROM pg_stat_activity
           WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'active'
-            AND query LIKE '%INSERT INTO batch_items%'`,
+            AND query LIKE 'WITH x AS MATERIALIZED (%AS x(ord int, idempotency_key text, fingerprint text%'`,
       )
     )[0].n as number;
 
@@ -52,8 +55,12 @@ describeLocal('batches as processes: SIGKILL while a batch is written (I9, I10)'
         method: 'POST',
         headers: { ...bearer(key), 'content-type': 'application/json', 'idempotency-key': 'killed' },
         body,
-      }).catch((error: unknown) => error);
-      await waitFor(writing, (n) => n > 0, 20_000, 2);
+      })
+        .then(async (res) => `${res.status} ${(await res.text()).slice(0, 300)}`)
+        .catch((error: unknown) => error);
+      await waitFor(writing, (n) => n > 0, 20_000, 2).catch(async (error: Error) => {
+        throw new Error(`${error.message}; the request answered ${String(await sent)}; ${victim.output().slice(-500)}`);
+      });
     } finally {
       victim.kill('SIGKILL');
     }
