@@ -49,16 +49,19 @@ describe('batch.completed: announced once, in the transaction that makes the las
 
       await waitFor(async () => completions(receiver.received, batchId).length, (n) => n >= 1, 30_000);
       const [delivery] = await t.dataSource.query(
-        `SELECT d.created_at,
-                (SELECT max(j.completed_at) FROM batch_items i JOIN jobs j ON j.id = i.job_id
-                  WHERE i.batch_id = d.batch_id) AS last,
+        `SELECT d.created_at, b.completed_at AS batch_completed_at,
+                (SELECT array_agg(j.completed_at) FROM batch_items i JOIN jobs j ON j.id = i.job_id
+                  WHERE i.batch_id = b.id AND j.xmin::text = b.xmin::text) AS settled_with_it,
                 (SELECT count(*)::int FROM batch_items i JOIN jobs j ON j.id = i.job_id
                   WHERE i.batch_id = d.batch_id AND j.status IN ('pending', 'running', 'unknown')) AS live
-           FROM webhook_deliveries d WHERE d.batch_id = $1`,
+           FROM webhook_deliveries d JOIN batches b ON b.id = d.batch_id WHERE d.batch_id = $1`,
         [batchId],
       );
-      // now() is the transaction's start: the delivery shares it with the settlement that ended the last job.
-      expect(delivery.created_at.getTime()).toBe(delivery.last.getTime());
+      // The batch row was last written by a transaction that also wrote (settled) one of its jobs, and the delivery
+      // shares that transaction's now(): it was written with the settlement that ended the last job.
+      expect(delivery.settled_with_it?.length).toBeGreaterThanOrEqual(1);
+      expect(delivery.settled_with_it[0].getTime()).toBe(delivery.created_at.getTime());
+      expect(delivery.batch_completed_at.getTime()).toBe(delivery.created_at.getTime());
       expect(delivery.live).toBe(0);
       const [announced] = completions(receiver.received, batchId);
       expect(announced.verified).toBe(true);
