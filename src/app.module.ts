@@ -3,8 +3,8 @@ import { ConfigModule, registerAs } from '@nestjs/config';
 import { APP_FILTER, APP_PIPE } from '@nestjs/core';
 
 import { AttemptsModule } from './attempts/attempts.module.js';
-import { BatchesModule } from './batches/batches.module.js';
 import { AuthModule } from './auth/auth.module.js';
+import { BatchesModule } from './batches/batches.module.js';
 import { LoggingModule } from './common/logging.module.js';
 import { ProblemDetailsFilter } from './common/problem-details.filter.js';
 import { createValidationPipe } from './common/validation.js';
