@@ -47,11 +47,6 @@ export { MAX_JSON_DEPTH } from './common/json-text.js';
 const PROTOTYPE_MEMBERS = new Set(Object.getOwnPropertyNames(Object.prototype));
 const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
 
-/** Deepest nesting of a parsed JSON body (kept for callers of the old name). */
-export function jsonDepth(value: unknown): number {
-  return inspectJson(value).depth;
-}
-
 const limitError = (limit: 'depth' | 'members', maxMembers = MAX_JSON_MEMBERS): FieldError =>
   limit === 'depth'
     ? { field: 'body', message: `must not nest deeper than ${MAX_JSON_DEPTH} levels` }

@@ -25,8 +25,6 @@ import { inJobTrace } from '../telemetry/tracing.js';
 import { AttemptRunner, type Claimed } from './attempt-runner.js';
 import { AttemptScheduler } from './attempt-scheduler.js';
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
 /** Jobs one claim transaction takes at most: enough to fill a large window in a few round trips. */
 const CLAIM_BATCH = 64;
 
@@ -94,8 +92,12 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
     this.poke();
     await this.loop;
     if (this.inFlight.size) {
-      const grace = sleep(this.config.shutdownGraceMs).then(() => 'timeout' as const);
-      if ((await Promise.race([Promise.all(this.inFlight).then(() => 'done' as const), grace])) === 'timeout') {
+      let timer: NodeJS.Timeout | undefined;
+      const grace = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), this.config.shutdownGraceMs)));
+      const ended = await Promise.race([Promise.all(this.inFlight).then(() => 'done' as const), grace]);
+      // A drain that ended early must not leave the grace's timer holding the process (a test runner's worker too).
+      clearTimeout(timer);
+      if (ended === 'timeout') {
         this.logger.warn({ msg: 'shutdown grace over: aborting in-flight attempts', count: this.inFlight.size });
         this.shutdown.abort();
         await Promise.allSettled(this.inFlight);

@@ -3,7 +3,6 @@ import { type Attempt, attemptFromRow, type AttemptRow } from './attempt.types.j
 export const JOB_STATUSES = ['pending', 'running', 'unknown', 'succeeded', 'failed', 'cancelled'] as const;
 export type JobStatus = (typeof JOB_STATUSES)[number];
 export const TERMINAL_JOB_STATUSES: readonly JobStatus[] = ['succeeded', 'failed', 'cancelled'];
-export const LIVE_JOB_STATUSES: readonly JobStatus[] = ['pending', 'running', 'unknown'];
 
 export function isTerminal(status: JobStatus): boolean {
   return TERMINAL_JOB_STATUSES.includes(status);
