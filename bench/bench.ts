@@ -20,12 +20,13 @@ import { AttemptsRepository } from '../src/ledger/attempts.repository.js';
 import { JobsRepository } from '../src/ledger/jobs.repository.js';
 import { DuplicateIdempotencyKeyError } from '../src/ledger/ledger.errors.js';
 import { SettlementRepository } from '../src/ledger/settlement.repository.js';
+import { batchCase, type BatchRow, batchTable } from './batch.js';
 import { capacityCase, type CapacityRow, capacityTable } from './capacity.js';
 import { postgresCpuSeconds, postmasterPid, processCpuSeconds } from './cpu.js';
 import { fairnessCase, type FairnessRow, fairnessTable } from './fairness.js';
 import { type OneSecondRow, oneSecondTable, pipelineOneSecond } from './pipeline-1s.js';
 
-const CASES = ['create', 'replay', 'get', 'storm', 'pipeline', 'pipeline-1s', 'capacity', 'fairness'] as const;
+const CASES = ['create', 'replay', 'get', 'storm', 'pipeline', 'pipeline-1s', 'capacity', 'fairness', 'batch'] as const;
 type Case = (typeof CASES)[number];
 
 interface Measure {
@@ -306,6 +307,7 @@ async function main(): Promise<void> {
   let oneSecond: OneSecondRow[] = [];
   let capacity: CapacityRow | undefined;
   let fairness: FairnessRow | undefined;
+  let batch: BatchRow | undefined;
   const pool = new pg.Pool({ connectionString: databaseUrl, max: connections });
   pool.on('error', () => undefined); // idle clients dropped by DROP DATABASE ... WITH (FORCE) at the end
   const jobs = new JobsRepository(pool as never);
@@ -343,7 +345,7 @@ async function main(): Promise<void> {
     const fingerprintOfSeed = (await pool.query('SELECT fingerprint FROM jobs LIMIT 1')).rows[0].fingerprint as string;
 
     for (const name of cases) {
-      if (name === 'pipeline' || name === 'pipeline-1s' || name === 'capacity' || name === 'fairness') continue;
+      if (name === 'pipeline' || name === 'pipeline-1s' || name === 'capacity' || name === 'fairness' || name === 'batch') continue;
       let serviceMeasure: Measure;
       let ceiling: Measure;
       let floor: Row['floor'];
@@ -389,6 +391,7 @@ async function main(): Promise<void> {
       const postgresUnnamed = script ? pgbenchCeiling(databaseUrl, script, duration, 'extended') : undefined;
       rows.push({ case: name, service: serviceMeasure, ceiling, ratio: serviceMeasure.rps / ceiling.rps, postgres, postgresUnnamed, floor, cpuPer1000: serviceCpu.get(name), peakRssMb: peakRssMb(service.child) });
     }
+    if (cases.includes('batch')) batch = await batchCase({ pool, databaseUrl, run, headers, service });
     const apiPeak = peakRssMb(service.child);
     await service.stop();
 
@@ -525,10 +528,11 @@ async function main(): Promise<void> {
   if (oneSecond.length) process.stdout.write(`\npipeline-1s (simulated provider, 1 s latency; pg-boss 10 on the same PostgreSQL)\n\n${oneSecondTable(oneSecond)}\n`);
   if (capacity) process.stdout.write(`\ncapacity (fake OpenAI server, 1 s latency, maxConcurrency 50, 3 worker processes + 1 API process)\n\n${capacityTable(capacity)}\n`);
   if (fairness) process.stdout.write(`\nfairness (fake OpenAI server, 1 s latency, maxConcurrency 5, 3 worker processes + 1 API process)\n\n${fairnessTable(fairness)}\n`);
+  if (batch) process.stdout.write(`\nbatch (ROLE=api, same run, same PostgreSQL)\n\n${batchTable(batch)}\n`);
   if (soak) process.stdout.write(`\nsoak: ${soak.seconds} s, RSS samples (MB) ${soak.rssMb.join(' ')}, growth last third vs first third: ${soak.growthMb} MB\n`);
   mkdirSync('bench/results', { recursive: true });
   const file = args.out ?? `bench/results/${new Date().toISOString().slice(0, 10)}.json`;
-  writeFileSync(file, `${JSON.stringify({ at: new Date().toISOString(), connections, duration, cores: cpus().length, node: process.version, postgres: serverVersion, rows, oneSecond, capacity, fairness, soak }, null, 2)}\n`);
+  writeFileSync(file, `${JSON.stringify({ at: new Date().toISOString(), connections, duration, cores: cpus().length, node: process.version, postgres: serverVersion, rows, oneSecond, capacity, fairness, batch, soak }, null, 2)}\n`);
   process.stdout.write(`\nwritten to ${file}\n`);
 }
 

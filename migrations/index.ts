@@ -12,6 +12,7 @@ import { AddJobBudgetReservation1795978300000 } from './1795978300000-AddJobBudg
 import { AddBudgetsScope1795978310000 } from './1795978310000-AddBudgetsScope.js';
 import { WebhookPreviousSecrets1795978450000 } from './1795978450000-WebhookPreviousSecrets.js';
 import { WebhookDeliveryLease1795978460000 } from './1795978460000-WebhookDeliveryLease.js';
+import { CreateBatches1795978600000 } from './1795978600000-CreateBatches.js';
 import { AddJobPriority1795978700000 } from './1795978700000-AddJobPriority.js';
 import { CreateOwnerShares1795978710000 } from './1795978710000-CreateOwnerShares.js';
 
@@ -31,6 +32,7 @@ export const migrations = [
   AddBudgetsScope1795978310000,
   WebhookPreviousSecrets1795978450000,
   WebhookDeliveryLease1795978460000,
+  CreateBatches1795978600000,
   AddJobPriority1795978700000,
   CreateOwnerShares1795978710000,
 ];

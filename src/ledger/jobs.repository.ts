@@ -488,6 +488,29 @@ export class JobsRepository {
     return rows[0] && jobFromRow(rows[0]);
   }
 
+  /** Jobs locked in id order (the order every multi-job writer takes them in), for a batch's cancel. */
+  async lockManyById(ids: string[], manager: Queryable): Promise<Job[]> {
+    const rows = await rowsOf<JobRow>(
+      manager,
+      `SELECT ${JOB_COLUMNS} FROM jobs j WHERE j.id = ANY ($1::uuid[]) ORDER BY j.id FOR UPDATE`,
+      [ids],
+    );
+    return rows.map(jobFromRow);
+  }
+
+  /**
+   * The batches these jobs belong to, locked in id order, after the jobs: a transaction that ends several jobs
+   * (a batch's cancel) takes every batch row its statements' trigger will take up front, so two such transactions
+   * on batches sharing jobs queue instead of deadlocking (migration CreateBatches, docs/design.md#batches).
+   */
+  async lockBatchesOf(jobIds: string[], manager: Queryable): Promise<void> {
+    await manager.query(
+      `SELECT 1 FROM batches WHERE id IN (SELECT batch_id FROM batch_items WHERE job_id = ANY ($1::uuid[]))
+        ORDER BY id FOR UPDATE`,
+      [jobIds],
+    );
+  }
+
   async lockById(id: string, manager: Queryable): Promise<Job | undefined> {
     const rows = await rowsOf<JobRow>(manager, `SELECT ${JOB_COLUMNS} FROM jobs j WHERE j.id = $1 FOR UPDATE`, [id]);
     return rows[0] && jobFromRow(rows[0]);

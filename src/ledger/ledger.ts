@@ -65,6 +65,17 @@ export class Ledger {
     return this.repos.jobs.lockById(jobId, this.manager);
   }
 
+  /**
+   * Several jobs locked in id order before any of them changes (a batch's cancel), then the rows of every batch
+   * they belong to, in id order: each change's trigger (migration CreateBatches) then finds them held, and the
+   * order is the settlements' own, jobs first, then batches by id.
+   */
+  async lockJobs(jobIds: string[]): Promise<Job[]> {
+    const jobs = await this.repos.jobs.lockManyById(jobIds, this.manager);
+    await this.repos.jobs.lockBatchesOf(jobIds, this.manager);
+    return jobs;
+  }
+
   /** The owner's job (I7), locked; undefined for another owner's. */
   lockOwnedJob(ownerId: string, jobId: string): Promise<Job | undefined> {
     return this.repos.jobs.lockOwned(ownerId, jobId, this.manager);

@@ -49,7 +49,8 @@ export interface DeliveryPageQuery {
 
 const HISTORY = `(SELECT json_agg(json_build_object('number', a.number, 'statusCode', a.status_code, 'latencyMs', a.latency_ms,
   'error', a.error, 'at', a.at) ORDER BY a.id) FROM webhook_delivery_attempts a WHERE a.delivery_id = d.id) AS history`;
-const COLUMNS = `d.id, d.endpoint_id, d.job_id, d.event_type, d.status, d.attempts, d.next_attempt_at, d.last_status_code,
+const COLUMNS = `d.id, d.endpoint_id, d.job_id, d.batch_id, d.event_type, d.status, d.attempts, d.next_attempt_at,
+  d.last_status_code,
   d.last_error, d.created_at, d.delivered_at, ${HISTORY}`;
 
 /** The transactional outbox and its delivery log (docs/operations.md#webhooks). */

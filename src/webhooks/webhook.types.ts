@@ -49,7 +49,8 @@ export interface DeliveryAttempt {
 export interface WebhookDelivery {
   id: string;
   endpointId: string;
-  jobId: string;
+  jobId: string | null;
+  batchId: string | null;
   eventType: WebhookEventType;
   status: DeliveryStatus;
   attempts: number;
@@ -64,7 +65,8 @@ export interface WebhookDelivery {
 export interface WebhookDeliveryRow {
   id: string;
   endpoint_id: string;
-  job_id: string;
+  job_id: string | null;
+  batch_id: string | null;
   event_type: WebhookEventType;
   status: DeliveryStatus;
   attempts: number;
@@ -82,6 +84,7 @@ export function deliveryFromRow(row: WebhookDeliveryRow): WebhookDelivery {
     id: row.id,
     endpointId: row.endpoint_id,
     jobId: row.job_id,
+    batchId: row.batch_id,
     eventType: row.event_type,
     status: row.status,
     attempts: row.attempts,

@@ -75,6 +75,84 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/batches": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The owner's batches, newest first (keyset pagination) */
+        get: operations["listBatches"];
+        put?: never;
+        /**
+         * Create up to 10,000 jobs in one request, idempotently, all or none
+         * @description Validated whole: a bad item answers 422 naming its index (`items[3].input.text`) and nothing is written. Written whole in one transaction. Per item: `created`, `replayed` (its key names a job of the same intent) or `conflict` (another intent: that job is untouched). Body limit: BATCH_BODY_LIMIT_BYTES (16 MiB by default). An owner with a budget has the batch's worst case reserved whole, or the batch refused whole (429).
+         */
+        post: operations["createBatch"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/batches/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A batch with its progress: jobs per status, cost, completedAt once every job is terminal
+         * @description For the batch's owner (`jobs:read`) and for operators (`ops:read`, any owner). Another owner's batch answers 404.
+         */
+        get: operations["getBatch"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/batches/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel every job of the batch that is not terminal (each a fence, as a job's cancel is)
+         * @description Terminal jobs are left as they are; a batch whose jobs are all terminal answers 200 unchanged.
+         */
+        post: operations["cancelBatch"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/batches/{id}/jobs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A batch's items with their jobs' status, in item order (keyset pages) */
+        get: operations["listBatchJobs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/budget": {
         parameters: {
             query?: never;
@@ -545,6 +623,155 @@ export interface components {
                 promptTokens: number;
             } | null;
         };
+        BatchCostView: {
+            /** @description ISO 4217. */
+            currency: string;
+            /** @description Every attempt of the batch's jobs, rounded to 8 decimals. */
+            total: number;
+        };
+        BatchCountsView: {
+            cancelled: number;
+            /** @description Items whose key names a job of another intent: no job of this batch. */
+            conflict: number;
+            failed: number;
+            pending: number;
+            running: number;
+            succeeded: number;
+            unknown: number;
+        };
+        BatchCreatedView: {
+            /**
+             * Format: date-time
+             * @description When the last job became terminal.
+             */
+            completedAt: string | null;
+            /** @description The cost of every attempt of the batch's jobs, per currency. */
+            cost: components["schemas"]["BatchCostView"][];
+            /** @description The batch's jobs per status now, and its conflicts. */
+            counts: components["schemas"]["BatchCountsView"];
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: uuid */
+            id: string;
+            /** @example import-2026-12-01 */
+            idempotencyKey: string;
+            itemCount: number;
+            /** @description Every item, in the order sent. */
+            items: components["schemas"]["BatchItemView"][];
+            /** @description Jobs of the batch not yet terminal. */
+            liveJobs: number;
+            metadata: {
+                [key: string]: unknown;
+            } | null;
+            priority: number;
+            /**
+             * @description completed once every job of the batch is terminal.
+             * @enum {string}
+             */
+            status: "running" | "completed";
+        };
+        BatchItemView: {
+            /** @description The item's index in the request. */
+            index: number;
+            /**
+             * Format: uuid
+             * @description Null for a conflict.
+             */
+            jobId: string | null;
+            key: string;
+            /**
+             * @description created: a new job. replayed: the key already named a job of the same intent, and that job is this item. conflict: the key names a job of another intent (idempotency_key_reused); that job is untouched and not in the batch.
+             * @enum {string}
+             */
+            outcome: "created" | "replayed" | "conflict";
+        };
+        BatchJobPageView: {
+            items: components["schemas"]["BatchJobView"][];
+            /** @description Null on the last page. */
+            nextCursor: string | null;
+        };
+        BatchJobView: {
+            /** Format: date-time */
+            completedAt: string | null;
+            /** @description The item's index in the request. */
+            index: number;
+            /**
+             * Format: uuid
+             * @description Null for a conflict.
+             */
+            jobId: string | null;
+            key: string;
+            /**
+             * @description created: a new job. replayed: the key already named a job of the same intent, and that job is this item. conflict: the key names a job of another intent (idempotency_key_reused); that job is untouched and not in the batch.
+             * @enum {string}
+             */
+            outcome: "created" | "replayed" | "conflict";
+            /**
+             * @description The job's status now; null for a conflict.
+             * @enum {string|null}
+             */
+            status: "pending" | "running" | "unknown" | "succeeded" | "failed" | "cancelled" | null;
+            version: number | null;
+        };
+        BatchPageView: {
+            items: components["schemas"]["BatchSummaryView"][];
+            /** @description Null on the last page. */
+            nextCursor: string | null;
+        };
+        BatchSummaryView: {
+            /**
+             * Format: date-time
+             * @description When the last job became terminal.
+             */
+            completedAt: string | null;
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: uuid */
+            id: string;
+            /** @example import-2026-12-01 */
+            idempotencyKey: string;
+            itemCount: number;
+            /** @description Jobs of the batch not yet terminal. */
+            liveJobs: number;
+            metadata: {
+                [key: string]: unknown;
+            } | null;
+            priority: number;
+            /**
+             * @description completed once every job of the batch is terminal.
+             * @enum {string}
+             */
+            status: "running" | "completed";
+        };
+        BatchView: {
+            /**
+             * Format: date-time
+             * @description When the last job became terminal.
+             */
+            completedAt: string | null;
+            /** @description The cost of every attempt of the batch's jobs, per currency. */
+            cost: components["schemas"]["BatchCostView"][];
+            /** @description The batch's jobs per status now, and its conflicts. */
+            counts: components["schemas"]["BatchCountsView"];
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: uuid */
+            id: string;
+            /** @example import-2026-12-01 */
+            idempotencyKey: string;
+            itemCount: number;
+            /** @description Jobs of the batch not yet terminal. */
+            liveJobs: number;
+            metadata: {
+                [key: string]: unknown;
+            } | null;
+            priority: number;
+            /**
+             * @description completed once every job of the batch is terminal.
+             * @enum {string}
+             */
+            status: "running" | "completed";
+        };
         BreakerView: {
             /** @description Counted failures (timeouts, retryable failures) within the window. */
             failuresInWindow: number;
@@ -589,6 +816,47 @@ export interface components {
              */
             operation: string;
         };
+        CreateBatchDto: {
+            /** @description Each item is one job; keys are unique within the batch. */
+            items: components["schemas"]["CreateBatchItemDto"][];
+            /**
+             * @description The client's label of the batch, returned as sent (at most 16384 bytes of JSON); part of the batch's fingerprint.
+             * @example {
+             *       "source": "nightly-import"
+             *     }
+             */
+            metadata?: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * @description Every job's priority (higher first); not part of any fingerprint.
+             * @default 0
+             */
+            priority: number;
+        };
+        CreateBatchItemDto: {
+            /**
+             * @description The operation's input, validated against its input schema.
+             * @example {
+             *       "text": "The quick brown fox jumps over the lazy dog."
+             *     }
+             */
+            input: {
+                [key: string]: unknown;
+            };
+            /**
+             * @description This item's job's idempotency key, in the owner's key space (as a POST /v1/jobs Idempotency-Key).
+             * @example doc-0001
+             */
+            key: string;
+            /**
+             * @description Name of an operation of the catalog.
+             * @example summarize
+             */
+            operation: string;
+            /** @description Ordered provider chain, primary first. Omitted: the operation's default chain. */
+            providers?: string[];
+        };
         CreateJobDto: {
             /**
              * @description The operation's input; validated against its input schema (422 when it fails).
@@ -625,7 +893,7 @@ export interface components {
              *       "job.failed"
              *     ]
              */
-            events: ("job.succeeded" | "job.failed" | "job.cancelled" | "attempt.unknown")[];
+            events: ("job.succeeded" | "job.failed" | "job.cancelled" | "attempt.unknown" | "batch.completed")[];
             /**
              * @description Where events are POSTed. https, or http for a host:port in WEBHOOK_ALLOWED_HOSTS; a host resolving to anything but public unicast addresses (loopback, private, link-local, metadata, reserved, or such an IPv4 address inside IPv6) is refused (422), and so is each delivery that would connect to one.
              * @example https://hooks.example.com/onejob
@@ -639,7 +907,7 @@ export interface components {
             disabledAt: string | null;
             /** @description Why the endpoint was disabled (it kept failing). */
             disabledReason: string | null;
-            events: ("job.succeeded" | "job.failed" | "job.cancelled" | "attempt.unknown")[];
+            events: ("job.succeeded" | "job.failed" | "job.cancelled" | "attempt.unknown" | "batch.completed")[];
             /** Format: uuid */
             id: string;
             /**
@@ -1222,20 +1490,28 @@ export interface components {
         };
         WebhookDeliveryView: {
             attempts: number;
+            /**
+             * Format: uuid
+             * @description Set for a batch.completed delivery.
+             */
+            batchId: string | null;
             /** Format: date-time */
             createdAt: string;
             /** Format: date-time */
             deliveredAt: string | null;
             /** @enum {string} */
-            eventType: "job.succeeded" | "job.failed" | "job.cancelled" | "attempt.unknown";
+            eventType: "job.succeeded" | "job.failed" | "job.cancelled" | "attempt.unknown" | "batch.completed";
             history: components["schemas"]["DeliveryAttemptView"][];
             /**
              * Format: uuid
              * @description Also the `webhook-id` header of every attempt: receivers dedupe on it.
              */
             id: string;
-            /** Format: uuid */
-            jobId: string;
+            /**
+             * Format: uuid
+             * @description Null for a batch.completed delivery.
+             */
+            jobId: string | null;
             lastError: string | null;
             lastStatusCode: number | null;
             /** Format: date-time */
@@ -1253,7 +1529,7 @@ export interface components {
             disabledAt: string | null;
             /** @description Why the endpoint was disabled (it kept failing). */
             disabledReason: string | null;
-            events: ("job.succeeded" | "job.failed" | "job.cancelled" | "attempt.unknown")[];
+            events: ("job.succeeded" | "job.failed" | "job.cancelled" | "attempt.unknown" | "batch.completed")[];
             /** Format: uuid */
             id: string;
             /** @enum {string} */
@@ -1265,6 +1541,8 @@ export interface components {
     parameters: never;
     requestBodies: never;
     headers: {
+        /** @description The path of the batch: `/v1/batches/{id}`. */
+        BatchLocation: string;
         /** @description The key was already bound to this intent: this is the existing job, nothing was created. */
         IdempotentReplayed: "true";
         /** @description The path of the job: `/v1/jobs/{id}`. */
@@ -1555,6 +1833,548 @@ export interface operations {
             };
             /** @description problem+json with code validation_failed */
             422: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code internal_error */
+            500: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code service_unavailable */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listBatches: {
+        parameters: {
+            query?: {
+                limit?: number;
+                /** @description The nextCursor of the previous page (opaque). */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchPageView"];
+                };
+            };
+            /** @description problem+json with code validation_failed */
+            400: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code unauthorized */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code forbidden */
+            403: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code internal_error */
+            500: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code service_unavailable */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    createBatch: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The batch's own key (1-255 visible ASCII characters), in a key space of its own: the same key with the same items (in order) and metadata returns the same batch; with another body, 409. Each item's `key` is its job's key in the owner's job key space, exactly as POST /v1/jobs's header. */
+                "Idempotency-Key": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateBatchDto"];
+            };
+        };
+        responses: {
+            /** @description Replayed: same key and body. Header `Idempotent-Replayed: true`; the items as first answered. */
+            200: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    Location: components["headers"]["BatchLocation"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchCreatedView"];
+                };
+            };
+            /** @description Created. `Location: /v1/batches/{id}`. */
+            201: {
+                headers: {
+                    Location: components["headers"]["BatchLocation"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchCreatedView"];
+                };
+            };
+            /** @description problem+json with code idempotency_key_missing | idempotency_key_invalid | validation_failed */
+            400: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code unauthorized */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code forbidden */
+            403: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code idempotency_key_reused */
+            409: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code payload_too_large */
+            413: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code unsupported_media_type */
+            415: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code validation_failed */
+            422: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code budget_exceeded */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code internal_error */
+            500: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code service_unavailable */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getBatch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A batch id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchView"];
+                };
+            };
+            /** @description problem+json with code validation_failed */
+            400: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code unauthorized */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code forbidden */
+            403: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code not_found */
+            404: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code internal_error */
+            500: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code service_unavailable */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    cancelBatch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A batch id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchView"];
+                };
+            };
+            /** @description problem+json with code validation_failed */
+            400: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code unauthorized */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code forbidden */
+            403: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code not_found */
+            404: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code payload_too_large */
+            413: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code unsupported_media_type */
+            415: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code internal_error */
+            500: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code service_unavailable */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listBatchJobs: {
+        parameters: {
+            query?: {
+                limit?: number;
+                /** @description The nextCursor of the previous page (opaque). */
+                cursor?: string;
+                /** @description Only the items whose job is in this status. */
+                status?: "pending" | "running" | "unknown" | "succeeded" | "failed" | "cancelled";
+            };
+            header?: never;
+            path: {
+                /** @description A batch id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchJobPageView"];
+                };
+            };
+            /** @description problem+json with code validation_failed */
+            400: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code unauthorized */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code forbidden */
+            403: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code not_found */
+            404: {
                 headers: {
                     "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
