@@ -12,6 +12,7 @@ import { AddJobBudgetReservation1795978300000 } from './1795978300000-AddJobBudg
 import { AddBudgetsScope1795978310000 } from './1795978310000-AddBudgetsScope.js';
 import { WebhookPreviousSecrets1795978450000 } from './1795978450000-WebhookPreviousSecrets.js';
 import { WebhookDeliveryLease1795978460000 } from './1795978460000-WebhookDeliveryLease.js';
+import { TrackProviderResponses1795978800000 } from './1795978800000-TrackProviderResponses.js';
 
 /** Every migration, in order. Listed by class so the same list works from TypeScript sources and from dist/. */
 export const migrations = [
@@ -29,4 +30,5 @@ export const migrations = [
   AddBudgetsScope1795978310000,
   WebhookPreviousSecrets1795978450000,
   WebhookDeliveryLease1795978460000,
+  TrackProviderResponses1795978800000,
 ];

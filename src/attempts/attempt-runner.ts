@@ -122,6 +122,9 @@ export class AttemptRunner {
           maxResponseBytes: operation.maxResponseBytes,
           idempotencyKey: attempt.id,
           signal: hardStop.signal,
+          followUntil: attempt.deadlineAt,
+          // Committed before the adapter waits for the outcome, through an outage too (until the soft deadline).
+          onSubmitted: (providerRequestId) => this.persist(() => this.outcomes.submitted(attempt.id, job.id, providerRequestId), attempt.deadlineAt, shutdown, log),
         }),
       );
     } catch (error) {

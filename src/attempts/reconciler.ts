@@ -8,11 +8,16 @@ import { AttemptsRepository } from '../ledger/attempts.repository.js';
 import { JobsRepository } from '../ledger/jobs.repository.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { CatalogService } from '../providers/catalog.service.js';
-import { checkOutput } from '../providers/output-contract.js';
 import { ProviderRegistry } from '../providers/provider-registry.js';
 import { AttemptOutcomes } from './attempt-outcomes.js';
 
 const BATCH = 100;
+
+/**
+ * An attempt is looked up again once this share of a reconcile period has passed since its last look-up: a pass
+ * that starts a little early (timer jitter) still finds it due, and two look-ups of it are never closer than that.
+ */
+const LOOKUP_PERIOD_SHARE = 0.9;
 
 /**
  * Safe on every replica: each step re-reads and locks what it changes. It finds attempts whose worker went
@@ -62,10 +67,14 @@ export class Reconciler implements OnApplicationBootstrap, BeforeApplicationShut
         if (!notSent) await this.outcomes.unknown(overdue.id, overdue.jobId, 'deadline_passed_no_worker');
       });
     }
-    for (const attempt of await this.attempts.findUnknownOfLiveJobs(this.actionableProviders(), BATCH)) {
-      await this.each(attempt, async () => {
-        if ((await this.outcomes.applyTimeoutPolicy(attempt)) === 'hold') await this.lookup(attempt);
-      });
+    // failover: given up as soon as a certified fallback exists (one may have been certified since the deadline).
+    for (const attempt of await this.attempts.findUnknownOfLiveJobs(this.failoverProviders(), BATCH)) {
+      await this.each(attempt, () => this.outcomes.applyTimeoutPolicy(attempt));
+    }
+    // Look-ups: each attempt at most once per period, across replicas (claimLookups stamps provider_checked_at).
+    const period = this.config.reconcileIntervalMs * LOOKUP_PERIOD_SHARE;
+    for (const attempt of await this.attempts.claimLookups(this.lookupProviders(), period, BATCH)) {
+      await this.each(attempt, () => this.lookup(attempt));
     }
     for (const abandoned of await this.attempts.findAbandoned(BATCH)) {
       await this.each(abandoned, () => this.outcomes.abandon(abandoned.id, abandoned.jobId));
@@ -73,11 +82,19 @@ export class Reconciler implements OnApplicationBootstrap, BeforeApplicationShut
     this.metrics.attemptsUnknown.set(await this.attempts.countUnknown());
   }
 
-  /** Providers whose unknown attempts the reconciler can move: failover policy, or an adapter with a lookup. */
-  private actionableProviders(): string[] {
+  /** Providers whose unknown attempts the reconciler gives up for a certified fallback. */
+  private failoverProviders(): string[] {
     return this.catalog
       .listProviders()
-      .filter((p) => (p.onTimeout === 'failover' && p.sideEffectFree) || this.registry.find(p.name)?.lookup)
+      .filter((p) => p.onTimeout === 'failover' && p.sideEffectFree)
+      .map((p) => p.name);
+  }
+
+  /** Providers whose adapter can look a request up: held attempts on the others wait for an operator. */
+  private lookupProviders(): string[] {
+    return this.catalog
+      .listProviders()
+      .filter((p) => this.registry.find(p.name)?.lookup)
       .map((p) => p.name);
   }
 
@@ -90,19 +107,17 @@ export class Reconciler implements OnApplicationBootstrap, BeforeApplicationShut
     }
   }
 
-  /** hold: ask the provider what became of the request (by the idempotency key it was sent with), where it can. */
+  /**
+   * Asks the provider what became of the request: by its id where it gave one (OpenAI's Responses), by the
+   * attempt id otherwise (the simulated adapter), and applies the answer (AttemptOutcomes.fromProvider).
+   */
   private async lookup(attempt: Attempt): Promise<void> {
     const adapter = this.registry.find(attempt.provider);
     if (!adapter?.lookup) return;
-    const found = await adapter.lookup(attempt.id);
-    if (found.state === 'succeeded') {
-      const operation = await this.attempts.operationOfJob(attempt.jobId);
-      const check = checkOutput(this.catalog, operation, found.response.text);
-      if (check.ok) await this.outcomes.succeeded(attempt.id, attempt.jobId, { value: check.value, usage: found.response.usage, providerRequestId: found.response.requestId });
-      else await this.outcomes.failed(attempt.id, attempt.jobId, { reason: 'contract_violation', message: 'the output breaks the operation contract', retryable: false, details: check.errors });
-    } else if (found.state === 'failed') {
-      await this.outcomes.failed(attempt.id, attempt.jobId, { reason: found.error.reason, message: found.error.message, retryable: found.error.retryable, status: found.error.status });
-    }
+    const operation = this.catalog.operation(await this.attempts.operationOfJob(attempt.jobId));
+    const ref = { attemptId: attempt.id, providerRequestId: attempt.providerRequestId, maxResponseBytes: operation?.maxResponseBytes };
+    const done = await this.outcomes.fromProvider(attempt, await adapter.lookup(ref));
+    this.logger.debug({ msg: 'looked up at the provider', attemptId: attempt.id, jobId: attempt.jobId, done });
   }
 
   /** A job that names a provider which left the catalog fails or moves on when claimed; say so at start. */

@@ -1,5 +1,7 @@
 export type ProviderKind = 'simulated' | 'openai' | 'anthropic';
 export type TimeoutPolicy = 'hold' | 'failover';
+/** The OpenAI API an `openai` provider is called through: Chat Completions, or Responses in background mode. */
+export type OpenAiApi = 'chat' | 'responses';
 export type SimulatedOutcome = 'success' | 'error' | 'timeout' | 'malformed' | 'invalid' | 'reset';
 
 export interface SimulateSpec {
@@ -33,6 +35,10 @@ export interface ProviderSpec {
   maxAttempts: number;
   contextWindow: number;
   simulate?: SimulateSpec;
+  /** openai only: `responses` creates each call in background mode and follows it by id (docs/catalog.md). */
+  api?: OpenAiApi;
+  /** `api: responses`: the worker's retrieve period while it follows a response, until the soft deadline. */
+  pollIntervalMs?: number;
   /** Price per million tokens; attempts on a provider without it have no cost. */
   pricing?: PricingSpec;
   /** Calls in flight to this provider across all replicas (docs/design.md#capacity). */

@@ -26,6 +26,12 @@ export class MetricsService {
     help: 'Attempts currently unknown (read from the database by the reconciler).',
     registers: [this.registry],
   });
+  readonly unknownResolved = new Counter({
+    name: 'onejob_unknown_resolved_total',
+    help: 'Unknown attempts ended, by who ended them: the provider\'s record (a look-up), an operator, or the deadline.',
+    labelNames: ['by'],
+    registers: [this.registry],
+  });
   readonly settlementRaces = new Counter({
     name: 'onejob_settlement_races_total',
     help: 'Results that lost the compare-and-swap and were discarded.',

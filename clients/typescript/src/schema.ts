@@ -496,6 +496,21 @@ export interface components {
             outcome: "won" | "discarded" | null;
             /** @example sim-primary */
             provider: string;
+            /**
+             * @description The provider's own id of the request (OpenAI's response id), committed as soon as the provider gave it.
+             * @example resp_67ccd2bed1ec8190b14f964abc0542670bb6a6b452d3795b
+             */
+            providerRequestId: string | null;
+            /**
+             * @description What the provider last said of the request it keeps by id: queued, in_progress, completed, failed, cancelled, incomplete; expired when it no longer knows the id; unknowable when the create call never returned one.
+             * @example completed
+             */
+            providerStatus: string | null;
+            /**
+             * @description How an unknown attempt ended: the provider's record (a look-up), an operator, or the deadline.
+             * @enum {string|null}
+             */
+            resolvedBy: "provider" | "operator" | "deadline" | null;
             /** @description SHA-256 of the result this attempt returned (kept for discarded results, whose payload is dropped). */
             resultDigest: string | null;
             /** Format: date-time */
