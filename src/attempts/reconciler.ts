@@ -19,6 +19,12 @@ const BATCH = 100;
  */
 const LOOKUP_PERIOD_SHARE = 0.9;
 
+/** Look-ups claimed per pass: every unknown attempt of a busy provider within one period. */
+const LOOKUP_BATCH = 1000;
+
+/** Look-ups in flight at once in a pass (each holds at most one database connection, for its settlement). */
+const LOOKUPS_AT_ONCE = 16;
+
 /**
  * Safe on every replica: each step re-reads and locks what it changes. It finds attempts whose worker went
  * silent past their deadline (`starting`: never sent, so `failed` not_sent; `running`: `unknown`), applies the
@@ -73,9 +79,14 @@ export class Reconciler implements OnApplicationBootstrap, BeforeApplicationShut
     }
     // Look-ups: each attempt at most once per period, across replicas (claimLookups stamps provider_checked_at).
     const period = this.config.reconcileIntervalMs * LOOKUP_PERIOD_SHARE;
-    for (const attempt of await this.attempts.claimLookups(this.lookupProviders(), period, BATCH)) {
-      await this.each(attempt, () => this.lookup(attempt));
-    }
+    // A look-up is a provider round trip and a settlement: LOOKUPS_AT_ONCE of them in flight, so a pass over many
+    // unknown attempts ends within its period.
+    const claimed = await this.attempts.claimLookups(this.lookupProviders(), period, LOOKUP_BATCH);
+    let next = 0;
+    const lane = async () => {
+      for (let i = next++; i < claimed.length; i = next++) await this.each(claimed[i], () => this.lookup(claimed[i]));
+    };
+    await Promise.all(Array.from({ length: Math.min(LOOKUPS_AT_ONCE, claimed.length) }, lane));
     for (const abandoned of await this.attempts.findAbandoned(BATCH)) {
       await this.each(abandoned, () => this.outcomes.abandon(abandoned.id, abandoned.jobId));
     }

@@ -47,6 +47,13 @@ const catalogSchema = {
           contextWindow: { type: 'integer', minimum: 1, default: 8192 },
           api: { enum: ['chat', 'responses'] },
           pollIntervalMs: { type: 'integer', minimum: 20, maximum: 60_000 },
+          recertify: {
+            type: 'object',
+            required: ['everyHours'],
+            additionalProperties: false,
+            // Fractions of an hour are allowed (a test's schedule); a year at most.
+            properties: { everyHours: { type: 'number', exclusiveMinimum: 0, maximum: 8760 } },
+          },
           pricing: {
             type: 'object',
             required: ['inputPerMTok', 'outputPerMTok', 'currency'],

@@ -39,6 +39,8 @@ export interface ProviderSpec {
   api?: OpenAiApi;
   /** `api: responses`: the worker's retrieve period while it follows a response, until the soft deadline. */
   pollIntervalMs?: number;
+  /** Re-run the golden cases of every operation the provider holds a report for, this often (docs/catalog.md). */
+  recertify?: { everyHours: number };
   /** Price per million tokens; attempts on a provider without it have no cost. */
   pricing?: PricingSpec;
   /** Calls in flight to this provider across all replicas (docs/design.md#capacity). */

@@ -32,6 +32,18 @@ export class MetricsService {
     labelNames: ['by'],
     registers: [this.registry],
   });
+  readonly certificationRuns = new Counter({
+    name: 'onejob_certification_runs_total',
+    help: 'Certification runs, by provider, operation, trigger (request or schedule) and result.',
+    labelNames: ['provider', 'operation', 'trigger', 'passed'],
+    registers: [this.registry],
+  });
+  readonly decertified = new Counter({
+    name: 'onejob_provider_decertified_total',
+    help: 'Certifications ended by a failing scheduled run: failover stops choosing the provider for the operation.',
+    labelNames: ['provider', 'operation'],
+    registers: [this.registry],
+  });
   readonly settlementRaces = new Counter({
     name: 'onejob_settlement_races_total',
     help: 'Results that lost the compare-and-swap and were discarded.',

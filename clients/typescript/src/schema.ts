@@ -996,15 +996,28 @@ export interface components {
         ProviderCertificationView: {
             /** @description What failover asks: passed and current. */
             certified: boolean;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the newest run (the one that counts) was made: the last run.
+             */
             certifiedAt: string;
             contractDigest: string;
             /** @description Run against the catalog's current contract for the operation. */
             current: boolean;
+            /**
+             * Format: date-time
+             * @description The next scheduled run (the provider's recertify); null without a schedule.
+             */
+            nextRunAt: string | null;
             operation: string;
             passed: boolean;
             /** Format: uuid */
             reportId: string;
+            /**
+             * @description What made the last run: an admin (or the CLI), or the schedule.
+             * @enum {string}
+             */
+            trigger: "request" | "schedule";
         };
         ProviderHealthView: {
             /** @description Attempts started in the window. */
@@ -1036,8 +1049,14 @@ export interface components {
             name: string;
             /** @enum {string} */
             onTimeout: "hold" | "failover";
+            /** @description The provider's schedule of re-certification (docs/catalog.md). */
+            recertify: components["schemas"]["RecertifyView"];
             sideEffectFree: boolean;
             timeoutMs: number;
+        };
+        RecertifyView: {
+            /** @description The golden cases of every operation the provider holds a report for are re-run this often; null: never. */
+            everyHours: number | null;
         };
         RequestAttemptDto: {
             /** @description A provider of the job's chain; default: the one the job would use next. */

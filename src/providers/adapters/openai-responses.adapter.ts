@@ -167,11 +167,16 @@ export class OpenAiResponsesAdapter implements ProviderAdapter {
 
   private async retrieve(id: string, maxResponseBytes: number, signal?: AbortSignal): Promise<Response> {
     const call = this.http.call(maxResponseBytes);
+    // A signal of its own per retrieve: the SDK leaves a listener on the signal it is given, and a response
+    // followed for a while would gather them on the call's.
+    const own = deadline(this.spec.hardTimeoutMs, signal);
     try {
-      return await this.client.responses.retrieve(id, {}, { signal, fetchOptions: call.fetchOptions });
+      return await this.client.responses.retrieve(id, {}, { signal: own.signal, fetchOptions: call.fetchOptions });
     } catch (error) {
       if (call.tooLarge) throw classifySdkError(OpenAI, error, false, call);
       throw error;
+    } finally {
+      own.clear();
     }
   }
 
