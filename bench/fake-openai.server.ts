@@ -84,7 +84,9 @@ export class FakeOpenAiServer {
   /** The background responses created, by id (OpenAI's Responses API, background mode). */
   readonly responses = new Map<string, StoredResponse>();
   /** Requests to the Responses endpoints, counted. */
-  readonly counters = { creates: 0, retrieves: 0, cancels: 0 };
+  readonly counters = { creates: 0, retrieves: 0, cancels: 0, lists: 0 };
+  /** Chat completions made with `store: true`, as `GET /v1/chat/completions` lists them. */
+  readonly stored: Array<Record<string, unknown>> = [];
   private readonly backgroundScripts: BackgroundScript[] = [];
   private backgroundFallback: BackgroundScript = { afterMs: 50 };
   /** How long a response can be retrieved; past it, 404 (OpenAI keeps background responses about 10 minutes). */
@@ -168,7 +170,8 @@ export class FakeOpenAiServer {
     this.backgroundScripts.length = 0;
     this.backgroundFallback = { afterMs: 50 };
     this.retentionMs = 600_000;
-    Object.assign(this.counters, { creates: 0, retrieves: 0, cancels: 0 });
+    Object.assign(this.counters, { creates: 0, retrieves: 0, cancels: 0, lists: 0 });
+    this.stored.length = 0;
   }
 
   async stop(): Promise<void> {
@@ -200,10 +203,19 @@ export class FakeOpenAiServer {
       await this.handleResponses(req.method ?? 'GET', path, seen, res, done);
       return;
     }
+    if (req.method === 'GET' && path === '/v1/chat/completions') {
+      this.listStored(new URL(req.url ?? '', 'http://fake').searchParams, seen, res, done);
+      return;
+    }
     const script: Script = this.failing !== undefined ? { kind: 'status', status: this.failing } : (this.scripts.shift() ?? this.fallback);
     if (script.kind === 'hang') return;
     const delay = this.latency + ('delayMs' in script && script.delayMs ? script.delayMs : 0);
     if (delay) await new Promise((r) => setTimeout(r, delay));
+    // `store: true`: the completion is stored when it is made, whether or not its client is still there to read it.
+    if (seen.body.store === true && (script.kind === 'json' || script.kind === 'text')) {
+      const content = script.kind === 'json' ? JSON.stringify(script.content) : script.content;
+      this.stored.push({ ...this.completion(`chatcmpl-${number}`, content), metadata: seen.body.metadata ?? {} });
+    }
     if (!open) return;
     seen.answeredAt = Date.now();
     if (script.kind === 'reset') {
@@ -239,16 +251,33 @@ export class FakeOpenAiServer {
     const content = script.kind === 'json' ? JSON.stringify(script.content) : script.content;
     seen.status = 200;
     res.writeHead(200, { 'content-type': 'application/json', 'x-request-id': `req_${number}` });
-    res.end(
-      JSON.stringify({
-        id: `chatcmpl-${number}`,
-        object: 'chat.completion',
-        created: 0,
-        model: 'fake',
-        choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
-        usage: { prompt_tokens: 17, completion_tokens: 5, total_tokens: 22 },
-      }),
-    );
+    res.end(JSON.stringify(this.completion(`chatcmpl-${number}`, content)));
+    done();
+  }
+
+  private completion(id: string, content: string): Record<string, unknown> {
+    return {
+      id,
+      object: 'chat.completion',
+      created: 0,
+      model: 'fake',
+      choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
+      usage: { prompt_tokens: 17, completion_tokens: 5, total_tokens: 22 },
+    };
+  }
+
+  /** `GET /v1/chat/completions?metadata[key]=value&limit=n`: stored completions (`store: true`) whose metadata match. */
+  private listStored(query: URLSearchParams, seen: SeenRequest, res: ServerResponse, done: () => void): void {
+    this.counters.lists++;
+    const wanted = [...query.entries()].flatMap(([k, v]) => {
+      const m = /^metadata\[(.+)\]$/.exec(k);
+      return m ? [[m[1], v] as const] : [];
+    });
+    const limit = Number(query.get('limit') ?? 20);
+    const data = this.stored.filter((c) => wanted.every(([k, v]) => (c.metadata as Record<string, string>)[k] === v)).slice(0, limit);
+    seen.status = 200;
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: false }));
     done();
   }
 

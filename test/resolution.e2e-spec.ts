@@ -56,6 +56,8 @@ describe('unknown attempts resolved at the provider (OpenAI Responses, backgroun
     const catalogFile = writeCatalog((c) => {
       c.providers.push(responsesProvider('oa-hold', fake.url));
       c.providers.push(responsesProvider('oa-failover', fake.url, { onTimeout: 'failover', sideEffectFree: true }));
+      // Chat Completions with store: true, on a deadline shorter than the answer: found again by its metadata.
+      c.providers.push({ ...responsesProvider('oa-stored', fake.url, { timeoutMs: 500, hardTimeoutMs: 1000 }), api: 'chat', store: true, pollIntervalMs: undefined });
     });
     t = await startTestApp({ role: 'all', catalogFile, workerConcurrency: 64, workerPollMs: 20, reconcileIntervalMs: RECONCILE_MS, dbPoolSize: 20 });
     key = await t.key('owner-resolution');
@@ -213,6 +215,21 @@ describe('unknown attempts resolved at the provider (OpenAI Responses, backgroun
     expect(res.status).toBe(200);
     expect((await job(expired.id)).attempts[0]).toMatchObject({ status: 'failed', resolvedBy: 'operator' });
     expect((await resolvedBy('operator')) - byOperator).toBe(1);
+  }, 30_000);
+
+  it('chat with store: true: a call whose answer never arrived is found by its attempt id in the stored completions', async () => {
+    fake.script({ kind: 'json', content: { summary: 'stored answer' }, delayMs: 2500 });
+    const lost = await create(['oa-stored']);
+    const [settled] = await allTerminal([lost.id], 15_000);
+    const [attempt] = settled.attempts;
+    expect(settled).toMatchObject({ status: 'succeeded', completedBy: attempt.id });
+    expect(attempt).toMatchObject({ status: 'succeeded', resolvedBy: 'provider', providerStatus: 'completed' });
+    // The call was cut off at its hard timeout, before the answer: only the stored copy can have settled it.
+    const sent = fake.requests.find((r) => r.body.store === true)!;
+    expect(sent.body.metadata).toEqual({ onejob_attempt: attempt.id });
+    expect(sent.closedAt! - sent.at).toBeLessThan(2500);
+    expect(fake.counters.lists).toBeGreaterThanOrEqual(1);
+    expect((await events(settled.id)).map((e) => e.reason)).toContain('provider_status');
   }, 30_000);
 
   it('a create call that never returned an id leaves the attempt unknowable, and it says so; nothing is retrieved', async () => {

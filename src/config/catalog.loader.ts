@@ -47,6 +47,7 @@ const catalogSchema = {
           contextWindow: { type: 'integer', minimum: 1, default: 8192 },
           api: { enum: ['chat', 'responses'] },
           pollIntervalMs: { type: 'integer', minimum: 20, maximum: 60_000 },
+          store: { type: 'boolean' },
           recertify: {
             type: 'object',
             required: ['everyHours'],
@@ -178,6 +179,7 @@ export function validateCatalog(raw: unknown): Catalog {
       throw new CatalogError(`${at}.pollIntervalMs`, 'is allowed only with api responses');
     }
     if (provider.kind === 'openai') provider.api ??= 'chat';
+    if (provider.store !== undefined && provider.api !== 'chat') throw new CatalogError(`${at}.store`, 'is allowed only for kind openai with api chat');
     if (provider.api === 'responses') provider.pollIntervalMs ??= 500;
     if (provider.kind === 'simulated') {
       provider.simulate = { latencyMs: 0, outcome: 'success', errorStatus: 500, ...provider.simulate };
