@@ -117,7 +117,11 @@ export async function resolutionCase(ctx: ResolutionContext): Promise<Resolution
       const firsts = attempts.filter((a) => a.number === 1);
       const lookups = firsts.map((a) => (fake.responseOf(a.id)?.retrieves ?? []).filter((at) => at >= a.deadline.getTime()));
       const gaps = lookups.flatMap((times) => times.slice(1).map((at, i) => at - times[i]));
-      const resolveAfter = firsts.filter((a) => a.finished).map((a) => a.finished!.getTime() - (fake.responseOf(a.id)!.createdAt + ANSWER_MS));
+      // (An attempt that never reached the fake, e.g. not sent before its deadline on a loaded machine, has no response.)
+      const resolveAfter = firsts.flatMap((a) => {
+        const stored = fake.responseOf(a.id);
+        return a.finished && stored ? [a.finished.getTime() - (stored.createdAt + ANSWER_MS)] : [];
+      });
       const expected = policy === 'hold' ? firsts.filter((a) => a.winner) : attempts.filter((a) => a.number === 2 && a.winner);
       const resolvedBy: Record<string, number> = {};
       for (const a of firsts) if (a.resolved_by) resolvedBy[a.resolved_by] = (resolvedBy[a.resolved_by] ?? 0) + 1;

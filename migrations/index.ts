@@ -13,6 +13,7 @@ import { AddBudgetsScope1795978310000 } from './1795978310000-AddBudgetsScope.js
 import { WebhookPreviousSecrets1795978450000 } from './1795978450000-WebhookPreviousSecrets.js';
 import { WebhookDeliveryLease1795978460000 } from './1795978460000-WebhookDeliveryLease.js';
 import { TrackProviderResponses1795978800000 } from './1795978800000-TrackProviderResponses.js';
+import { ProviderAnnouncements1795978810000 } from './1795978810000-ProviderAnnouncements.js';
 
 /** Every migration, in order. Listed by class so the same list works from TypeScript sources and from dist/. */
 export const migrations = [
@@ -31,4 +32,5 @@ export const migrations = [
   WebhookPreviousSecrets1795978450000,
   WebhookDeliveryLease1795978460000,
   TrackProviderResponses1795978800000,
+  ProviderAnnouncements1795978810000,
 ];

@@ -42,8 +42,19 @@ describe('scheduled recertification', () => {
         simulate: { outcome: 'timeout' },
       });
     });
-    t = await startTestApp({ role: 'all', catalogFile, workerConcurrency: 32, workerPollMs: 20, reconcileIntervalMs: 200, dbPoolSize: 20 });
+    t = await startTestApp({
+      role: 'all',
+      catalogFile,
+      workerConcurrency: 32,
+      workerPollMs: 20,
+      reconcileIntervalMs: 200,
+      dbPoolSize: 20,
+      webhookAllowedHosts: ['127.0.0.1:9'],
+    });
     key = await t.key('owner-recert');
+    // An operator who asked to hear when a provider loses its certification (delivery itself is webhooks' suite).
+    const hook = await t.http().post('/v1/webhooks').set(bearer(key)).send({ url: 'http://127.0.0.1:9/hooks', events: ['provider.decertified'] });
+    expect(hook.status).toBe(201);
   });
   afterAll(async () => {
     await t?.close();
@@ -108,6 +119,9 @@ describe('scheduled recertification', () => {
     expect(failing.report).toMatchObject({ passed: false, trigger: 'schedule', cost: { currency: 'USD' } });
     expect(failing.report.cases[0].errors.length).toBeGreaterThan(0);
     expect((await decertified()) - before).toBe(1);
+    const announced = await t.dataSource.query(`SELECT job_id, payload FROM webhook_deliveries WHERE event_type = 'provider.decertified'`);
+    expect(announced).toHaveLength(1);
+    expect(announced[0]).toMatchObject({ job_id: null, payload: { type: 'provider.decertified', data: { provider: 'oa-fallback', operation: 'summarize', passed: false, trigger: 'schedule' } } });
     const shown = (await providers()).find((p) => p.name === 'oa-fallback')!;
     expect(shown.recertify).toEqual({ everyHours: 1 / 3600 });
     const [summarize] = shown.certifications.filter((c) => c.operation === 'summarize');

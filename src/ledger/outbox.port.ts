@@ -1,13 +1,13 @@
 import type { Queryable } from '../database/transactions.js';
 
-export const WEBHOOK_EVENT_TYPES = ['job.succeeded', 'job.failed', 'job.cancelled', 'attempt.unknown'] as const;
+export const WEBHOOK_EVENT_TYPES = ['job.succeeded', 'job.failed', 'job.cancelled', 'attempt.unknown', 'provider.decertified'] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 
 /** A transition the ledger announces to the job owner's subscribed webhook endpoints. */
 export interface Announcement {
   jobId: string;
   attemptId?: string;
-  type: WebhookEventType;
+  type: Exclude<WebhookEventType, 'provider.decertified'>;
 }
 
 /**

@@ -49,7 +49,8 @@ export interface DeliveryAttempt {
 export interface WebhookDelivery {
   id: string;
   endpointId: string;
-  jobId: string;
+  /** Null for an announcement about a provider (`provider.decertified`). */
+  jobId: string | null;
   eventType: WebhookEventType;
   status: DeliveryStatus;
   attempts: number;
@@ -64,7 +65,7 @@ export interface WebhookDelivery {
 export interface WebhookDeliveryRow {
   id: string;
   endpoint_id: string;
-  job_id: string;
+  job_id: string | null;
   event_type: WebhookEventType;
   status: DeliveryStatus;
   attempts: number;

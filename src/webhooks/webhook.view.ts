@@ -38,7 +38,8 @@ export class DeliveryAttemptView {
 
 export class WebhookDeliveryView {
   @ApiProperty({ format: 'uuid', description: 'Also the `webhook-id` header of every attempt: receivers dedupe on it.' }) id!: string;
-  @ApiProperty({ format: 'uuid' }) jobId!: string;
+  @ApiProperty({ format: 'uuid', nullable: true, type: String, description: 'Null for an announcement about a provider.' })
+  jobId!: string | null;
   @ApiProperty({ enum: WEBHOOK_EVENT_TYPES }) eventType!: string;
   @ApiProperty({ enum: ['pending', 'succeeded', 'failed'] }) status!: string;
   @ApiProperty() attempts!: number;

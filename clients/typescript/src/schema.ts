@@ -598,7 +598,7 @@ export interface components {
              *       "job.failed"
              *     ]
              */
-            events: ("job.succeeded" | "job.failed" | "job.cancelled" | "attempt.unknown")[];
+            events: ("job.succeeded" | "job.failed" | "job.cancelled" | "attempt.unknown" | "provider.decertified")[];
             /**
              * @description Where events are POSTed. https, or http for a host:port in WEBHOOK_ALLOWED_HOSTS; a host resolving to anything but public unicast addresses (loopback, private, link-local, metadata, reserved, or such an IPv4 address inside IPv6) is refused (422), and so is each delivery that would connect to one.
              * @example https://hooks.example.com/onejob
@@ -612,7 +612,7 @@ export interface components {
             disabledAt: string | null;
             /** @description Why the endpoint was disabled (it kept failing). */
             disabledReason: string | null;
-            events: ("job.succeeded" | "job.failed" | "job.cancelled" | "attempt.unknown")[];
+            events: ("job.succeeded" | "job.failed" | "job.cancelled" | "attempt.unknown" | "provider.decertified")[];
             /** Format: uuid */
             id: string;
             /**
@@ -1165,15 +1165,18 @@ export interface components {
             /** Format: date-time */
             deliveredAt: string | null;
             /** @enum {string} */
-            eventType: "job.succeeded" | "job.failed" | "job.cancelled" | "attempt.unknown";
+            eventType: "job.succeeded" | "job.failed" | "job.cancelled" | "attempt.unknown" | "provider.decertified";
             history: components["schemas"]["DeliveryAttemptView"][];
             /**
              * Format: uuid
              * @description Also the `webhook-id` header of every attempt: receivers dedupe on it.
              */
             id: string;
-            /** Format: uuid */
-            jobId: string;
+            /**
+             * Format: uuid
+             * @description Null for an announcement about a provider.
+             */
+            jobId: string | null;
             lastError: string | null;
             lastStatusCode: number | null;
             /** Format: date-time */
@@ -1191,7 +1194,7 @@ export interface components {
             disabledAt: string | null;
             /** @description Why the endpoint was disabled (it kept failing). */
             disabledReason: string | null;
-            events: ("job.succeeded" | "job.failed" | "job.cancelled" | "attempt.unknown")[];
+            events: ("job.succeeded" | "job.failed" | "job.cancelled" | "attempt.unknown" | "provider.decertified")[];
             /** Format: uuid */
             id: string;
             /** @enum {string} */

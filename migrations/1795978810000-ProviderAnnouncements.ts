@@ -1,0 +1,27 @@
+import type { MigrationInterface, QueryRunner } from 'typeorm';
+
+/**
+ * Webhook deliveries that are about a provider, not a job (`provider.decertified`: docs/operations.md#webhooks):
+ * `job_id` is null for them, and endpoints may subscribe to it. Every job announcement keeps its job; the retention purge, which deletes deliveries
+ * by job, leaves these to the endpoint's own history.
+ */
+export class ProviderAnnouncements1795978810000 implements MigrationInterface {
+  name = 'ProviderAnnouncements1795978810000';
+
+  async up(queryRunner: QueryRunner): Promise<void> {
+    await queryRunner.query(`ALTER TABLE webhook_deliveries ALTER COLUMN job_id DROP NOT NULL`);
+    await queryRunner.query(`ALTER TABLE webhook_endpoints DROP CONSTRAINT "CHK_webhook_endpoints_events",
+      ADD CONSTRAINT "CHK_webhook_endpoints_events" CHECK (cardinality(events) >= 1 AND events <@
+        ARRAY['job.succeeded', 'job.failed', 'job.cancelled', 'attempt.unknown', 'provider.decertified']::text[])`);
+  }
+
+  async down(queryRunner: QueryRunner): Promise<void> {
+    await queryRunner.query(`UPDATE webhook_endpoints SET events = array_remove(events, 'provider.decertified')`);
+    await queryRunner.query(`DELETE FROM webhook_endpoints WHERE cardinality(events) = 0`);
+    await queryRunner.query(`ALTER TABLE webhook_endpoints DROP CONSTRAINT "CHK_webhook_endpoints_events",
+      ADD CONSTRAINT "CHK_webhook_endpoints_events" CHECK (cardinality(events) >= 1 AND events <@
+        ARRAY['job.succeeded', 'job.failed', 'job.cancelled', 'attempt.unknown']::text[])`);
+    await queryRunner.query(`DELETE FROM webhook_deliveries WHERE job_id IS NULL`);
+    await queryRunner.query(`ALTER TABLE webhook_deliveries ALTER COLUMN job_id SET NOT NULL`);
+  }
+}
