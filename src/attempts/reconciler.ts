@@ -36,6 +36,8 @@ export class Reconciler implements OnApplicationBootstrap, BeforeApplicationShut
   private readonly logger = new Logger(Reconciler.name);
   private timer?: NodeJS.Timeout;
   private running?: Promise<void>;
+  private lookupTimer?: NodeJS.Timeout;
+  private lookingUp?: Promise<void>;
 
   constructor(
     @Inject(appConfig.KEY) private readonly config: AppConfig,
@@ -50,23 +52,40 @@ export class Reconciler implements OnApplicationBootstrap, BeforeApplicationShut
   onApplicationBootstrap(): void {
     if (this.config.role === 'api') return;
     void this.warnAboutUnknownProviders();
+    const failed = (error: Error) => {
+      if (!isDatabaseUnavailable(error)) this.logger.error({ msg: 'reconcile pass failed', ...safeErrorFields(error) });
+    };
     this.timer = setInterval(() => {
       if (this.running) return;
-      this.running = this.pass()
-        .catch((error: Error) => {
-          if (!isDatabaseUnavailable(error)) this.logger.error({ msg: 'reconcile pass failed', ...safeErrorFields(error) });
-        })
+      this.running = this.housekeeping()
+        .catch(failed)
         .finally(() => (this.running = undefined));
     }, this.config.reconcileIntervalMs);
     this.timer.unref();
+    // Look-ups on a timer of their own: a slow housekeeping pass (many overdue attempts) never delays them.
+    this.lookupTimer = setInterval(() => {
+      if (this.lookingUp) return;
+      this.lookingUp = this.lookups()
+        .catch(failed)
+        .finally(() => (this.lookingUp = undefined));
+    }, this.config.reconcileIntervalMs);
+    this.lookupTimer.unref();
   }
 
   async beforeApplicationShutdown(): Promise<void> {
     clearInterval(this.timer);
-    await this.running;
+    clearInterval(this.lookupTimer);
+    await Promise.all([this.running, this.lookingUp]);
   }
 
+  /** One whole pass, as both timers make it (the tests call it). */
   async pass(): Promise<void> {
+    await this.housekeeping();
+    await this.lookups();
+  }
+
+  /** Overdue attempts, failover, attempts of finished jobs let go, the gauge. */
+  private async housekeeping(): Promise<void> {
     for (const overdue of await this.attempts.findOverdue(BATCH)) {
       await this.each(overdue, async () => {
         const notSent = await this.outcomes.notSent(overdue.id, overdue.jobId, 'The worker that claimed the attempt never called the provider.');
@@ -77,7 +96,14 @@ export class Reconciler implements OnApplicationBootstrap, BeforeApplicationShut
     for (const attempt of await this.attempts.findUnknownOfLiveJobs(this.failoverProviders(), BATCH)) {
       await this.each(attempt, () => this.outcomes.applyTimeoutPolicy(attempt));
     }
-    // Look-ups: each attempt at most once per period, across replicas (claimLookups stamps provider_checked_at).
+    for (const abandoned of await this.attempts.findAbandoned(BATCH)) {
+      await this.each(abandoned, () => this.outcomes.abandon(abandoned.id, abandoned.jobId));
+    }
+    this.metrics.attemptsUnknown.set(await this.attempts.countUnknown());
+  }
+
+  /** Look-ups: each attempt at most once per period, across replicas (claimLookups stamps provider_checked_at). */
+  private async lookups(): Promise<void> {
     const period = this.config.reconcileIntervalMs * LOOKUP_PERIOD_SHARE;
     // A look-up is a provider round trip and a settlement: LOOKUPS_AT_ONCE of them in flight, so a pass over many
     // unknown attempts ends within its period.
@@ -87,10 +113,6 @@ export class Reconciler implements OnApplicationBootstrap, BeforeApplicationShut
       for (let i = next++; i < claimed.length; i = next++) await this.each(claimed[i], () => this.lookup(claimed[i]));
     };
     await Promise.all(Array.from({ length: Math.min(LOOKUPS_AT_ONCE, claimed.length) }, lane));
-    for (const abandoned of await this.attempts.findAbandoned(BATCH)) {
-      await this.each(abandoned, () => this.outcomes.abandon(abandoned.id, abandoned.jobId));
-    }
-    this.metrics.attemptsUnknown.set(await this.attempts.countUnknown());
   }
 
   /** Providers whose unknown attempts the reconciler gives up for a certified fallback. */
