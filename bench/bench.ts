@@ -25,8 +25,9 @@ import { capacityCase, type CapacityRow, capacityTable } from './capacity.js';
 import { postgresCpuSeconds, postmasterPid, processCpuSeconds } from './cpu.js';
 import { fairnessCase, type FairnessRow, fairnessTable } from './fairness.js';
 import { type OneSecondRow, oneSecondTable, pipelineOneSecond } from './pipeline-1s.js';
+import { resolutionCase, type ResolutionRow, resolutionTable } from './resolution.js';
 
-const CASES = ['create', 'replay', 'get', 'storm', 'pipeline', 'pipeline-1s', 'capacity', 'fairness', 'batch'] as const;
+const CASES = ['create', 'replay', 'get', 'storm', 'pipeline', 'pipeline-1s', 'capacity', 'fairness', 'batch', 'resolution'] as const;
 type Case = (typeof CASES)[number];
 
 interface Measure {
@@ -308,6 +309,7 @@ async function main(): Promise<void> {
   let capacity: CapacityRow | undefined;
   let fairness: FairnessRow | undefined;
   let batch: BatchRow | undefined;
+  let resolution: ResolutionRow[] | undefined;
   const pool = new pg.Pool({ connectionString: databaseUrl, max: connections });
   pool.on('error', () => undefined); // idle clients dropped by DROP DATABASE ... WITH (FORCE) at the end
   const jobs = new JobsRepository(pool as never);
@@ -345,7 +347,7 @@ async function main(): Promise<void> {
     const fingerprintOfSeed = (await pool.query('SELECT fingerprint FROM jobs LIMIT 1')).rows[0].fingerprint as string;
 
     for (const name of cases) {
-      if (name === 'pipeline' || name === 'pipeline-1s' || name === 'capacity' || name === 'fairness' || name === 'batch') continue;
+      if (name === 'pipeline' || name === 'pipeline-1s' || name === 'capacity' || name === 'fairness' || name === 'batch' || name === 'resolution') continue;
       let serviceMeasure: Measure;
       let ceiling: Measure;
       let floor: Row['floor'];
@@ -494,6 +496,10 @@ async function main(): Promise<void> {
           .pop()!;
       fairness = await fairnessCase({ pool, run, createKey, startService: (role, extraEnv) => startService(databaseUrl, role, extraEnv) });
     }
+
+    if (cases.includes('resolution')) {
+      resolution = await resolutionCase({ pool, run, headers, databaseUrl, startService: (extraEnv) => startService(databaseUrl, 'all', extraEnv) });
+    }
   } finally {
     await pool.end();
     await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
@@ -529,10 +535,14 @@ async function main(): Promise<void> {
   if (capacity) process.stdout.write(`\ncapacity (fake OpenAI server, 1 s latency, maxConcurrency 50, 3 worker processes + 1 API process)\n\n${capacityTable(capacity)}\n`);
   if (fairness) process.stdout.write(`\nfairness (fake OpenAI server, 1 s latency, maxConcurrency 5, 3 worker processes + 1 API process)\n\n${fairnessTable(fairness)}\n`);
   if (batch) process.stdout.write(`\nbatch (ROLE=api, same run, same PostgreSQL)\n\n${batchTable(batch)}\n`);
+  if (resolution) {
+    const what = 'OpenAI Responses in background mode (fake), timeout 1 s, answers at 3 s, RECONCILE_INTERVAL_MS 500, one ROLE=all process';
+    process.stdout.write(`\nresolution (${what})\n\n${resolutionTable(resolution)}\n`);
+  }
   if (soak) process.stdout.write(`\nsoak: ${soak.seconds} s, RSS samples (MB) ${soak.rssMb.join(' ')}, growth last third vs first third: ${soak.growthMb} MB\n`);
   mkdirSync('bench/results', { recursive: true });
   const file = args.out ?? `bench/results/${new Date().toISOString().slice(0, 10)}.json`;
-  writeFileSync(file, `${JSON.stringify({ at: new Date().toISOString(), connections, duration, cores: cpus().length, node: process.version, postgres: serverVersion, rows, oneSecond, capacity, fairness, batch, soak }, null, 2)}\n`);
+  writeFileSync(file, `${JSON.stringify({ at: new Date().toISOString(), connections, duration, cores: cpus().length, node: process.version, postgres: serverVersion, rows, oneSecond, capacity, fairness, batch, resolution, soak }, null, 2)}\n`);
   process.stdout.write(`\nwritten to ${file}\n`);
 }
 

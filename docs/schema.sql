@@ -137,12 +137,17 @@ CREATE TABLE attempts (
     started_at timestamp with time zone DEFAULT now() NOT NULL,
     finished_at timestamp with time zone,
     cost numeric(18,8),
-    cost_currency character(3)
+    cost_currency character(3),
+    provider_status text,
+    provider_checked_at timestamp with time zone,
+    resolved_by text
 );
 
 ALTER TABLE attempts ADD CONSTRAINT "CHK_attempts_number" CHECK ((number >= 1));
 
 ALTER TABLE attempts ADD CONSTRAINT "CHK_attempts_outcome" CHECK (((outcome IS NULL) OR ((outcome = ANY (ARRAY['won'::text, 'discarded'::text])) AND (status = ANY (ARRAY['succeeded'::text, 'failed'::text, 'cancelled'::text])))));
+
+ALTER TABLE attempts ADD CONSTRAINT "CHK_attempts_resolved_by" CHECK ((resolved_by = ANY (ARRAY['provider'::text, 'operator'::text, 'deadline'::text])));
 
 ALTER TABLE attempts ADD CONSTRAINT "CHK_attempts_status" CHECK ((status = ANY (ARRAY['starting'::text, 'running'::text, 'succeeded'::text, 'failed'::text, 'unknown'::text, 'cancelled'::text])));
 
@@ -153,6 +158,8 @@ ALTER TABLE attempts ADD CONSTRAINT attempts_pkey PRIMARY KEY (id);
 ALTER TABLE attempts ADD CONSTRAINT "FK_attempts_job" FOREIGN KEY (job_id) REFERENCES jobs(id);
 
 CREATE INDEX "IDX_attempts_live_deadline" ON public.attempts USING btree (deadline_at) WHERE (status = ANY (ARRAY['starting'::text, 'running'::text, 'unknown'::text]));
+
+CREATE INDEX "IDX_attempts_provider_pending" ON public.attempts USING btree (provider_checked_at NULLS FIRST) WHERE (provider_status = ANY (ARRAY['queued'::text, 'in_progress'::text]));
 
 CREATE INDEX "IDX_attempts_started_brin" ON public.attempts USING brin (started_at);
 
@@ -411,7 +418,7 @@ ALTER TABLE webhook_deliveries ADD CONSTRAINT "CHK_webhook_deliveries_attempts" 
 
 ALTER TABLE webhook_deliveries ADD CONSTRAINT "CHK_webhook_deliveries_status" CHECK ((status = ANY (ARRAY['pending'::text, 'succeeded'::text, 'failed'::text])));
 
-ALTER TABLE webhook_deliveries ADD CONSTRAINT "CHK_webhook_deliveries_subject" CHECK (((job_id IS NULL) <> (batch_id IS NULL)));
+ALTER TABLE webhook_deliveries ADD CONSTRAINT "CHK_webhook_deliveries_subject" CHECK (((job_id IS NULL) OR (batch_id IS NULL)));
 
 ALTER TABLE webhook_deliveries ADD CONSTRAINT webhook_deliveries_pkey PRIMARY KEY (id);
 
@@ -461,7 +468,7 @@ CREATE TABLE webhook_endpoints (
     previous_secrets jsonb DEFAULT '[]'::jsonb NOT NULL
 );
 
-ALTER TABLE webhook_endpoints ADD CONSTRAINT "CHK_webhook_endpoints_events" CHECK (((cardinality(events) >= 1) AND (events <@ (ARRAY['job.succeeded'::text, 'job.failed'::text, 'job.cancelled'::text, 'attempt.unknown'::text] || ARRAY['batch.completed'::text]))));
+ALTER TABLE webhook_endpoints ADD CONSTRAINT "CHK_webhook_endpoints_events" CHECK (((cardinality(events) >= 1) AND (events <@ ARRAY['job.succeeded'::text, 'job.failed'::text, 'job.cancelled'::text, 'attempt.unknown'::text, 'batch.completed'::text, 'provider.decertified'::text])));
 
 ALTER TABLE webhook_endpoints ADD CONSTRAINT "CHK_webhook_endpoints_status" CHECK ((status = ANY (ARRAY['enabled'::text, 'disabled'::text])));
 

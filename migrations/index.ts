@@ -15,6 +15,8 @@ import { WebhookDeliveryLease1795978460000 } from './1795978460000-WebhookDelive
 import { CreateBatches1795978600000 } from './1795978600000-CreateBatches.js';
 import { AddJobPriority1795978700000 } from './1795978700000-AddJobPriority.js';
 import { CreateOwnerShares1795978710000 } from './1795978710000-CreateOwnerShares.js';
+import { TrackProviderResponses1795978800000 } from './1795978800000-TrackProviderResponses.js';
+import { ProviderAnnouncements1795978810000 } from './1795978810000-ProviderAnnouncements.js';
 
 /** Every migration, in order. Listed by class so the same list works from TypeScript sources and from dist/. */
 export const migrations = [
@@ -35,4 +37,6 @@ export const migrations = [
   CreateBatches1795978600000,
   AddJobPriority1795978700000,
   CreateOwnerShares1795978710000,
+  TrackProviderResponses1795978800000,
+  ProviderAnnouncements1795978810000,
 ];

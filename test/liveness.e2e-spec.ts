@@ -143,7 +143,7 @@ describe('liveness: in-process (the test drives the worker and the reconciler)',
   };
   const jobRow = async (id: string): Promise<Row> => (await t.dataSource.query('SELECT * FROM jobs WHERE id = $1', [id]))[0];
   const attemptRows = (jobId: string): Promise<Row[]> => t.dataSource.query('SELECT * FROM attempts WHERE job_id = $1 ORDER BY number', [jobId]);
-  const wasInvoked = async (providerName: string, attemptId: string) => (await registry.adapter(providerName).lookup!(attemptId)).state !== 'unknown';
+  const wasInvoked = async (providerName: string, attemptId: string) => (await registry.adapter(providerName).lookup!({ attemptId, providerRequestId: null })).state !== 'unknown';
 
   it('item 2: an unknown attempt whose simulated provider did answer is settled by the reconciler lookup (by attempt id)', async () => {
     const job = await newJob(['sim-late']);

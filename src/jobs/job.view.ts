@@ -1,6 +1,6 @@
 import { ApiProperty, type ApiPropertyOptions } from '@nestjs/swagger';
 
-import { type Attempt, ATTEMPT_STATUSES } from '../ledger/attempt.types.js';
+import { type Attempt, ATTEMPT_STATUSES, RESOLVED_BY } from '../ledger/attempt.types.js';
 import {
   type Job,
   JOB_STATUSES,
@@ -54,6 +54,29 @@ export class AttemptView {
     pattern: '^[0-9a-f]{64}$',
   })
   resultDigest!: string | null;
+  @ApiProperty({
+    nullable: true,
+    type: String,
+    description: "The provider's own id of the request (OpenAI's response id), committed as soon as the provider gave it.",
+    example: 'resp_67ccd2bed1ec8190b14f964abc0542670bb6a6b452d3795b',
+  })
+  providerRequestId!: string | null;
+  @ApiProperty({
+    nullable: true,
+    type: String,
+    description:
+      'What the provider last said of the request it keeps by id: queued, in_progress, completed, failed, cancelled, ' +
+      'incomplete; expired when it no longer knows the id; unknowable when the create call never returned one.',
+    example: 'completed',
+  })
+  providerStatus!: string | null;
+  @ApiProperty({
+    enum: [...RESOLVED_BY, null],
+    nullable: true,
+    type: String,
+    description: "How an unknown attempt ended: the provider's record (a look-up), an operator, or the deadline.",
+  })
+  resolvedBy!: string | null;
   @ApiProperty({ format: 'date-time' }) startedAt!: string;
   @ApiProperty({ format: 'date-time' }) deadlineAt!: string;
   @ApiProperty({ format: 'date-time', nullable: true, type: String }) finishedAt!: string | null;
@@ -125,6 +148,9 @@ export function toAttemptView(attempt: Attempt): AttemptView {
     error: attempt.error,
     usage: attempt.usage,
     resultDigest: attempt.resultDigest,
+    providerRequestId: attempt.providerRequestId,
+    providerStatus: attempt.providerStatus,
+    resolvedBy: attempt.resolvedBy,
     startedAt: attempt.startedAt.toISOString(),
     deadlineAt: attempt.deadlineAt.toISOString(),
     finishedAt: iso(attempt.finishedAt),

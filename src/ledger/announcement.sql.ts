@@ -27,7 +27,8 @@ const DATA_FIELDS = ['jobId', 'attemptId', 'status', 'operation', 'idempotencyKe
 export function announcementBody(storedPayload: string): string {
   const { type, timestamp, data } = JSON.parse(storedPayload) as { type: string; timestamp: string; data: Record<string, unknown> };
   if (type === 'batch.completed') return JSON.stringify({ type, timestamp, data: batchData(data) });
-  return JSON.stringify({ type, timestamp, data: Object.fromEntries(DATA_FIELDS.map((field) => [field, data[field] ?? null])) });
+  const fields = type.startsWith('provider.') ? PROVIDER_DATA_FIELDS : DATA_FIELDS;
+  return JSON.stringify({ type, timestamp, data: Object.fromEntries(fields.map((field) => [field, data[field] ?? null])) });
 }
 
 /**
@@ -43,3 +44,6 @@ function batchData(data: Record<string, unknown>): Record<string, unknown> {
   const ordered = Object.fromEntries(BATCH_DATA_FIELDS.map((field) => [field, data[field] ?? null]));
   return { ...ordered, counts: Object.fromEntries(BATCH_COUNTS.map((status) => [status, counts[status] ?? 0])) };
 }
+
+/** A provider announcement's `data` (`provider.decertified`), in the order docs/operations.md#webhooks lists them. */
+const PROVIDER_DATA_FIELDS = ['provider', 'operation', 'model', 'contractDigest', 'reportId', 'passed', 'trigger', 'cost', 'certifiedAt'];

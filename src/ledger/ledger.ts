@@ -7,7 +7,7 @@ import { canonicalJson, sha256Hex } from '../common/canonical-json.js';
 import { safeErrorFields } from '../common/log-safe.js';
 import { inTransaction } from '../database/transactions.js';
 import { MetricsService } from '../metrics/metrics.service.js';
-import { type Attempt, type AttemptStatus, NOT_SENT, type Usage } from './attempt.types.js';
+import { type Attempt, type AttemptStatus, NOT_SENT, type ResolvedBy, type Usage } from './attempt.types.js';
 import { AttemptsRepository, type AttemptUpdate, type CallStart, type ClaimedStart, type NewAttempt } from './attempts.repository.js';
 import type { Job, JobStatus, JobWithAttempts } from './job.types.js';
 import { type JobEvent, JobEventsRepository } from './job-events.repository.js';
@@ -27,6 +27,9 @@ export interface ArrivedResult {
   value: unknown;
   usage: Usage;
   providerRequestId: string | null;
+  /** A look-up of the provider's record found it (`provider`); the call's own answer otherwise. */
+  resolvedBy?: ResolvedBy;
+  providerStatus?: string;
 }
 
 export interface FinalError {
@@ -172,13 +175,33 @@ export class Ledger {
   /** Moves an attempt (checked against the state machine) and records why. Same-status writes record fields only. */
   async moveAttempt(attempt: Attempt, to: AttemptStatus, reason: string, update: AttemptUpdate = {}, detail?: unknown): Promise<Attempt> {
     if (attempt.status !== to) assertAttemptTransition(attempt.status, to);
-    const updated = await this.repos.attempts.updateStatus(attempt.id, to, update, this.manager);
+    // Who ended an unknown attempt (docs/design.md#resolution-at-the-provider): the service's clocks unless told.
+    const by = attempt.status === 'unknown' && to !== 'unknown' ? (update.resolvedBy ?? 'deadline') : undefined;
+    const updated = await this.repos.attempts.updateStatus(attempt.id, to, { ...update, resolvedBy: by }, this.manager);
     this.events.push({ jobId: attempt.jobId, attemptId: attempt.id, subject: 'attempt', from: attempt.status, to, reason, detail });
     if (to === 'unknown' && attempt.status !== to) {
       this.announcements.push({ jobId: attempt.jobId, attemptId: attempt.id, type: 'attempt.unknown' });
     }
     if (attempt.status !== to) this.afterCommit(() => this.metrics.attempts.inc({ provider: attempt.provider, status: to }));
+    if (by) this.afterCommit(() => this.metrics.unknownResolved.inc({ by }));
     return updated;
+  }
+
+  /** The provider's id of the attempt's request, committed as soon as the provider gave it, with its event. */
+  async recordProviderRequest(attempt: Attempt, providerRequestId: string): Promise<void> {
+    await this.repos.attempts.recordProviderRequest(attempt.id, providerRequestId, this.manager);
+    const { jobId, id: attemptId, status } = attempt;
+    const detail = { providerRequestId };
+    this.events.push({ jobId, attemptId, subject: 'attempt', from: status, to: status, reason: 'provider_request_created', detail });
+  }
+
+  /** What the provider now says of the attempt's request; an event only when that changed. */
+  async noteProviderStatus(attempt: Attempt, providerStatus: string, reason: string, detail?: unknown): Promise<void> {
+    if (attempt.providerStatus === providerStatus) return;
+    await this.repos.attempts.noteProviderStatus(attempt.id, providerStatus, this.manager);
+    const { jobId, id: attemptId, status } = attempt;
+    const said = { providerStatus, ...(detail as object | undefined) };
+    this.events.push({ jobId, attemptId, subject: 'attempt', from: status, to: status, reason, detail: said });
   }
 
   /** Bookkeeping on the job (never its version). `nextAttemptInMs`: undefined keeps the schedule, null clears it. */
@@ -337,12 +360,15 @@ export class LedgerFactory {
       value: arrived.value,
       usage: arrived.usage,
       providerRequestId: arrived.providerRequestId,
+      resolvedBy: arrived.resolvedBy ?? 'deadline',
+      providerStatus: arrived.providerStatus ?? null,
       resultDigest: digest,
     });
     if (!settled) throw new Error(`attempt ${attemptId} of job ${jobId} was not found`);
     const provider = settled.provider;
     if (settled.priorOutcome !== null) return { outcome: 'duplicate', provider }; // the same result delivered twice (worker and lookup)
     if (settled.attemptTo !== settled.attemptFrom) this.metrics.attempts.inc({ provider: settled.provider, status: settled.attemptTo });
+    if (settled.attemptFrom === 'unknown') this.metrics.unknownResolved.inc({ by: arrived.resolvedBy ?? 'deadline' });
     if (settled.version !== null) {
       this.metrics.jobsSettled.inc({ status: 'succeeded' });
       this.signals.jobSettled(jobId);

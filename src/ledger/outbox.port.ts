@@ -6,10 +6,14 @@ export const WEBHOOK_EVENT_TYPES = [
   'job.cancelled',
   'attempt.unknown',
   'batch.completed',
+  'provider.decertified',
 ] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
-/** What the ledger announces about one job; `batch.completed` is written by the database (migration CreateBatches). */
-export type JobEventType = Exclude<WebhookEventType, 'batch.completed'>;
+/**
+ * What the ledger announces about one job; `batch.completed` is written by the database (migration CreateBatches),
+ * `provider.decertified` by the recertifier.
+ */
+export type JobEventType = Exclude<WebhookEventType, 'batch.completed' | 'provider.decertified'>;
 
 /** A transition the ledger announces to the job owner's subscribed webhook endpoints. */
 export interface Announcement {

@@ -26,6 +26,24 @@ export class MetricsService {
     help: 'Attempts currently unknown (read from the database by the reconciler).',
     registers: [this.registry],
   });
+  readonly unknownResolved = new Counter({
+    name: 'onejob_unknown_resolved_total',
+    help: 'Unknown attempts ended, by who ended them: the provider\'s record (a look-up), an operator, or the deadline.',
+    labelNames: ['by'],
+    registers: [this.registry],
+  });
+  readonly certificationRuns = new Counter({
+    name: 'onejob_certification_runs_total',
+    help: 'Certification runs, by provider, operation, trigger (request or schedule) and result.',
+    labelNames: ['provider', 'operation', 'trigger', 'passed'],
+    registers: [this.registry],
+  });
+  readonly decertified = new Counter({
+    name: 'onejob_provider_decertified_total',
+    help: 'Certifications ended by a failing scheduled run: failover stops choosing the provider for the operation.',
+    labelNames: ['provider', 'operation'],
+    registers: [this.registry],
+  });
   readonly settlementRaces = new Counter({
     name: 'onejob_settlement_races_total',
     help: 'Results that lost the compare-and-swap and were discarded.',

@@ -49,7 +49,9 @@ export interface DeliveryAttempt {
 export interface WebhookDelivery {
   id: string;
   endpointId: string;
+  /** Null for a batch's announcement and for one about a provider (`provider.decertified`). */
   jobId: string | null;
+  /** Set for `batch.completed` only. */
   batchId: string | null;
   eventType: WebhookEventType;
   status: DeliveryStatus;

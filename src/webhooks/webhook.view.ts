@@ -38,7 +38,7 @@ export class DeliveryAttemptView {
 
 export class WebhookDeliveryView {
   @ApiProperty({ format: 'uuid', description: 'Also the `webhook-id` header of every attempt: receivers dedupe on it.' }) id!: string;
-  @ApiProperty({ format: 'uuid', nullable: true, type: String, description: 'Null for a batch.completed delivery.' })
+  @ApiProperty({ format: 'uuid', nullable: true, type: String, description: 'Null for a batch.completed or provider.decertified delivery.' })
   jobId!: string | null;
   @ApiProperty({ format: 'uuid', nullable: true, type: String, description: 'Set for a batch.completed delivery.' })
   batchId!: string | null;

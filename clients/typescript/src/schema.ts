@@ -611,6 +611,21 @@ export interface components {
             outcome: "won" | "discarded" | null;
             /** @example sim-primary */
             provider: string;
+            /**
+             * @description The provider's own id of the request (OpenAI's response id), committed as soon as the provider gave it.
+             * @example resp_67ccd2bed1ec8190b14f964abc0542670bb6a6b452d3795b
+             */
+            providerRequestId: string | null;
+            /**
+             * @description What the provider last said of the request it keeps by id: queued, in_progress, completed, failed, cancelled, incomplete; expired when it no longer knows the id; unknowable when the create call never returned one.
+             * @example completed
+             */
+            providerStatus: string | null;
+            /**
+             * @description How an unknown attempt ended: the provider's record (a look-up), an operator, or the deadline.
+             * @enum {string|null}
+             */
+            resolvedBy: "provider" | "operator" | "deadline" | null;
             /** @description SHA-256 of the result this attempt returned (kept for discarded results, whose payload is dropped). */
             resultDigest: string | null;
             /** Format: date-time */
@@ -893,7 +908,7 @@ export interface components {
              *       "job.failed"
              *     ]
              */
-            events: ("job.succeeded" | "job.failed" | "job.cancelled" | "attempt.unknown" | "batch.completed")[];
+            events: ("job.succeeded" | "job.failed" | "job.cancelled" | "attempt.unknown" | "batch.completed" | "provider.decertified")[];
             /**
              * @description Where events are POSTed. https, or http for a host:port in WEBHOOK_ALLOWED_HOSTS; a host resolving to anything but public unicast addresses (loopback, private, link-local, metadata, reserved, or such an IPv4 address inside IPv6) is refused (422), and so is each delivery that would connect to one.
              * @example https://hooks.example.com/onejob
@@ -907,7 +922,7 @@ export interface components {
             disabledAt: string | null;
             /** @description Why the endpoint was disabled (it kept failing). */
             disabledReason: string | null;
-            events: ("job.succeeded" | "job.failed" | "job.cancelled" | "attempt.unknown" | "batch.completed")[];
+            events: ("job.succeeded" | "job.failed" | "job.cancelled" | "attempt.unknown" | "batch.completed" | "provider.decertified")[];
             /** Format: uuid */
             id: string;
             /**
@@ -1333,15 +1348,28 @@ export interface components {
         ProviderCertificationView: {
             /** @description What failover asks: passed and current. */
             certified: boolean;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the newest run (the one that counts) was made: the last run.
+             */
             certifiedAt: string;
             contractDigest: string;
             /** @description Run against the catalog's current contract for the operation. */
             current: boolean;
+            /**
+             * Format: date-time
+             * @description The next scheduled run (the provider's recertify); null without a schedule.
+             */
+            nextRunAt: string | null;
             operation: string;
             passed: boolean;
             /** Format: uuid */
             reportId: string;
+            /**
+             * @description What made the last run: an admin (or the CLI), or the schedule.
+             * @enum {string}
+             */
+            trigger: "request" | "schedule";
         };
         ProviderHealthView: {
             /** @description Attempts started in the window. */
@@ -1373,8 +1401,14 @@ export interface components {
             name: string;
             /** @enum {string} */
             onTimeout: "hold" | "failover";
+            /** @description The provider's schedule of re-certification (docs/catalog.md). */
+            recertify: components["schemas"]["RecertifyView"];
             sideEffectFree: boolean;
             timeoutMs: number;
+        };
+        RecertifyView: {
+            /** @description The golden cases of every operation the provider holds a report for are re-run this often; null: never. */
+            everyHours: number | null;
         };
         RequestAttemptDto: {
             /** @description A provider of the job's chain; default: the one the job would use next. */
@@ -1500,7 +1534,7 @@ export interface components {
             /** Format: date-time */
             deliveredAt: string | null;
             /** @enum {string} */
-            eventType: "job.succeeded" | "job.failed" | "job.cancelled" | "attempt.unknown" | "batch.completed";
+            eventType: "job.succeeded" | "job.failed" | "job.cancelled" | "attempt.unknown" | "batch.completed" | "provider.decertified";
             history: components["schemas"]["DeliveryAttemptView"][];
             /**
              * Format: uuid
@@ -1509,7 +1543,7 @@ export interface components {
             id: string;
             /**
              * Format: uuid
-             * @description Null for a batch.completed delivery.
+             * @description Null for a batch.completed or provider.decertified delivery.
              */
             jobId: string | null;
             lastError: string | null;
@@ -1529,7 +1563,7 @@ export interface components {
             disabledAt: string | null;
             /** @description Why the endpoint was disabled (it kept failing). */
             disabledReason: string | null;
-            events: ("job.succeeded" | "job.failed" | "job.cancelled" | "attempt.unknown" | "batch.completed")[];
+            events: ("job.succeeded" | "job.failed" | "job.cancelled" | "attempt.unknown" | "batch.completed" | "provider.decertified")[];
             /** Format: uuid */
             id: string;
             /** @enum {string} */

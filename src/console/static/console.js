@@ -482,7 +482,13 @@ function attemptWords(a, job, events, provider, now) {
       const hard = started + provider.hardTimeoutMs;
       words.push(now < hard ? `a late result may still arrive until ${time(hard)}` : `no result by its hard timeout at ${time(hard)}`);
     }
-    words.push('waiting for an operator');
+    if (a.providerRequestId && !['expired', 'unknowable'].includes(a.providerStatus)) {
+      words.push(`the provider says ${a.providerStatus ?? 'queued'}: looked up by its id each reconcile period`);
+    } else {
+      if (a.providerStatus === 'expired') words.push('the provider no longer knows its id (past its retention)');
+      if (a.providerStatus === 'unknowable') words.push('the create call never returned an id: unknowable');
+      words.push('waiting for an operator');
+    }
     return words;
   } else if (a.status === 'starting' || a.status === 'running') {
     const passed = now > Date.parse(a.deadlineAt) ? 'passed at ' : '';
@@ -496,9 +502,17 @@ function attemptWords(a, job, events, provider, now) {
     const took = a.finishedAt ? `took ${ms(Date.parse(a.finishedAt) - started)}` : null;
     words.push(a.status, took, a.error?.reason ? `reason ${a.error.reason}` : null);
   }
+  // How an unknown attempt ended: its provider's record (a look-up), an operator, or the service's deadlines.
+  if (a.resolvedBy) words.push(UNKNOWN_ENDED[a.resolvedBy] ?? `unknown, ended by ${a.resolvedBy}`);
   words.push(`deadline ${time(a.deadlineAt)}`);
   return words;
 }
+
+const UNKNOWN_ENDED = {
+  provider: 'was unknown: resolved by looking it up at the provider',
+  operator: 'was unknown: resolved by an operator',
+  deadline: 'was unknown: ended by the deadline (failover, or its own late answer)',
+};
 
 /** One bar per attempt on a shared time axis: start to its result (or now), with its deadline marked. */
 function renderTimeline(job, events, providers) {
