@@ -51,6 +51,12 @@ const JOB_REASONS: Record<string, Reasons> = {
   'unknown>unknown': ['waiting_for_capacity'],
 };
 
+/**
+ * What the provider said of a request, recorded on its attempt without a move (Ledger.submitted,
+ * Ledger.noteProviderStatus: docs/design.md#resolution-at-the-provider).
+ */
+const PROVIDER_RECORDS = ['provider_request_created', 'provider_status', 'provider_record_expired', 'provider_id_never_returned'];
+
 const ATTEMPT_REASONS: Record<string, Reasons> = {
   // from null: the attempt's first row (a worker's claim, an owner's or operator's request)
   'null>starting': ['claimed', 'requested_by_owner'],
@@ -64,9 +70,12 @@ const ATTEMPT_REASONS: Record<string, Reasons> = {
   'cancelled>succeeded': ['result_won', 'result_discarded'],
   'unknown>cancelled': ['failover', 'resolved_by_operator', 'abandoned_job_finished'],
   // Same status: a record, not a move (a result or a failure that arrived after the attempt ended).
-  'failed>failed': ['result_discarded', 'late_failure_ignored'],
-  'cancelled>cancelled': ['result_discarded', 'late_failure_ignored'],
-  'succeeded>succeeded': ['result_discarded', 'late_failure_ignored'],
+  'failed>failed': ['result_discarded', 'late_failure_ignored', ...PROVIDER_RECORDS],
+  'cancelled>cancelled': ['result_discarded', 'late_failure_ignored', ...PROVIDER_RECORDS],
+  'succeeded>succeeded': ['result_discarded', 'late_failure_ignored', ...PROVIDER_RECORDS],
+  'starting>starting': PROVIDER_RECORDS,
+  'running>running': PROVIDER_RECORDS,
+  'unknown>unknown': PROVIDER_RECORDS,
 };
 
 /** The hot statements' reasons: each belongs to its edges only, never to an open one. */
