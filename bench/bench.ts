@@ -23,8 +23,9 @@ import { SettlementRepository } from '../src/ledger/settlement.repository.js';
 import { capacityCase, type CapacityRow, capacityTable } from './capacity.js';
 import { postgresCpuSeconds, postmasterPid, processCpuSeconds } from './cpu.js';
 import { type OneSecondRow, oneSecondTable, pipelineOneSecond } from './pipeline-1s.js';
+import { sseCase, type SseRow, sseTable } from './sse.js';
 
-const CASES = ['create', 'replay', 'get', 'storm', 'pipeline', 'pipeline-1s', 'capacity'] as const;
+const CASES = ['create', 'replay', 'get', 'storm', 'pipeline', 'pipeline-1s', 'capacity', 'sse'] as const;
 type Case = (typeof CASES)[number];
 
 interface Measure {
@@ -303,6 +304,7 @@ async function main(): Promise<void> {
   const serviceCpu = new Map<Case, { service: number; postgres: number | null }>();
   let oneSecond: OneSecondRow[] = [];
   let capacity: CapacityRow | undefined;
+  let sse: SseRow | undefined;
   const pool = new pg.Pool({ connectionString: databaseUrl, max: connections });
   pool.on('error', () => undefined); // idle clients dropped by DROP DATABASE ... WITH (FORCE) at the end
   const jobs = new JobsRepository(pool as never);
@@ -340,7 +342,7 @@ async function main(): Promise<void> {
     const fingerprintOfSeed = (await pool.query('SELECT fingerprint FROM jobs LIMIT 1')).rows[0].fingerprint as string;
 
     for (const name of cases) {
-      if (name === 'pipeline' || name === 'pipeline-1s' || name === 'capacity') continue;
+      if (name === 'pipeline' || name === 'pipeline-1s' || name === 'capacity' || name === 'sse') continue;
       let serviceMeasure: Measure;
       let ceiling: Measure;
       let floor: Row['floor'];
@@ -476,6 +478,11 @@ async function main(): Promise<void> {
     if (cases.includes('capacity')) {
       capacity = await capacityCase({ pool, run, headers, startService: (role, extraEnv) => startService(databaseUrl, role, extraEnv) });
     }
+
+    if (cases.includes('sse')) {
+      const startSse = (role: 'api' | 'worker', extraEnv: Record<string, string>) => startService(databaseUrl, role, extraEnv);
+      sse = await sseCase({ pool, databaseUrl, run, headers, startService: startSse, rssMb: currentRssMb });
+    }
   } finally {
     await pool.end();
     await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
@@ -509,10 +516,14 @@ async function main(): Promise<void> {
   }
   if (oneSecond.length) process.stdout.write(`\npipeline-1s (simulated provider, 1 s latency; pg-boss 10 on the same PostgreSQL)\n\n${oneSecondTable(oneSecond)}\n`);
   if (capacity) process.stdout.write(`\ncapacity (fake OpenAI server, 1 s latency, maxConcurrency 50, 3 worker processes + 1 API process)\n\n${capacityTable(capacity)}\n`);
+  if (sse) {
+    const what = 'ROLE=api streams, ROLE=worker commits on bench-1s; then 1,000 idle streams in one API process';
+    process.stdout.write(`\nsse (${what})\n\n${sseTable(sse)}\n`);
+  }
   if (soak) process.stdout.write(`\nsoak: ${soak.seconds} s, RSS samples (MB) ${soak.rssMb.join(' ')}, growth last third vs first third: ${soak.growthMb} MB\n`);
   mkdirSync('bench/results', { recursive: true });
   const file = args.out ?? `bench/results/${new Date().toISOString().slice(0, 10)}.json`;
-  writeFileSync(file, `${JSON.stringify({ at: new Date().toISOString(), connections, duration, cores: cpus().length, node: process.version, postgres: serverVersion, rows, oneSecond, capacity, soak }, null, 2)}\n`);
+  writeFileSync(file, `${JSON.stringify({ at: new Date().toISOString(), connections, duration, cores: cpus().length, node: process.version, postgres: serverVersion, rows, oneSecond, capacity, sse, soak }, null, 2)}\n`);
   process.stdout.write(`\nwritten to ${file}\n`);
 }
 
