@@ -34,6 +34,8 @@ export interface SseRow {
   jobs: number;
   messages: number;
   commitToSubscriberMs: { p50: number; p99: number };
+  /** One job at a time (no claim or settlement batch around it): the path itself, commit to NOTIFY to read. */
+  oneAtATimeMs: { p50: number; p99: number; n: number };
   /** The same per event reason (claimed, provider_called, result_won...): which commit path is slow, if one is. */
   byReason: Record<string, { p50: number; p99: number; n: number }>;
   idleStreams: number;
@@ -127,6 +129,7 @@ export async function sseCase(
   const worker = await ctx.startService('worker', { WORKER_POLL_MS: '50' });
   const latencies: number[] = [];
   const perReason = new Map<string, number[]>();
+  const single: number[] = [];
   let messages = 0;
   try {
     const streams: Held[] = [];
@@ -151,6 +154,17 @@ export async function sseCase(
     }
     await Promise.race([Promise.all(streams.map((s) => s.ended)), sleep(60_000)]);
     for (const s of streams) s.close();
+    // One job at a time: each event alone in its transaction's batch.
+    for (let i = 0; i < 20; i++) {
+      const id = await createJob(api.url, ctx.headers, `sse-one-${ctx.run}-${i}`, 'bench-1s');
+      const opened = Date.now();
+      const stream = await hold(`${api.url}/v1/jobs/${id}/events`, ctx.headers, (data, at) => {
+        const committed = Date.parse(data.at);
+        if (data.reason !== 'created' && committed >= opened - 5) single.push(at - committed);
+      });
+      await Promise.race([stream.ended, sleep(10_000)]);
+      stream.close();
+    }
   } finally {
     await worker.stop();
     await api.stop();
@@ -182,6 +196,7 @@ export async function sseCase(
       jobs,
       messages,
       commitToSubscriberMs: percentiles(latencies),
+      oneAtATimeMs: { ...percentiles(single), n: single.length },
       byReason: Object.fromEntries([...perReason].map(([reason, l]) => [reason, { ...percentiles(l), n: l.length }])),
       idleStreams,
       rssMbNoStreams: Math.round(rssMbNoStreams),
@@ -204,6 +219,7 @@ export function sseTable(row: SseRow): string {
       `${row.idleStreams} | ${row.rssMbNoStreams} → ${row.rssMbIdleStreams} | ` +
       `${row.commitsPerSecondNoStreams} → ${row.commitsPerSecondIdleStreams} |`,
     '',
+    `one job at a time: p50 ${row.oneAtATimeMs.p50} ms, p99 ${row.oneAtATimeMs.p99} ms (${row.oneAtATimeMs.n} events)`,
     `by reason (p50/p99 ms): ${Object.entries(row.byReason)
       .map(([reason, p]) => `${reason} ${p.p50}/${p.p99} (${p.n})`)
       .join(', ')}`,
