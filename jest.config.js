@@ -19,6 +19,8 @@ export default {
   testMatch: [
     '<rootDir>/src/**/*.spec.ts',
     '<rootDir>/test/**/*.e2e-spec.ts',
+    // The middle tier: one repository or statement on a real PostgreSQL, no app around it.
+    '<rootDir>/test/medium/**/*.spec.ts',
     '<rootDir>/test/race/**/*.race-spec.ts',
     '<rootDir>/clients/typescript/test/**/*.e2e-spec.ts',
   ],

@@ -20,12 +20,15 @@ import { AttemptsRepository } from '../src/ledger/attempts.repository.js';
 import { JobsRepository } from '../src/ledger/jobs.repository.js';
 import { DuplicateIdempotencyKeyError } from '../src/ledger/ledger.errors.js';
 import { SettlementRepository } from '../src/ledger/settlement.repository.js';
+import { batchCase, type BatchRow, batchTable } from './batch.js';
 import { capacityCase, type CapacityRow, capacityTable } from './capacity.js';
 import { postgresCpuSeconds, postmasterPid, processCpuSeconds } from './cpu.js';
+import { fairnessCase, type FairnessRow, fairnessTable } from './fairness.js';
 import { type OneSecondRow, oneSecondTable, pipelineOneSecond } from './pipeline-1s.js';
+import { resolutionCase, type ResolutionRow, resolutionTable } from './resolution.js';
 import { sseCase, type SseRow, sseTable } from './sse.js';
 
-const CASES = ['create', 'replay', 'get', 'storm', 'pipeline', 'pipeline-1s', 'capacity', 'sse'] as const;
+const CASES = ['create', 'replay', 'get', 'storm', 'pipeline', 'pipeline-1s', 'capacity', 'fairness', 'batch', 'resolution', 'sse'] as const;
 type Case = (typeof CASES)[number];
 
 interface Measure {
@@ -248,7 +251,8 @@ async function startService(
     } catch {
       // starting
     }
-    if (tries > 200) throw new Error('the service did not become ready');
+    // 60 s: on a 2-core machine that other work loads, a start (migrations, the catalog, the pool) can take 20 s.
+    if (tries > 600) throw new Error('the service did not become ready');
     await new Promise((r) => setTimeout(r, 100));
   }
   return {
@@ -304,6 +308,9 @@ async function main(): Promise<void> {
   const serviceCpu = new Map<Case, { service: number; postgres: number | null }>();
   let oneSecond: OneSecondRow[] = [];
   let capacity: CapacityRow | undefined;
+  let fairness: FairnessRow | undefined;
+  let batch: BatchRow | undefined;
+  let resolution: ResolutionRow[] | undefined;
   let sse: SseRow | undefined;
   const pool = new pg.Pool({ connectionString: databaseUrl, max: connections });
   pool.on('error', () => undefined); // idle clients dropped by DROP DATABASE ... WITH (FORCE) at the end
@@ -342,7 +349,7 @@ async function main(): Promise<void> {
     const fingerprintOfSeed = (await pool.query('SELECT fingerprint FROM jobs LIMIT 1')).rows[0].fingerprint as string;
 
     for (const name of cases) {
-      if (name === 'pipeline' || name === 'pipeline-1s' || name === 'capacity' || name === 'sse') continue;
+      if (name === 'pipeline' || name === 'pipeline-1s' || name === 'capacity' || name === 'fairness' || name === 'batch' || name === 'resolution' || name === 'sse') continue;
       let serviceMeasure: Measure;
       let ceiling: Measure;
       let floor: Row['floor'];
@@ -388,6 +395,7 @@ async function main(): Promise<void> {
       const postgresUnnamed = script ? pgbenchCeiling(databaseUrl, script, duration, 'extended') : undefined;
       rows.push({ case: name, service: serviceMeasure, ceiling, ratio: serviceMeasure.rps / ceiling.rps, postgres, postgresUnnamed, floor, cpuPer1000: serviceCpu.get(name), peakRssMb: peakRssMb(service.child) });
     }
+    if (cases.includes('batch')) batch = await batchCase({ pool, databaseUrl, run, headers, service });
     const apiPeak = peakRssMb(service.child);
     await service.stop();
 
@@ -418,7 +426,7 @@ async function main(): Promise<void> {
         await jobs.insertJob({ ownerId: 'bench-ceiling', idempotencyKey: `p-${run}-${loop}-${i}`, fingerprint: 'f'.repeat(64), ...NEW_JOB }, manager(pool));
         let claimed: { jobId: string; attemptId: string } | undefined;
         await transaction(pool, async (m) => {
-          const [job] = await jobs.claimDue(1, { providers: [], rooms: [] }, m);
+          const [job] = (await jobs.claimDue(1, { providers: [], rooms: [] }, m)).jobs;
           if (!job) return;
           const [attempt] = await attempts.insertClaimed(
             [{ jobId: job.id, provider: 'bench-zero', jobVersion: job.version, timeoutMs: 5000, hardTimeoutMs: 10000, workerId: 'bench', jobFrom: job.status }],
@@ -479,6 +487,22 @@ async function main(): Promise<void> {
       capacity = await capacityCase({ pool, run, headers, startService: (role, extraEnv) => startService(databaseUrl, role, extraEnv) });
     }
 
+    if (cases.includes('fairness')) {
+      const createKey = (owner: string, scopes: string) =>
+        spawnSync(process.execPath, ['dist/src/auth/apikey.cli.js', 'create', '--owner', owner, '--scopes', scopes], {
+          env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl },
+          encoding: 'utf8',
+        })
+          .stdout.trim()
+          .split('\n')
+          .pop()!;
+      fairness = await fairnessCase({ pool, run, createKey, startService: (role, extraEnv) => startService(databaseUrl, role, extraEnv) });
+    }
+
+    if (cases.includes('resolution')) {
+      resolution = await resolutionCase({ pool, run, headers, databaseUrl, startService: (extraEnv) => startService(databaseUrl, 'all', extraEnv) });
+    }
+
     if (cases.includes('sse')) {
       const startSse = (role: 'api' | 'worker', extraEnv: Record<string, string>) => startService(databaseUrl, role, extraEnv);
       sse = await sseCase({ pool, databaseUrl, run, headers, startService: startSse, rssMb: currentRssMb });
@@ -516,6 +540,12 @@ async function main(): Promise<void> {
   }
   if (oneSecond.length) process.stdout.write(`\npipeline-1s (simulated provider, 1 s latency; pg-boss 10 on the same PostgreSQL)\n\n${oneSecondTable(oneSecond)}\n`);
   if (capacity) process.stdout.write(`\ncapacity (fake OpenAI server, 1 s latency, maxConcurrency 50, 3 worker processes + 1 API process)\n\n${capacityTable(capacity)}\n`);
+  if (fairness) process.stdout.write(`\nfairness (fake OpenAI server, 1 s latency, maxConcurrency 5, 3 worker processes + 1 API process)\n\n${fairnessTable(fairness)}\n`);
+  if (batch) process.stdout.write(`\nbatch (ROLE=api, same run, same PostgreSQL)\n\n${batchTable(batch)}\n`);
+  if (resolution) {
+    const what = 'OpenAI Responses in background mode (fake), timeout 1 s, answers at 3 s, RECONCILE_INTERVAL_MS 500, one ROLE=all process';
+    process.stdout.write(`\nresolution (${what})\n\n${resolutionTable(resolution)}\n`);
+  }
   if (sse) {
     const what = 'ROLE=api streams, ROLE=worker commits on bench-1s; then 1,000 idle streams in one API process';
     process.stdout.write(`\nsse (${what})\n\n${sseTable(sse)}\n`);
@@ -523,7 +553,7 @@ async function main(): Promise<void> {
   if (soak) process.stdout.write(`\nsoak: ${soak.seconds} s, RSS samples (MB) ${soak.rssMb.join(' ')}, growth last third vs first third: ${soak.growthMb} MB\n`);
   mkdirSync('bench/results', { recursive: true });
   const file = args.out ?? `bench/results/${new Date().toISOString().slice(0, 10)}.json`;
-  writeFileSync(file, `${JSON.stringify({ at: new Date().toISOString(), connections, duration, cores: cpus().length, node: process.version, postgres: serverVersion, rows, oneSecond, capacity, sse, soak }, null, 2)}\n`);
+  writeFileSync(file, `${JSON.stringify({ at: new Date().toISOString(), connections, duration, cores: cpus().length, node: process.version, postgres: serverVersion, rows, oneSecond, capacity, fairness, batch, resolution, sse, soak }, null, 2)}\n`);
   process.stdout.write(`\nwritten to ${file}\n`);
 }
 

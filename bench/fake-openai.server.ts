@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 
@@ -31,6 +32,36 @@ export interface SeenRequest {
 const DEFAULT: Script = { kind: 'json', content: { summary: 'fine' } };
 
 /**
+ * How one background response of `POST /v1/responses` goes: queued at once, `in_progress` from a fifth of
+ * `afterMs`, then its end at `afterMs`: `completed` with `content` (JSON-encoded into the output text), `failed`
+ * (`server_error`) or `incomplete` (`max_output_tokens`). `ignoreCancel`: a cancel answers with the response as it
+ * is and the response still ends as scripted (a cancel that came too late to stop it). `createStatus`: the create
+ * call answers that error instead; `hangCreate`: it never answers.
+ */
+export interface BackgroundScript {
+  afterMs: number;
+  outcome?: 'completed' | 'failed' | 'incomplete';
+  content?: unknown;
+  ignoreCancel?: boolean;
+  createStatus?: number;
+  hangCreate?: boolean;
+}
+
+interface StoredResponse {
+  id: string;
+  createdAt: number;
+  script: BackgroundScript;
+  body: Record<string, unknown>;
+  cancelledAt?: number;
+  /** Retrieve times (Date.now()), for the look-up bound. */
+  retrieves: number[];
+  cancels: number;
+}
+
+/** OpenAI's error body: `{error: {message, type, param, code}}`. */
+const apiError = (message: string, type = 'invalid_request_error', code: string | null = null) => ({ error: { message, type, param: null, code } });
+
+/**
  * A real OpenAI-compatible chat-completions server on 127.0.0.1, answering from a script: the adapter tests
  * talk to it through the official SDK, over HTTP, so nothing of the SDK is mocked. It also measures what a
  * provider's rate limiter would see (how many requests it serves at once, when each arrived), for the capacity
@@ -50,6 +81,16 @@ export class FakeOpenAiServer {
   private readonly sockets = new Set<Socket>();
   private server?: Server;
   url = '';
+  /** The background responses created, by id (OpenAI's Responses API, background mode). */
+  readonly responses = new Map<string, StoredResponse>();
+  /** Requests to the Responses endpoints, counted. */
+  readonly counters = { creates: 0, retrieves: 0, cancels: 0, lists: 0 };
+  /** Chat completions made with `store: true`, as `GET /v1/chat/completions` lists them. */
+  readonly stored: Array<Record<string, unknown>> = [];
+  private readonly backgroundScripts: BackgroundScript[] = [];
+  private backgroundFallback: BackgroundScript = { afterMs: 50 };
+  /** How long a response can be retrieved; past it, 404 (OpenAI keeps background responses about 10 minutes). */
+  retentionMs = 600_000;
 
   async start(): Promise<this> {
     this.server = createServer((req, res) => void this.handle(req, res));
@@ -73,6 +114,22 @@ export class FakeOpenAiServer {
   always(script: Script): this {
     this.fallback = script;
     return this;
+  }
+
+  /** Queues how the next background responses go, in order; after them, `alwaysBackground` (default: done in 50 ms). */
+  background(...scripts: BackgroundScript[]): this {
+    this.backgroundScripts.push(...scripts);
+    return this;
+  }
+
+  alwaysBackground(script: BackgroundScript): this {
+    this.backgroundFallback = script;
+    return this;
+  }
+
+  /** The response created for an attempt (the adapter sends its id as `metadata.onejob_attempt`). */
+  responseOf(attemptId: string): StoredResponse | undefined {
+    return [...this.responses.values()].find((r) => (r.body.metadata as Record<string, string> | undefined)?.onejob_attempt === attemptId);
   }
 
   /** Every request waits this long before its answer (on top of a script's own `delayMs`). */
@@ -109,6 +166,12 @@ export class FakeOpenAiServer {
     this.failing = undefined;
     this.latency = 0;
     this.maxInFlight = this.inFlight;
+    this.responses.clear();
+    this.backgroundScripts.length = 0;
+    this.backgroundFallback = { afterMs: 50 };
+    this.retentionMs = 600_000;
+    Object.assign(this.counters, { creates: 0, retrieves: 0, cancels: 0, lists: 0 });
+    this.stored.length = 0;
   }
 
   async stop(): Promise<void> {
@@ -135,10 +198,24 @@ export class FakeOpenAiServer {
       seen.closedAt = Date.now();
       done();
     });
+    const path = (req.url ?? '').split('?')[0];
+    if (path.startsWith('/v1/responses')) {
+      await this.handleResponses(req.method ?? 'GET', path, seen, res, done);
+      return;
+    }
+    if (req.method === 'GET' && path === '/v1/chat/completions') {
+      this.listStored(new URL(req.url ?? '', 'http://fake').searchParams, seen, res, done);
+      return;
+    }
     const script: Script = this.failing !== undefined ? { kind: 'status', status: this.failing } : (this.scripts.shift() ?? this.fallback);
     if (script.kind === 'hang') return;
     const delay = this.latency + ('delayMs' in script && script.delayMs ? script.delayMs : 0);
     if (delay) await new Promise((r) => setTimeout(r, delay));
+    // `store: true`: the completion is stored when it is made, whether or not its client is still there to read it.
+    if (seen.body.store === true && (script.kind === 'json' || script.kind === 'text')) {
+      const content = script.kind === 'json' ? JSON.stringify(script.content) : script.content;
+      this.stored.push({ ...this.completion(`chatcmpl-${number}`, content), metadata: seen.body.metadata ?? {} });
+    }
     if (!open) return;
     seen.answeredAt = Date.now();
     if (script.kind === 'reset') {
@@ -174,17 +251,121 @@ export class FakeOpenAiServer {
     const content = script.kind === 'json' ? JSON.stringify(script.content) : script.content;
     seen.status = 200;
     res.writeHead(200, { 'content-type': 'application/json', 'x-request-id': `req_${number}` });
-    res.end(
-      JSON.stringify({
-        id: `chatcmpl-${number}`,
-        object: 'chat.completion',
-        created: 0,
-        model: 'fake',
-        choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
-        usage: { prompt_tokens: 17, completion_tokens: 5, total_tokens: 22 },
-      }),
-    );
+    res.end(JSON.stringify(this.completion(`chatcmpl-${number}`, content)));
     done();
+  }
+
+  private completion(id: string, content: string): Record<string, unknown> {
+    return {
+      id,
+      object: 'chat.completion',
+      created: 0,
+      model: 'fake',
+      choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
+      usage: { prompt_tokens: 17, completion_tokens: 5, total_tokens: 22 },
+    };
+  }
+
+  /** `GET /v1/chat/completions?metadata[key]=value&limit=n`: stored completions (`store: true`) whose metadata match. */
+  private listStored(query: URLSearchParams, seen: SeenRequest, res: ServerResponse, done: () => void): void {
+    this.counters.lists++;
+    const wanted = [...query.entries()].flatMap(([k, v]) => {
+      const m = /^metadata\[(.+)\]$/.exec(k);
+      return m ? [[m[1], v] as const] : [];
+    });
+    const limit = Number(query.get('limit') ?? 20);
+    const data = this.stored.filter((c) => wanted.every(([k, v]) => (c.metadata as Record<string, string>)[k] === v)).slice(0, limit);
+    seen.status = 200;
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: false }));
+    done();
+  }
+
+  /**
+   * `POST /v1/responses` (background only: it answers `queued` at once), `GET /v1/responses/{id}` and
+   * `POST /v1/responses/{id}/cancel`, written from the OpenAI API reference: statuses queued, in_progress,
+   * completed, failed, cancelled, incomplete; a second cancel returns the cancelled response (idempotent); a
+   * cancel of a response that already ended is a 400; an id past retention (or never created) is a 404.
+   */
+  private async handleResponses(method: string, path: string, seen: SeenRequest, res: ServerResponse, done: () => void): Promise<void> {
+    const send = (status: number, body: unknown) => {
+      seen.status = status;
+      seen.answeredAt = Date.now();
+      res.writeHead(status, { 'content-type': 'application/json', 'x-request-id': `req_${this.requests.length}` });
+      res.end(JSON.stringify(body));
+      done();
+    };
+    const match = /^\/v1\/responses(?:\/([^/]+))?(\/cancel)?$/.exec(path);
+    if (!match) return send(404, apiError(`Unknown request URL: ${method} ${path}.`));
+    const [, id, cancel] = match;
+    if (method === 'POST' && !id) {
+      this.counters.creates++;
+      const script = this.backgroundScripts.shift() ?? this.backgroundFallback;
+      if (this.latency) await new Promise((r) => setTimeout(r, this.latency));
+      if (script.hangCreate) return;
+      if (script.createStatus) return send(script.createStatus, apiError(`scripted ${script.createStatus}`, 'server_error'));
+      if (seen.body.background !== true) return send(400, apiError('This fake serves background responses only.'));
+      const stored: StoredResponse = { id: `resp_${randomBytes(16).toString('hex')}`, createdAt: Date.now(), script, body: seen.body, retrieves: [], cancels: 0 };
+      this.responses.set(stored.id, stored);
+      return send(200, this.responseBody(stored));
+    }
+    const stored = id ? this.responses.get(id) : undefined;
+    if (!stored || Date.now() - stored.createdAt > this.retentionMs) return send(404, apiError(`Response with id '${id}' not found.`));
+    if (method === 'GET' && !cancel) {
+      this.counters.retrieves++;
+      stored.retrieves.push(Date.now());
+      return send(200, this.responseBody(stored));
+    }
+    if (method === 'POST' && cancel) {
+      this.counters.cancels++;
+      stored.cancels++;
+      const status = this.statusOf(stored);
+      if (status === 'queued' || status === 'in_progress') {
+        if (!stored.script.ignoreCancel) stored.cancelledAt = Date.now();
+        return send(200, this.responseBody(stored));
+      }
+      if (status === 'cancelled') return send(200, this.responseBody(stored));
+      return send(400, apiError(`Cannot cancel a response with status '${status}'.`));
+    }
+    return send(404, apiError(`Unknown request URL: ${method} ${path}.`));
+  }
+
+  private statusOf(stored: StoredResponse): string {
+    if (stored.cancelledAt !== undefined) return 'cancelled';
+    const age = Date.now() - stored.createdAt;
+    if (age >= stored.script.afterMs) return stored.script.outcome ?? 'completed';
+    return age >= stored.script.afterMs / 5 ? 'in_progress' : 'queued';
+  }
+
+  /** The Response object of the API reference, as far as a client reads it. */
+  private responseBody(stored: StoredResponse): Record<string, unknown> {
+    const status = this.statusOf(stored);
+    const text = JSON.stringify(stored.script.content ?? { summary: 'fine' });
+    const message = { type: 'message', id: `msg_${stored.id.slice(5)}`, status: 'completed', role: 'assistant', content: [{ type: 'output_text', text, annotations: [] }] };
+    const ended = status === 'completed' || status === 'incomplete';
+    return {
+      id: stored.id,
+      object: 'response',
+      created_at: Math.floor(stored.createdAt / 1000),
+      status,
+      background: true,
+      error: status === 'failed' ? { code: 'server_error', message: 'The model failed to generate a response.' } : null,
+      incomplete_details: status === 'incomplete' ? { reason: 'max_output_tokens' } : null,
+      instructions: stored.body.instructions ?? null,
+      max_output_tokens: stored.body.max_output_tokens ?? null,
+      metadata: stored.body.metadata ?? {},
+      model: String(stored.body.model ?? 'fake'),
+      output: ended ? [message] : [],
+      parallel_tool_calls: true,
+      temperature: stored.body.temperature ?? 1,
+      text: stored.body.text ?? { format: { type: 'text' } },
+      tool_choice: 'auto',
+      tools: [],
+      top_p: 1,
+      usage: ended
+        ? { input_tokens: 17, input_tokens_details: { cached_tokens: 0 }, output_tokens: 5, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 22 }
+        : null,
+    };
   }
 
   /** Streams a completion of about `bytes`, respecting backpressure, and stops when the client goes away. */

@@ -14,6 +14,8 @@ export interface Backlog {
   count: number;
   senders: number;
   provider: string;
+  /** The job's whole chain, primary first (default: `[provider]`). */
+  providers?: string[];
   text: string;
   /** Spread the creates at this many per second; 0: as fast as the senders go. */
   rate?: number;
@@ -42,7 +44,7 @@ export async function createJobs(url: string, headers: Record<string, string>, b
   const started = Date.now();
   const agent = new Agent({ keepAlive: true, maxSockets: senders });
   const target = new URL('/v1/jobs', url);
-  const body = JSON.stringify({ operation: 'summarize', input: { text }, providers: [provider] });
+  const body = JSON.stringify({ operation: 'summarize', input: { text }, providers: backlog.providers ?? [provider] });
   let next = 0;
   try {
     await Promise.all(

@@ -12,6 +12,11 @@ import { AddJobBudgetReservation1795978300000 } from './1795978300000-AddJobBudg
 import { AddBudgetsScope1795978310000 } from './1795978310000-AddBudgetsScope.js';
 import { WebhookPreviousSecrets1795978450000 } from './1795978450000-WebhookPreviousSecrets.js';
 import { WebhookDeliveryLease1795978460000 } from './1795978460000-WebhookDeliveryLease.js';
+import { CreateBatches1795978600000 } from './1795978600000-CreateBatches.js';
+import { AddJobPriority1795978700000 } from './1795978700000-AddJobPriority.js';
+import { CreateOwnerShares1795978710000 } from './1795978710000-CreateOwnerShares.js';
+import { TrackProviderResponses1795978800000 } from './1795978800000-TrackProviderResponses.js';
+import { ProviderAnnouncements1795978810000 } from './1795978810000-ProviderAnnouncements.js';
 
 /** Every migration, in order. Listed by class so the same list works from TypeScript sources and from dist/. */
 export const migrations = [
@@ -29,4 +34,9 @@ export const migrations = [
   AddBudgetsScope1795978310000,
   WebhookPreviousSecrets1795978450000,
   WebhookDeliveryLease1795978460000,
+  CreateBatches1795978600000,
+  AddJobPriority1795978700000,
+  CreateOwnerShares1795978710000,
+  TrackProviderResponses1795978800000,
+  ProviderAnnouncements1795978810000,
 ];

@@ -4,6 +4,7 @@ import { APP_FILTER, APP_PIPE } from '@nestjs/core';
 
 import { AttemptsModule } from './attempts/attempts.module.js';
 import { AuthModule } from './auth/auth.module.js';
+import { BatchesModule } from './batches/batches.module.js';
 import { LoggingModule } from './common/logging.module.js';
 import { ProblemDetailsFilter } from './common/problem-details.filter.js';
 import { createValidationPipe } from './common/validation.js';
@@ -40,6 +41,7 @@ export class AppModule {
         AuthModule,
         ProvidersModule,
         JobsModule,
+        BatchesModule,
         AttemptsModule,
         OpsModule,
         WebhooksModule,

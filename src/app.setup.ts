@@ -9,7 +9,13 @@ import type { FastifyReply, FastifyRequest, RawServerDefault } from 'fastify';
 import { AppModule } from './app.module.js';
 import { completeDocument } from './common/api-docs.js';
 import { DomainError, type FieldError, ValidationFailedError } from './common/domain.errors.js';
-import { exceedsJsonLimits, inspectJson, MAX_JSON_DEPTH, MAX_JSON_MEMBERS } from './common/json-text.js';
+import {
+  exceedsJsonLimits,
+  inspectJson,
+  MAX_BATCH_JSON_MEMBERS,
+  MAX_JSON_DEPTH,
+  MAX_JSON_MEMBERS,
+} from './common/json-text.js';
 import { AppLogger } from './common/logging.module.js';
 import { sendProblem, writeParserProblem } from './common/problem-details.filter.js';
 import { declaredQueryParameters, unknownQueryErrors, unstorableParameterErrors } from './common/query-params.js';
@@ -41,15 +47,17 @@ export { MAX_JSON_DEPTH } from './common/json-text.js';
 const PROTOTYPE_MEMBERS = new Set(Object.getOwnPropertyNames(Object.prototype));
 const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false });
 
-/** Deepest nesting of a parsed JSON body (kept for callers of the old name). */
-export function jsonDepth(value: unknown): number {
-  return inspectJson(value).depth;
-}
-
-const limitError = (limit: 'depth' | 'members'): FieldError =>
+const limitError = (limit: 'depth' | 'members', maxMembers = MAX_JSON_MEMBERS): FieldError =>
   limit === 'depth'
     ? { field: 'body', message: `must not nest deeper than ${MAX_JSON_DEPTH} levels` }
-    : { field: 'body', message: `must not have more than ${MAX_JSON_MEMBERS} members in all` };
+    : { field: 'body', message: `must not have more than ${maxMembers} members in all` };
+
+/** The batch create's route: its own body limit (BATCH_BODY_LIMIT_BYTES) and member bound (MAX_BATCH_JSON_MEMBERS). */
+const BATCH_ROUTE = /^\/v1\/batches\/?$/;
+const isBatchCreate = (method: string | string[], url: string | undefined) =>
+  (Array.isArray(method) ? method.includes('POST') : method === 'POST') && url !== undefined && BATCH_ROUTE.test(url);
+const maxMembersOf = (request: FastifyRequest) =>
+  isBatchCreate(request.method, request.routeOptions?.url) ? MAX_BATCH_JSON_MEMBERS : MAX_JSON_MEMBERS;
 
 /**
  * class-validator looks a member's metadata up in a plain object, so a member named `constructor` or `toString`
@@ -98,7 +106,15 @@ export function buildOpenApiDocument(app: NestFastifyApplication): OpenAPIObject
 export async function configureApp(app: NestFastifyApplication): Promise<void> {
   app.enableVersioning({ type: VersioningType.URI });
   const fastify = app.getHttpAdapter().getInstance();
-  const role = app.get<AppConfig | undefined>(appConfig.KEY, { strict: false })?.role;
+  const config = app.get<AppConfig | undefined>(appConfig.KEY, { strict: false });
+  const role = config?.role;
+  // Set before the routes are: Fastify reads a route's bodyLimit when it registers it.
+  const batchBodyLimit = config?.batchBodyLimitBytes;
+  if (batchBodyLimit) {
+    fastify.addHook('onRoute', (route) => {
+      if (isBatchCreate(route.method, route.url)) route.bodyLimit = batchBodyLimit;
+    });
+  }
   // First hook: what follows (guards, services, repositories) logs with the request id (common/request-context.ts).
   fastify.addHook('onRequest', (request, _reply, done) => runWithRequestId(request.id, done));
   fastify.addHook('onRequest', async (request, reply) => {
@@ -125,8 +141,9 @@ export async function configureApp(app: NestFastifyApplication): Promise<void> {
     } catch {
       return done(new ValidationFailedError([{ field: 'body', message: 'is not valid UTF-8' }]), undefined);
     }
-    const exceeded = exceedsJsonLimits(text);
-    if (exceeded) return done(new ValidationFailedError([limitError(exceeded)]), undefined);
+    const maxMembers = maxMembersOf(request as unknown as FastifyRequest);
+    const exceeded = exceedsJsonLimits(text, maxMembers);
+    if (exceeded) return done(new ValidationFailedError([limitError(exceeded, maxMembers)]), undefined);
     // Answers through `done` (its type also allows a promise, which this parser never returns).
     void parseJsonText(request, text, done);
   });
@@ -149,9 +166,10 @@ export async function configureApp(app: NestFastifyApplication): Promise<void> {
       throw new DomainError('unsupported_media_type', 415, 'Request bodies must be application/json.');
     }
     // Cheap checks first, in one pass: the DTO validation after them is linear in the members it refuses.
-    const shape = inspectJson(request.body);
+    const maxMembers = maxMembersOf(request);
+    const shape = inspectJson(request.body, '', { maxMembers });
     if (shape.depth > MAX_JSON_DEPTH) throw new ValidationFailedError([limitError('depth')]);
-    if (shape.members > MAX_JSON_MEMBERS) throw new ValidationFailedError([limitError('members')]);
+    if (shape.members > maxMembers) throw new ValidationFailedError([limitError('members', maxMembers)]);
     const memberErrors = prototypeMemberErrors(request.body, 'field');
     if (memberErrors.length) throw new ValidationFailedError(memberErrors);
     if (shape.unstorable.length) throw new ValidationFailedError(shape.unstorable, 422);

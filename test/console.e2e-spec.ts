@@ -315,6 +315,27 @@ describe('the console in a real browser', () => {
     expect(problems).toEqual([]);
   }, 60_000);
 
+  it('shows a batch with its progress to an operator, and lists an owner\'s own batches', async () => {
+    const items = ['one', 'two', 'three'].map((k) => ({ key: `console-batch-${k}`, operation: 'summarize', input: { text: k } }));
+    const created = await t.http().post('/v1/batches').set(bearer(alice)).set('Idempotency-Key', 'console-batch').send({ items });
+    expect(created.status).toBe(201);
+    const batchId: string = created.body.id;
+    await logIn(operatorKey);
+    await page.goto(`${t.baseUrl}/console/#batches/${batchId}`);
+    await page.locator('#batch-detail-id', { hasText: batchId }).waitFor();
+    await page.locator('#batches-empty', { hasText: 'no jobs:read' }).waitFor();
+    // The screen refreshes by itself until every job is terminal.
+    await page.locator('#batch-progress-text', { hasText: '3 of 3 items done (completed)' }).waitFor({ timeout: 20_000 });
+    await expect(page.locator('#batch-jobs tbody tr').count()).resolves.toBe(3);
+    await expect(page.locator('#batch-summary').textContent()).resolves.toContain('3 succeeded');
+    await page.screenshot({ path: `${SHOTS}/batch.png`, fullPage: true });
+    await logIn(alice);
+    await page.goto(`${t.baseUrl}/console/#batches`);
+    await page.locator('#batches-table tbody tr', { hasText: 'console-batch' }).waitFor();
+    await expect(page.locator('#batches-table tbody tr', { hasText: 'console-batch' }).textContent()).resolves.toContain('3 / 3');
+    expect(problems).toEqual([]);
+  }, 60_000);
+
   it('fits a 420 px wide screen: no screen scrolls sideways, wide tables scroll inside their own box', async () => {
     const { jobId } = await hungJob(alice, 'console-narrow', ['sim-hang', 'sim-fallback']);
     await page.setViewportSize({ width: 420, height: 860 });

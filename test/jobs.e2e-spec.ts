@@ -42,6 +42,7 @@ describe('POST /v1/jobs: one job per intent at the door', () => {
       providers: ['sim-primary', 'sim-fallback'],
       idempotencyKey: 'first',
       version: 0,
+      priority: 0,
       result: null,
       completedBy: null,
       attempts: [],
@@ -75,6 +76,29 @@ describe('POST /v1/jobs: one job per intent at the door', () => {
     expect(res.status).toBe(200);
     expect(res.headers['idempotent-replayed']).toBe('true');
     expect(res.body.id).toBe(first.body.id);
+  });
+
+  it('stores a priority as given, and a replay with another priority answers the job as created', async () => {
+    const created = await post('prio', { ...body, priority: 7 });
+    expect(created.status).toBe(201);
+    expect(created.body.priority).toBe(7);
+    const replay = await post('prio', { ...body, priority: -3 });
+    expect(replay.status).toBe(200);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(replay.body).toMatchObject({ id: created.body.id, priority: 7 });
+    const rows = await t.dataSource.query('SELECT priority FROM jobs');
+    expect(rows).toEqual([{ priority: 7 }]);
+  });
+
+  it('refuses a priority outside -1000..1000 or not an integer, naming the field, and writes nothing', async () => {
+    for (const priority of [1001, -1001, 1.5, '3']) {
+      const res = await post(`bad-prio-${String(priority)}`, { ...body, priority });
+      expect(res.status).toBe(400);
+      expect(res.body.code).toBe('validation_failed');
+      expect(JSON.stringify(res.body)).toContain('priority');
+    }
+    const rows = await t.dataSource.query('SELECT count(*)::int AS n FROM jobs');
+    expect(rows[0].n).toBe(0);
   });
 
   it('gives two owners using the same key two jobs, each invisible to the other', async () => {

@@ -212,7 +212,7 @@ describe('a job events writer that does not lock the job (the running mark) comm
       expect(marked).toBe(false);
       const held = await holder.query(
         `INSERT INTO job_events (job_id, subject, from_status, to_status, reason)
-         VALUES ($1, 'job', 'pending', 'pending', 'held') RETURNING id::text`,
+         VALUES ($1, 'job', 'pending', 'pending', 'waiting_for_capacity') RETURNING id::text`,
         [jobId],
       );
       heldId = held.rows[0].id as string;

@@ -11,6 +11,7 @@ import { JobSignals } from '../src/ledger/job-signals.js';
 import { CatalogService } from '../src/providers/catalog.service.js';
 import { CertificationService } from '../src/providers/certification.service.js';
 import { ProviderRegistry } from '../src/providers/provider-registry.js';
+import { createAttempt, createJob, postJob } from './factories/index.js';
 import { bearer, startTestApp, TEST_CATALOG, type TestApp } from './helpers/app.js';
 import { provider, writeCatalog } from './helpers/catalog.js';
 import { type ServiceProcess, spawnService, waitUntilReady } from './helpers/process.js';
@@ -44,8 +45,7 @@ describe('liveness: a provider that left the catalog (poison job)', () => {
   it('never blocks other jobs: normal jobs succeed, the ghost job fails provider_unavailable or moves to a certified fallback, and start-up warns', async () => {
     const key = await api.key('poison');
     await api.app.get(CertificationService).certify('sim-fallback', 'summarize');
-    const create = async (k: string, providers?: string[]) =>
-      (await api.http().post('/v1/jobs').set(bearer(key)).set('Idempotency-Key', k).send({ operation: 'summarize', input: { text: k }, providers }).expect(201)).body.id as string;
+    const create = async (k: string, providers?: string[]) => (await postJob(api, key, { idempotencyKey: k, providers })).id as string;
     // The poison jobs first: they are the oldest due, so a claim that chokes on them would block everything.
     const onlyGhost = await create('ghost', ['ghost-provider']);
     const ghostThenFallback = await create('ghost-fallback', ['ghost-provider', 'sim-fallback']);
@@ -53,20 +53,17 @@ describe('liveness: a provider that left the catalog (poison job)', () => {
     await api.http().post(`/v1/jobs/${queuedGhost}/attempts`).set(bearer(key)).send({ provider: 'ghost-provider' }).expect(201);
     // An unknown attempt whose provider leaves the catalog: the reconciler must survive it.
     const heldGhost = await create('ghost-unknown', ['ghost-provider']);
-    await api.dataSource.query(
-      `INSERT INTO attempts (job_id, number, provider, job_version, status, deadline_at, hard_deadline_at, claimed_at, started_at, worker_id)
-       VALUES ($1, 1, 'ghost-provider', 0, 'unknown', now() - interval '1 minute', now() + interval '1 hour', now() - interval '2 minutes', now() - interval '2 minutes', 'gone')`,
-      [heldGhost],
-    );
-    await api.dataSource.query(`UPDATE jobs SET status = 'unknown', next_attempt_at = NULL WHERE id = $1`, [heldGhost]);
+    // Its deadline passed a minute ago, two minutes after its start; the job is unknown with it.
+    await createAttempt(api.dataSource, { id: heldGhost }, { provider: 'ghost-provider', status: 'unknown', workerId: 'gone' });
     // And a call in flight on it whose worker went silent: the reconciler's overdue path must cope too.
     const runningGhost = await create('ghost-running', ['ghost-provider']);
-    await api.dataSource.query(
-      `INSERT INTO attempts (job_id, number, provider, job_version, status, deadline_at, hard_deadline_at, claimed_at, started_at, worker_id)
-       VALUES ($1, 1, 'ghost-provider', 0, 'running', now() - interval '1 minute', now() + interval '1 hour', now() - interval '2 minutes', now() - interval '2 minutes', 'gone')`,
-      [runningGhost],
-    );
-    await api.dataSource.query(`UPDATE jobs SET status = 'running', next_attempt_at = NULL WHERE id = $1`, [runningGhost]);
+    await createAttempt(api.dataSource, { id: runningGhost }, {
+      provider: 'ghost-provider',
+      status: 'running',
+      workerId: 'gone',
+      deadlineInMs: -60_000,
+      startedAgoMs: 120_000,
+    });
     const normal = await Promise.all(Array.from({ length: 6 }, (_, i) => create(`normal-${i}`)));
 
     worker = await spawnService({ DATABASE_URL: api.database.url, CATALOG_FILE: TEST_CATALOG, ROLE: 'worker', WORKER_POLL_MS: '50', RECONCILE_INTERVAL_MS: '100' });
@@ -146,7 +143,7 @@ describe('liveness: in-process (the test drives the worker and the reconciler)',
   };
   const jobRow = async (id: string): Promise<Row> => (await t.dataSource.query('SELECT * FROM jobs WHERE id = $1', [id]))[0];
   const attemptRows = (jobId: string): Promise<Row[]> => t.dataSource.query('SELECT * FROM attempts WHERE job_id = $1 ORDER BY number', [jobId]);
-  const wasInvoked = async (providerName: string, attemptId: string) => (await registry.adapter(providerName).lookup!(attemptId)).state !== 'unknown';
+  const wasInvoked = async (providerName: string, attemptId: string) => (await registry.adapter(providerName).lookup!({ attemptId, providerRequestId: null })).state !== 'unknown';
 
   it('item 2: an unknown attempt whose simulated provider did answer is settled by the reconciler lookup (by attempt id)', async () => {
     const job = await newJob(['sim-late']);
@@ -254,14 +251,11 @@ describe('liveness: in-process (the test drives the worker and the reconciler)',
 
   it('item 11: 150 held unknown attempts (no lookup) older than one failover unknown attempt never starve it: the first pass fails it over', async () => {
     await t.app.get(CertificationService).certify('sim-fallback', 'summarize');
-    await t.dataSource.query(
-      `WITH j AS (
-         INSERT INTO jobs (owner_id, idempotency_key, fingerprint, operation, input, providers, status, next_attempt_at)
-         SELECT 'starve', 'held-' || g, repeat('0', 64), 'summarize', '{"text":"x"}', ARRAY['held-openai'], 'unknown', NULL FROM generate_series(1, 150) g
-         RETURNING id
-       )
-       INSERT INTO attempts (job_id, number, provider, job_version, status, deadline_at, hard_deadline_at, claimed_at, started_at, worker_id)
-       SELECT id, 1, 'held-openai', 0, 'unknown', now() - interval '1 hour', now() + interval '1 hour', now() - interval '1 hour', now() - interval '1 hour', 'gone' FROM j`,
+    await Promise.all(
+      Array.from({ length: 150 }, async (_, g) => {
+        const held = await createJob(t.dataSource, { ownerId: 'starve', idempotencyKey: `held-${g}`, providers: ['held-openai'], status: 'unknown' });
+        await createAttempt(t.dataSource, held, { status: 'unknown', workerId: 'gone', deadlineInMs: -3_600_000, startedAgoMs: 3_600_000 });
+      }),
     );
     const job = await newJob(['sim-fo', 'sim-fallback']);
     const claimed = await claimOnly(job.id);

@@ -2,6 +2,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 
 import { ApiKeysService } from '../src/auth/api-keys.service.js';
+import { postJob } from './factories/index.js';
 import { bearer, startTestApp, type TestApp } from './helpers/app.js';
 import { provider, writeCatalog } from './helpers/catalog.js';
 import { sleep, waitFor } from './helpers/wait.js';
@@ -35,11 +36,8 @@ describe('operators act across owners, by scope (I7)', () => {
   });
   afterAll(() => t.close());
 
-  const create = async (key: string, idempotencyKey: string, providers?: string[]) => {
-    const res = await t.http().post('/v1/jobs').set(bearer(key)).set('Idempotency-Key', idempotencyKey).send({ operation: 'summarize', input: { text: 'ops' }, ...(providers ? { providers } : {}) });
-    expect(res.status).toBe(201);
-    return res.body as JobBody;
-  };
+  const create = async (key: string, idempotencyKey: string, providers?: string[]) =>
+    (await postJob(t, key, { idempotencyKey, providers, input: { text: 'ops' } })) as JobBody;
   const job = async (key: string, id: string) => (await t.http().get(`/v1/jobs/${id}`).set(bearer(key))).body as JobBody;
 
   it("resolves another owner's unknown attempt with an operator key, finds it in the queue first, and records the actor", async () => {

@@ -89,7 +89,7 @@ describe('prepared statements', () => {
       const job = await jobs.insertJob({ ownerId: 'probe', idempotencyKey: key, fingerprint: key, operation: 'summarize', input: { text: key }, providers: ['p'] }, dataSource.manager);
       await capacity.snapshot(dataSource.manager);
       const attempt = await dataSource.transaction(async (manager) => {
-        const due = await jobs.claimDue(10, { providers: ['p'], rooms: [10] }, manager);
+        const due = (await jobs.claimDue(10, { providers: ['p'], rooms: [10] }, manager)).jobs;
         expect(due.map((j) => j.id)).toEqual([job.id]);
         const [claimed] = await attempts.insertClaimed([{ jobId: job.id, provider: 'p', jobVersion: job.version, timeoutMs: 5000, hardTimeoutMs: 10000, workerId: 'w', jobFrom: 'pending' }], manager);
         return claimed;

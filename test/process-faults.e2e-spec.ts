@@ -1,3 +1,4 @@
+import { postJob } from './factories/index.js';
 import { bearer, startTestApp, type TestApp } from './helpers/app.js';
 import { provider, writeCatalog } from './helpers/catalog.js';
 import { type ServiceProcess, spawnService, waitUntilReady } from './helpers/process.js';
@@ -23,8 +24,7 @@ describeLocal('workers as processes: kill, terminate, roles', () => {
 
   const worker = (extra: Record<string, string> = {}) =>
     spawnService({ DATABASE_URL: api.database.url, CATALOG_FILE: catalogFile, ROLE: 'worker', WORKER_POLL_MS: '20', RECONCILE_INTERVAL_MS: '100', ...extra });
-  const create = async (k: string) =>
-    (await api.http().post('/v1/jobs').set(bearer(key)).set('Idempotency-Key', k).send({ operation: 'summarize', input: { text: k } }).expect(201)).body.id as string;
+  const create = async (k: string) => (await postJob(api, key, { idempotencyKey: k })).id as string;
   const attemptsOf = (jobIds: string[]) =>
     api.dataSource.query('SELECT job_id, status FROM attempts WHERE job_id = ANY($1) ORDER BY job_id, number', [jobIds]) as Promise<Array<{ job_id: string; status: string }>>;
 

@@ -1,4 +1,5 @@
 import { RetentionRepository } from '../src/retention/retention.repository.js';
+import { postJob } from './factories/index.js';
 import { bearer, startTestApp, type TestApp } from './helpers/app.js';
 import { waitFor } from './helpers/wait.js';
 import { startReceiver } from './helpers/webhook-receiver.js';
@@ -20,11 +21,8 @@ describe('retention: terminal jobs older than JOB_RETENTION_DAYS are purged with
     await receiver.close();
   });
 
-  const create = async (idempotencyKey: string, providers?: string[], status = 201) => {
-    const res = await t.http().post('/v1/jobs').set(bearer(key)).set('Idempotency-Key', idempotencyKey).send({ operation: 'summarize', input: { text: 'retained?' }, ...(providers ? { providers } : {}) });
-    expect(res.status).toBe(status);
-    return res.body.id as string;
-  };
+  const create = async (idempotencyKey: string, providers?: string[], status = 201) =>
+    (await postJob(t, key, { idempotencyKey, providers, input: { text: 'retained?' } }, status)).id as string;
   const statusOf = async (id: string) => (await t.dataSource.query('SELECT status FROM jobs WHERE id = $1', [id]))[0]?.status as string | undefined;
   const countsOf = async (id: string) =>
     (

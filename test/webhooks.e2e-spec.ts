@@ -4,6 +4,7 @@ import type { Env } from '../src/config/env.js';
 import { LedgerFactory } from '../src/ledger/ledger.js';
 import { WebhookDeliveriesRepository } from '../src/webhooks/webhook-deliveries.repository.js';
 import { WebhookDispatcher } from '../src/webhooks/webhook-dispatcher.js';
+import { postJob } from './factories/index.js';
 import { bearer, startTestApp, type TestApp } from './helpers/app.js';
 import { writeCatalog } from './helpers/catalog.js';
 import { createTestDatabase } from './helpers/database.js';
@@ -34,12 +35,6 @@ async function subscribe(t: TestApp, key: string, url: string, events = ['job.su
   return res.body as { id: string; secret: string };
 }
 
-async function createJob(t: TestApp, key: string, idempotencyKey: string, providers?: string[]) {
-  const res = await t.http().post('/v1/jobs').set(bearer(key)).set('Idempotency-Key', idempotencyKey).send({ operation: 'summarize', input: { text: idempotencyKey }, ...(providers ? { providers } : {}) });
-  expect(res.status).toBe(201);
-  return res.body.id as string;
-}
-
 const forJob = (received: Received[], jobId: string) => received.filter((r) => r.body.data.jobId === jobId);
 
 describe('webhooks: a signed, transactional, at-least-once announcement of each settlement', () => {
@@ -51,7 +46,7 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
       const key = await t.key('owner-hooks');
       const endpoint = await subscribe(t, key, receiver.url);
       receiver.trust(endpoint.secret);
-      const jobs = await Promise.all(['h-1', 'h-2', 'h-3'].map((k) => createJob(t, key, k)));
+      const jobs = await Promise.all(['h-1', 'h-2', 'h-3'].map(async (k) => (await postJob(t, key, { idempotencyKey: k })).id));
 
       await waitFor(async () => receiver.accepted().length, (n) => n >= 3, 40_000);
       await sleep(500); // nothing more arrives: each event was accepted once
@@ -100,7 +95,7 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
       receiver.trust((await subscribe(t, key, receiver.url)).secret);
       const cert = await t.http().post('/v1/providers/fast-b/certifications').set(bearer(key)).send({ operation: 'summarize' });
       expect(cert.body.passed).toBe(true);
-      const jobId = await createJob(t, key, 'late', ['slow-a', 'fast-b']);
+      const jobId = (await postJob(t, key, { idempotencyKey: 'late', providers: ['slow-a', 'fast-b'] })).id;
       await waitFor(
         async () => (await t.http().get(`/v1/jobs/${jobId}`).set(bearer(key))).body,
         (j) => j.attempts?.[0]?.outcome === 'discarded',
@@ -128,8 +123,8 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
       const subscriber = await t.key('owner-sub');
       const other = await t.key('owner-none');
       receiver.trust((await subscribe(t, subscriber, receiver.url, ['job.failed'])).secret);
-      const a = await createJob(t, subscriber, 'ok-1');
-      const b = await createJob(t, other, 'ok-2');
+      const a = (await postJob(t, subscriber, { idempotencyKey: 'ok-1' })).id;
+      const b = (await postJob(t, other, { idempotencyKey: 'ok-2' })).id;
       for (const id of [a, b]) await waitFor(async () => (await t.dataSource.query('SELECT status FROM jobs WHERE id = $1', [id]))[0].status, (s) => s === 'succeeded');
       await sleep(200);
       expect(await t.dataSource.query('SELECT count(*)::int AS n FROM webhook_deliveries')).toEqual([{ n: 0 }]);
@@ -146,7 +141,7 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
     try {
       const key = await t.key('owner-tx');
       await subscribe(t, key, receiver.url, ['job.cancelled']);
-      const jobId = await createJob(t, key, 'tx');
+      const jobId = (await postJob(t, key, { idempotencyKey: 'tx' })).id;
       const ledgers = t.app.get(LedgerFactory);
       const cancelThen = (fail: boolean) =>
         ledgers.run(async (ledger) => {
@@ -173,7 +168,7 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
     try {
       const key = await first.key('owner-restart');
       receiver.trust((await subscribe(first, key, receiver.url)).secret);
-      const jobId = await createJob(first, key, 'restart');
+      const jobId = (await postJob(first, key, { idempotencyKey: 'restart' })).id;
       await waitFor(async () => receiver.received.length, (n) => n === 1, 30_000);
       receiver.behave(() => 200);
       await first.close(); // the receiver still holds the first request
@@ -204,7 +199,7 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
       await waitUntilReady(victim);
       const key = await api.key('owner-kill');
       receiver.trust((await subscribe(api, key, receiver.url)).secret);
-      const jobId = await createJob(api, key, 'kill');
+      const jobId = (await postJob(api, key, { idempotencyKey: 'kill' })).id;
       await waitFor(async () => receiver.received.length, (n) => n === 1, 30_000);
       victim.kill('SIGKILL');
       await victim.exited;
@@ -242,7 +237,7 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
       receiver.trust(endpoint.secret);
       // Failing for more than three days already: the next failed attempt disables it.
       await t.dataSource.query(`UPDATE webhook_endpoints SET failing_since = now() - interval '73 hours' WHERE id = $1`, [endpoint.id]);
-      const jobId = await createJob(t, key, 'fail-1');
+      const jobId = (await postJob(t, key, { idempotencyKey: 'fail-1' })).id;
       const listed = await waitFor(
         async () => (await t.http().get('/v1/webhooks').set(bearer(key))).body.items[0],
         (e) => e.status === 'disabled',
@@ -306,7 +301,7 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
       expect(rotated.body.secret).not.toBe(endpoint.secret);
       // A receiver that knows only the new secret verifies; one that knows only the old does too (overlap).
       receiver.trust(rotated.body.secret);
-      const jobId = await createJob(t, key, 'rotated');
+      const jobId = (await postJob(t, key, { idempotencyKey: 'rotated' })).id;
       await waitFor(async () => receiver.accepted().length, (n) => n === 1, 30_000);
       expect(await t.dataSource.query('SELECT id FROM webhook_deliveries WHERE job_id = $1', [jobId])).toHaveLength(1);
       const [seen] = receiver.received;
@@ -330,7 +325,7 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
     try {
       const key = await t.key('owner-claims');
       await subscribe(t, key, 'http://127.0.0.1:9/never', ['job.cancelled']);
-      const ids = await Promise.all(Array.from({ length: 40 }, (_, i) => createJob(t, key, `c-${i}`)));
+      const ids = await Promise.all(Array.from({ length: 40 }, async (_, i) => (await postJob(t, key, { idempotencyKey: `c-${i}` })).id));
       for (const id of ids) expect((await t.http().post(`/v1/jobs/${id}/cancel`).set(bearer(key))).status).toBe(200);
       const repo = t.app.get(WebhookDeliveriesRepository);
       const claims = await Promise.all(Array.from({ length: 8 }, () => repo.claimDue(10, 60_000)));
@@ -352,7 +347,7 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
       await t.dataSource.query(`INSERT INTO webhook_endpoints (owner_id, url, events, secret) VALUES ('owner-rebind', $1, '{job.cancelled}', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw')`, [
         receiver.url.replace('http://127.0.0.1', 'https://localhost'),
       ]);
-      const jobId = await createJob(t, key, 'rebind');
+      const jobId = (await postJob(t, key, { idempotencyKey: 'rebind' })).id;
       expect((await t.http().post(`/v1/jobs/${jobId}/cancel`).set(bearer(key))).status).toBe(200);
       const [claimed] = await t.app.get(WebhookDeliveriesRepository).claimDue(10, 60_000);
       await t.app.get(WebhookDispatcher).send(claimed);

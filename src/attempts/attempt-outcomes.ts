@@ -1,11 +1,14 @@
 import { Injectable, Logger } from '@nestjs/common';
 
 import { safeErrorFields } from '../common/log-safe.js';
-import { type Attempt, type AttemptError, NOT_SENT, type Usage } from '../ledger/attempt.types.js';
+import { type Attempt, type AttemptError, NOT_SENT, type ResolvedBy, type Usage } from '../ledger/attempt.types.js';
+import { AttemptsRepository } from '../ledger/attempts.repository.js';
 import { isTerminal } from '../ledger/job.types.js';
 import { type ArrivedResult, LedgerFactory, type SettlementOutcome } from '../ledger/ledger.js';
 import { canTransitionAttempt } from '../ledger/state-machine.js';
 import { CatalogService } from '../providers/catalog.service.js';
+import { checkOutput } from '../providers/output-contract.js';
+import type { LookupResult } from '../providers/provider.port.js';
 import { ProviderRegistry } from '../providers/provider-registry.js';
 import { CostMeter } from '../usage/cost-meter.js';
 import { AttemptScheduler } from './attempt-scheduler.js';
@@ -25,6 +28,7 @@ export class AttemptOutcomes {
     private readonly catalog: CatalogService,
     private readonly registry: ProviderRegistry,
     private readonly costs: CostMeter,
+    private readonly attempts: AttemptsRepository,
   ) {}
 
   /** A valid result (its contract already checked): compare-and-swap settlement. */
@@ -34,16 +38,21 @@ export class AttemptOutcomes {
     return outcome;
   }
 
-  /** A definitive failure: the attempt is failed, and the job moves on (retry, next provider) or settles failed. */
-  async failed(attemptId: string, jobId: string, error: AttemptError, usage?: Usage): Promise<void> {
+  /**
+   * A definitive failure: the attempt is failed, and the job moves on (retry, next provider) or settles failed.
+   * `said`: the provider's record said so (a look-up), with its status.
+   */
+  async failed(attemptId: string, jobId: string, error: AttemptError, usage?: Usage, said?: { by: ResolvedBy; providerStatus?: string }): Promise<void> {
     await this.ledgers.run(async (ledger) => {
       const { job, attempt } = (await ledger.lockPair(jobId, attemptId))!;
       if (!canTransitionAttempt(attempt.status, 'failed')) {
         // Already given up (cancelled by failover or an operator): the slot is free and the job has moved on.
         ledger.record({ jobId, attemptId, subject: 'attempt', from: attempt.status, to: attempt.status, reason: 'late_failure_ignored', detail: error });
+        if (said?.providerStatus) await ledger.noteProviderStatus(attempt, said.providerStatus, 'provider_status');
         return;
       }
-      await ledger.moveAttempt(attempt, 'failed', error.reason, { error, usage, finished: true });
+      const update = { error, usage, finished: true, resolvedBy: said?.by, providerStatus: said?.providerStatus };
+      await ledger.moveAttempt(attempt, 'failed', error.reason, update);
       await this.scheduler.scheduleAfter(ledger, job, attempt.jobVersion, 'next_attempt_scheduled');
       ledger.afterCommit(() => this.costs.record(attempt.provider, usage, 'failed'));
     });
@@ -100,11 +109,64 @@ export class AttemptOutcomes {
     if (!cancelled) return 'hold';
     const adapter = this.registry.find(cancelled.provider);
     if (adapter?.cancel) {
-      await adapter.cancel(cancelled.providerRequestId ?? cancelled.id).catch((error: Error) =>
-        this.logger.warn({ msg: 'provider cancel failed', attemptId, jobId, ...safeErrorFields(error) }),
-      );
+      // What the provider says after the cancel is recorded: a response that had ended still competes (I5), one
+      // still running (the cancel came too late to stop it at once) is followed by the reconciler.
+      try {
+        const said = await adapter.cancel({ attemptId, providerRequestId: cancelled.providerRequestId });
+        if (said) await this.fromProvider({ ...cancelled, status: 'cancelled' }, said);
+      } catch (error) {
+        this.logger.warn({ msg: 'provider cancel failed', attemptId, jobId, ...safeErrorFields(error) });
+      }
     }
     return 'failover';
+  }
+
+  /**
+   * The provider gave the request its id: committed on the attempt, with its event, before the adapter waits
+   * for the outcome. `cancel` when the attempt was given up meanwhile (failover): its response is not wanted.
+   */
+  async submitted(attemptId: string, jobId: string, providerRequestId: string): Promise<'follow' | 'cancel'> {
+    return this.ledgers.run(async (ledger) => {
+      const { attempt } = (await ledger.lockPair(jobId, attemptId))!;
+      await ledger.recordProviderRequest(attempt, providerRequestId);
+      return attempt.status === 'cancelled' ? 'cancel' : 'follow';
+    });
+  }
+
+  /**
+   * What the provider's record says of an attempt's request (a look-up, or the answer to a cancel), applied: a
+   * completed response is checked against the operation's schema and competes under I5 (it loses to an earlier
+   * winner, and is recorded as discarded); failed, cancelled and incomplete fail the attempt with the provider's
+   * reason; a response still running keeps the attempt unknown (I3); an id the provider no longer knows, or never
+   * gave, leaves it to an operator, and the attempt says why. Returns what was done, for the log and the tests.
+   */
+  async fromProvider(attempt: Attempt, found: LookupResult): Promise<string> {
+    const { id: attemptId, jobId } = attempt;
+    if (found.state === 'succeeded') {
+      const operation = await this.attempts.operationOfJob(jobId);
+      const check = checkOutput(this.catalog, operation, found.response.text);
+      const said = { by: 'provider' as const, providerStatus: 'completed' };
+      if (!check.ok) {
+        const error = { reason: 'contract_violation', message: 'the output breaks the operation contract', retryable: false, details: check.errors };
+        await this.failed(attemptId, jobId, error, found.response.usage, said);
+        return 'contract_violation';
+      }
+      const { usage, requestId } = found.response;
+      return this.succeeded(attemptId, jobId, { value: check.value, usage, providerRequestId: requestId, resolvedBy: 'provider', providerStatus: 'completed' });
+    }
+    if (found.state === 'failed') {
+      const { reason, message, retryable, status } = found.error;
+      await this.failed(attemptId, jobId, { reason, message, retryable, status }, undefined, { by: 'provider', providerStatus: found.providerStatus });
+      return reason;
+    }
+    if (found.state === 'unknown') return 'unknown';
+    const providerStatus = found.state === 'pending' ? (found.providerStatus ?? 'in_progress') : found.state;
+    const reason = found.state === 'pending' ? 'provider_status' : found.state === 'expired' ? 'provider_record_expired' : 'provider_id_never_returned';
+    await this.ledgers.run(async (ledger) => {
+      const pair = await ledger.lockPair(jobId, attemptId);
+      if (pair) await ledger.noteProviderStatus(pair.attempt, providerStatus, reason, 'reason' in found ? { why: found.reason } : undefined);
+    });
+    return providerStatus;
   }
 
   /** Nobody listens any more for an unknown attempt of a finished job: free it. */

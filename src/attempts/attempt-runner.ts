@@ -122,6 +122,9 @@ export class AttemptRunner {
           maxResponseBytes: operation.maxResponseBytes,
           idempotencyKey: attempt.id,
           signal: hardStop.signal,
+          followUntil: attempt.deadlineAt,
+          // Committed before the adapter waits for the outcome, through an outage too (until the soft deadline).
+          onSubmitted: (providerRequestId) => this.persist(() => this.outcomes.submitted(attempt.id, job.id, providerRequestId), attempt.deadlineAt, shutdown, log),
         }),
       );
     } catch (error) {
@@ -158,7 +161,8 @@ export class AttemptRunner {
     if (failure!.kind === 'definitive') {
       const { reason, message, retryable, status, retryAfterMs } = failure!;
       await report(() => this.outcomes.failed(attempt.id, job.id, { reason, message, retryable, status, retryAfterMs }));
-    } else {
+    } else if (!(countedTimeout && failure!.reason === 'timeout')) {
+      // (A timeout past the soft deadline is already unknown: the timer moved it, or the reconciler will.)
       await report(() => this.outcomes.unknown(attempt.id, job.id, failure!.reason, { message: failure!.message, shutdown: shutdown.aborted }));
     }
   }

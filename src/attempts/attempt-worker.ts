@@ -25,8 +25,6 @@ import { inJobTrace } from '../telemetry/tracing.js';
 import { AttemptRunner, type Claimed } from './attempt-runner.js';
 import { AttemptScheduler } from './attempt-scheduler.js';
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
 /** Jobs one claim transaction takes at most: enough to fill a large window in a few round trips. */
 const CLAIM_BATCH = 64;
 
@@ -53,6 +51,8 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
   private loop?: Promise<void>;
   private readonly wakeup = new Wakeup();
   private unsubscribe?: () => void;
+  /** The last claim stopped at an owner's share, not at the room: more is due (FairClaim.more). */
+  private moreDue = false;
   /** When the emptiest rate bucket that held back a job last has room again (epoch ms); Infinity when none did. */
   private refilledAt = Infinity;
 
@@ -94,8 +94,12 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
     this.poke();
     await this.loop;
     if (this.inFlight.size) {
-      const grace = sleep(this.config.shutdownGraceMs).then(() => 'timeout' as const);
-      if ((await Promise.race([Promise.all(this.inFlight).then(() => 'done' as const), grace])) === 'timeout') {
+      let timer: NodeJS.Timeout | undefined;
+      const grace = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), this.config.shutdownGraceMs)));
+      const ended = await Promise.race([Promise.all(this.inFlight).then(() => 'done' as const), grace]);
+      // A drain that ended early must not leave the grace's timer holding the process (a test runner's worker too).
+      clearTimeout(timer);
+      if (ended === 'timeout') {
         this.logger.warn({ msg: 'shutdown grace over: aborting in-flight attempts', count: this.inFlight.size });
         this.shutdown.abort();
         await Promise.allSettled(this.inFlight);
@@ -131,7 +135,9 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
       if (claimed.length) this.launch(claimed, claimStartedAt);
       // A short batch means nothing more is due now: sleep until woken. A full one: claim again at once.
       // (or, when a rate bucket held jobs back, until it has refilled: a bucket holds only a second's worth).
-      if (claimed.length < Math.min(room, CLAIM_BATCH)) await this.idle(Math.min(this.config.workerPollMs, Math.max(0, this.refilledAt - Date.now())));
+      // An owner's share ended the claim while others' work is due: claim again (unless it took nothing at all).
+      const more = this.moreDue && claimed.length > 0;
+      if (claimed.length < Math.min(room, CLAIM_BATCH) && !more) await this.idle(Math.min(this.config.workerPollMs, Math.max(0, this.refilledAt - Date.now())));
     }
   }
 
@@ -209,7 +215,9 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
     // once: a second run would hand over spare leases the first run already took (claimBatch retries instead).
     return this.ledgers.run(async (ledger) => {
       await refreshed;
-      const jobs = await ledger.claimDue(limit, this.capacity.rooms(this.catalog.listProviders(), limit));
+      const claim = await ledger.claimDue(limit, this.capacity.rooms(this.catalog.listProviders(), limit));
+      this.moreDue = claim.more;
+      const jobs = await ledger.shareOut(claim);
       const candidates: Candidate[] = [];
       for (const job of jobs) {
         try {

@@ -71,7 +71,8 @@ export class AttemptsService {
       ledger.actAs({ keyId: actor.keyId, ownerId: actor.ownerId });
       const { job, attempt } = (await ledger.lockPair(jobId, attemptId))!;
       if (attempt.status !== 'unknown') throw new AttemptNotUnknownError(attempt.status);
-      await ledger.moveAttempt(attempt, status, 'resolved_by_operator', { error: { reason: 'resolved_by_operator', message: reason }, finished: true });
+      const error = { reason: 'resolved_by_operator', message: reason };
+      await ledger.moveAttempt(attempt, status, 'resolved_by_operator', { error, finished: true, resolvedBy: 'operator' });
       await this.scheduler.scheduleAfter(ledger, job, attempt.jobVersion, 'attempt_resolved');
       return job.ownerId;
     });

@@ -8,11 +8,22 @@ import { AttemptsRepository } from '../ledger/attempts.repository.js';
 import { JobsRepository } from '../ledger/jobs.repository.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { CatalogService } from '../providers/catalog.service.js';
-import { checkOutput } from '../providers/output-contract.js';
 import { ProviderRegistry } from '../providers/provider-registry.js';
 import { AttemptOutcomes } from './attempt-outcomes.js';
 
 const BATCH = 100;
+
+/**
+ * An attempt is looked up again once this share of a reconcile period has passed since its last look-up: a pass
+ * that starts a little early (timer jitter) still finds it due, and two look-ups of it are never closer than that.
+ */
+const LOOKUP_PERIOD_SHARE = 0.9;
+
+/** Look-ups claimed per pass: every unknown attempt of a busy provider within one period. */
+const LOOKUP_BATCH = 1000;
+
+/** Look-ups in flight at once in a pass (each holds at most one database connection, for its settlement). */
+const LOOKUPS_AT_ONCE = 16;
 
 /**
  * Safe on every replica: each step re-reads and locks what it changes. It finds attempts whose worker went
@@ -25,6 +36,8 @@ export class Reconciler implements OnApplicationBootstrap, BeforeApplicationShut
   private readonly logger = new Logger(Reconciler.name);
   private timer?: NodeJS.Timeout;
   private running?: Promise<void>;
+  private lookupTimer?: NodeJS.Timeout;
+  private lookingUp?: Promise<void>;
 
   constructor(
     @Inject(appConfig.KEY) private readonly config: AppConfig,
@@ -39,33 +52,49 @@ export class Reconciler implements OnApplicationBootstrap, BeforeApplicationShut
   onApplicationBootstrap(): void {
     if (this.config.role === 'api') return;
     void this.warnAboutUnknownProviders();
+    const failed = (error: Error) => {
+      if (!isDatabaseUnavailable(error)) this.logger.error({ msg: 'reconcile pass failed', ...safeErrorFields(error) });
+    };
     this.timer = setInterval(() => {
       if (this.running) return;
-      this.running = this.pass()
-        .catch((error: Error) => {
-          if (!isDatabaseUnavailable(error)) this.logger.error({ msg: 'reconcile pass failed', ...safeErrorFields(error) });
-        })
+      this.running = this.housekeeping()
+        .catch(failed)
         .finally(() => (this.running = undefined));
     }, this.config.reconcileIntervalMs);
     this.timer.unref();
+    // Look-ups on a timer of their own: a slow housekeeping pass (many overdue attempts) never delays them.
+    this.lookupTimer = setInterval(() => {
+      if (this.lookingUp) return;
+      this.lookingUp = this.lookups()
+        .catch(failed)
+        .finally(() => (this.lookingUp = undefined));
+    }, this.config.reconcileIntervalMs);
+    this.lookupTimer.unref();
   }
 
   async beforeApplicationShutdown(): Promise<void> {
     clearInterval(this.timer);
-    await this.running;
+    clearInterval(this.lookupTimer);
+    await Promise.all([this.running, this.lookingUp]);
   }
 
+  /** One whole pass, as both timers make it (the tests call it). */
   async pass(): Promise<void> {
+    await this.housekeeping();
+    await this.lookups();
+  }
+
+  /** Overdue attempts, failover, attempts of finished jobs let go, the gauge. */
+  private async housekeeping(): Promise<void> {
     for (const overdue of await this.attempts.findOverdue(BATCH)) {
       await this.each(overdue, async () => {
         const notSent = await this.outcomes.notSent(overdue.id, overdue.jobId, 'The worker that claimed the attempt never called the provider.');
         if (!notSent) await this.outcomes.unknown(overdue.id, overdue.jobId, 'deadline_passed_no_worker');
       });
     }
-    for (const attempt of await this.attempts.findUnknownOfLiveJobs(this.actionableProviders(), BATCH)) {
-      await this.each(attempt, async () => {
-        if ((await this.outcomes.applyTimeoutPolicy(attempt)) === 'hold') await this.lookup(attempt);
-      });
+    // failover: given up as soon as a certified fallback exists (one may have been certified since the deadline).
+    for (const attempt of await this.attempts.findUnknownOfLiveJobs(this.failoverProviders(), BATCH)) {
+      await this.each(attempt, () => this.outcomes.applyTimeoutPolicy(attempt));
     }
     for (const abandoned of await this.attempts.findAbandoned(BATCH)) {
       await this.each(abandoned, () => this.outcomes.abandon(abandoned.id, abandoned.jobId));
@@ -73,11 +102,32 @@ export class Reconciler implements OnApplicationBootstrap, BeforeApplicationShut
     this.metrics.attemptsUnknown.set(await this.attempts.countUnknown());
   }
 
-  /** Providers whose unknown attempts the reconciler can move: failover policy, or an adapter with a lookup. */
-  private actionableProviders(): string[] {
+  /** Look-ups: each attempt at most once per period, across replicas (claimLookups stamps provider_checked_at). */
+  private async lookups(): Promise<void> {
+    const period = this.config.reconcileIntervalMs * LOOKUP_PERIOD_SHARE;
+    // A look-up is a provider round trip and a settlement: LOOKUPS_AT_ONCE of them in flight, so a pass over many
+    // unknown attempts ends within its period.
+    const claimed = await this.attempts.claimLookups(this.lookupProviders(), period, LOOKUP_BATCH);
+    let next = 0;
+    const lane = async () => {
+      for (let i = next++; i < claimed.length; i = next++) await this.each(claimed[i], () => this.lookup(claimed[i]));
+    };
+    await Promise.all(Array.from({ length: Math.min(LOOKUPS_AT_ONCE, claimed.length) }, lane));
+  }
+
+  /** Providers whose unknown attempts the reconciler gives up for a certified fallback. */
+  private failoverProviders(): string[] {
     return this.catalog
       .listProviders()
-      .filter((p) => (p.onTimeout === 'failover' && p.sideEffectFree) || this.registry.find(p.name)?.lookup)
+      .filter((p) => p.onTimeout === 'failover' && p.sideEffectFree)
+      .map((p) => p.name);
+  }
+
+  /** Providers whose adapter can look a request up: held attempts on the others wait for an operator. */
+  private lookupProviders(): string[] {
+    return this.catalog
+      .listProviders()
+      .filter((p) => this.registry.find(p.name)?.lookup)
       .map((p) => p.name);
   }
 
@@ -90,19 +140,17 @@ export class Reconciler implements OnApplicationBootstrap, BeforeApplicationShut
     }
   }
 
-  /** hold: ask the provider what became of the request (by the idempotency key it was sent with), where it can. */
+  /**
+   * Asks the provider what became of the request: by its id where it gave one (OpenAI's Responses), by the
+   * attempt id otherwise (the simulated adapter), and applies the answer (AttemptOutcomes.fromProvider).
+   */
   private async lookup(attempt: Attempt): Promise<void> {
     const adapter = this.registry.find(attempt.provider);
     if (!adapter?.lookup) return;
-    const found = await adapter.lookup(attempt.id);
-    if (found.state === 'succeeded') {
-      const operation = await this.attempts.operationOfJob(attempt.jobId);
-      const check = checkOutput(this.catalog, operation, found.response.text);
-      if (check.ok) await this.outcomes.succeeded(attempt.id, attempt.jobId, { value: check.value, usage: found.response.usage, providerRequestId: found.response.requestId });
-      else await this.outcomes.failed(attempt.id, attempt.jobId, { reason: 'contract_violation', message: 'the output breaks the operation contract', retryable: false, details: check.errors });
-    } else if (found.state === 'failed') {
-      await this.outcomes.failed(attempt.id, attempt.jobId, { reason: found.error.reason, message: found.error.message, retryable: found.error.retryable, status: found.error.status });
-    }
+    const operation = this.catalog.operation(await this.attempts.operationOfJob(attempt.jobId));
+    const ref = { attemptId: attempt.id, providerRequestId: attempt.providerRequestId, maxResponseBytes: operation?.maxResponseBytes };
+    const done = await this.outcomes.fromProvider(attempt, await adapter.lookup(ref));
+    this.logger.debug({ msg: 'looked up at the provider', attemptId: attempt.id, jobId: attempt.jobId, done });
   }
 
   /** A job that names a provider which left the catalog fails or moves on when claimed; say so at start. */

@@ -65,6 +65,11 @@ const headers: Record<string, HeaderObject> = {
     required: true,
     schema: { type: 'string', pattern: '^/v1/jobs/[0-9a-f-]{36}$' },
   },
+  BatchLocation: {
+    description: 'The path of the batch: `/v1/batches/{id}`.',
+    required: true,
+    schema: { type: 'string', pattern: '^/v1/batches/[0-9a-f-]{36}$' },
+  },
   IdempotentReplayed: {
     description: 'The key was already bound to this intent: this is the existing job, nothing was created.',
     required: true,

@@ -6,6 +6,11 @@ export const MAX_JSON_DEPTH = 64;
  * error object, so a 1 MB body of 90k keys cost seconds of CPU; counting them first costs microseconds.
  */
 export const MAX_JSON_MEMBERS = 2_000;
+/**
+ * The same bound for a batch's body (POST /v1/batches): 50 members per item of a full batch. Its items are checked
+ * by a validator of its own (batches/batch-validation.ts), whose cost per member is a Set lookup, not an error object.
+ */
+export const MAX_BATCH_JSON_MEMBERS = 500_000;
 
 /** PostgreSQL's jsonb and text types store neither NUL nor a lone UTF-16 surrogate (no UTF-8 encoding exists). */
 export function isStorableText(text: string): boolean {
@@ -32,7 +37,11 @@ const childPath = (parent: string, key: string | number) =>
  * its width, and the values that would fail later, deep inside the database driver or the fingerprint.
  * Field paths are written as the validation errors write them: `input.tags[1]`.
  */
-export function inspectJson(value: unknown, root = '', { stopAtLimits = true } = {}): JsonShape {
+export function inspectJson(
+  value: unknown,
+  root = '',
+  { stopAtLimits = true, maxMembers = MAX_JSON_MEMBERS } = {},
+): JsonShape {
   const shape: JsonShape = { depth: 0, members: 0, unstorable: [] };
   const stack: Array<[unknown, number, string]> = [[value, 1, root]];
   while (stack.length) {
@@ -54,7 +63,7 @@ export function inspectJson(value: unknown, root = '', { stopAtLimits = true } =
     }
     const keys = Object.keys(node);
     shape.members += keys.length;
-    if (stopAtLimits && shape.members > MAX_JSON_MEMBERS) return shape;
+    if (stopAtLimits && shape.members > maxMembers) return shape;
     for (let i = keys.length - 1; i >= 0; i--) {
       const key = keys[i];
       if (!isStorableText(key)) {
@@ -72,7 +81,7 @@ export function inspectJson(value: unknown, root = '', { stopAtLimits = true } =
  * JSON.parse of 90k members costs ~100 ms of CPU before any check could run on the result; this scan costs
  * a few milliseconds per megabyte. Malformed text is left for the parser to refuse.
  */
-export function exceedsJsonLimits(text: string): 'depth' | 'members' | undefined {
+export function exceedsJsonLimits(text: string, maxMembers = MAX_JSON_MEMBERS): 'depth' | 'members' | undefined {
   let depth = 0;
   let members = 0;
   let inString = false;
@@ -84,7 +93,7 @@ export function exceedsJsonLimits(text: string): 'depth' | 'members' | undefined
       continue;
     }
     if (c === 0x22) inString = true;
-    else if (c === 0x3a && ++members > MAX_JSON_MEMBERS) return 'members'; // ':' ends a member name
+    else if (c === 0x3a && ++members > maxMembers) return 'members'; // ':' ends a member name
     else if ((c === 0x7b || c === 0x5b) && ++depth > MAX_JSON_DEPTH) return 'depth';
     else if (c === 0x7d || c === 0x5d) depth--;
   }

@@ -15,3 +15,19 @@ export function runWithRequestId(requestId: string, next: () => void): void {
 export function currentRequestId(): string | undefined {
   return requests.getStore();
 }
+
+const backgroundBound = new AsyncLocalStorage<true>();
+
+/**
+ * Runs `work` with the background's query bound (DB_QUERY_TIMEOUT_MS) though a client waits: for a write whose size
+ * the client chose, a batch of up to 10,000 jobs in one statement, which the request's shorter bound would cut off
+ * on a busy database while it is doing what was asked. Log lines keep the request id.
+ */
+export function withBackgroundQueryBound<T>(work: () => Promise<T>): Promise<T> {
+  return backgroundBound.run(true, work);
+}
+
+/** Whether a query now gets the request path's bound: a client waits, and no withBackgroundQueryBound lifted it. */
+export function requestBoundApplies(): boolean {
+  return requests.getStore() !== undefined && backgroundBound.getStore() !== true;
+}

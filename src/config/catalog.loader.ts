@@ -45,6 +45,16 @@ const catalogSchema = {
           sideEffectFree: { type: 'boolean', default: false },
           maxAttempts: { type: 'integer', minimum: 1, maximum: 20, default: 1 },
           contextWindow: { type: 'integer', minimum: 1, default: 8192 },
+          api: { enum: ['chat', 'responses'] },
+          pollIntervalMs: { type: 'integer', minimum: 20, maximum: 60_000 },
+          store: { type: 'boolean' },
+          recertify: {
+            type: 'object',
+            required: ['everyHours'],
+            additionalProperties: false,
+            // Fractions of an hour are allowed (a test's schedule); a year at most.
+            properties: { everyHours: { type: 'number', exclusiveMinimum: 0, maximum: 8760 } },
+          },
           pricing: {
             type: 'object',
             required: ['inputPerMTok', 'outputPerMTok', 'currency'],
@@ -164,6 +174,13 @@ export function validateCatalog(raw: unknown): Catalog {
     if (provider.onTimeout === 'failover' && !provider.sideEffectFree) {
       throw new CatalogError(`${at}.onTimeout`, 'may be failover only when sideEffectFree is true');
     }
+    if (provider.api !== undefined && provider.kind !== 'openai') throw new CatalogError(`${at}.api`, 'is allowed only for kind openai');
+    if (provider.pollIntervalMs !== undefined && provider.api !== 'responses') {
+      throw new CatalogError(`${at}.pollIntervalMs`, 'is allowed only with api responses');
+    }
+    if (provider.kind === 'openai') provider.api ??= 'chat';
+    if (provider.store !== undefined && provider.api !== 'chat') throw new CatalogError(`${at}.store`, 'is allowed only for kind openai with api chat');
+    if (provider.api === 'responses') provider.pollIntervalMs ??= 500;
     if (provider.kind === 'simulated') {
       provider.simulate = { latencyMs: 0, outcome: 'success', errorStatus: 500, ...provider.simulate };
     } else {

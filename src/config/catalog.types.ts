@@ -1,5 +1,7 @@
 export type ProviderKind = 'simulated' | 'openai' | 'anthropic';
 export type TimeoutPolicy = 'hold' | 'failover';
+/** The OpenAI API an `openai` provider is called through: Chat Completions, or Responses in background mode. */
+export type OpenAiApi = 'chat' | 'responses';
 export type SimulatedOutcome = 'success' | 'error' | 'timeout' | 'malformed' | 'invalid' | 'reset';
 
 export interface SimulateSpec {
@@ -33,6 +35,14 @@ export interface ProviderSpec {
   maxAttempts: number;
   contextWindow: number;
   simulate?: SimulateSpec;
+  /** openai only: `responses` creates each call in background mode and follows it by id (docs/catalog.md). */
+  api?: OpenAiApi;
+  /** `api: chat` on OpenAI itself: calls are stored with the attempt id as metadata, and found by it (docs/catalog.md). */
+  store?: boolean;
+  /** `api: responses`: the worker's retrieve period while it follows a response, until the soft deadline. */
+  pollIntervalMs?: number;
+  /** Re-run the golden cases of every operation the provider holds a report for, this often (docs/catalog.md). */
+  recertify?: { everyHours: number };
   /** Price per million tokens; attempts on a provider without it have no cost. */
   pricing?: PricingSpec;
   /** Calls in flight to this provider across all replicas (docs/design.md#capacity). */

@@ -25,6 +25,8 @@ export interface Env {
   /** The hot statements go named (prepared once per connection); off behind a pooler that cannot track them. */
   dbPreparedStatements: boolean;
   bodyLimitBytes: number;
+  /** The body limit of POST /v1/batches alone (10,000 items); every other route keeps bodyLimitBytes. */
+  batchBodyLimitBytes: number;
   logLevel: LogLevel;
   /** `host:port` (or a bare host: default ports only) a webhook may name over http, skipping the address checks. */
   webhookAllowedHosts: string[];
@@ -194,6 +196,7 @@ export function parseEnv(source: Source): Env {
     dbRequestTimeoutMs: integer(source, 'DB_REQUEST_TIMEOUT_MS', 4_000, 100, 600_000),
     dbPreparedStatements: bool(source, 'DB_PREPARED_STATEMENTS', true),
     bodyLimitBytes: integer(source, 'BODY_LIMIT_BYTES', 1_048_576, 1024, 104_857_600),
+    batchBodyLimitBytes: integer(source, 'BATCH_BODY_LIMIT_BYTES', 16_777_216, 1024, 268_435_456),
     logLevel: oneOf(source, 'LOG_LEVEL', 'info', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const),
     webhookAllowedHosts: hostList(source, 'WEBHOOK_ALLOWED_HOSTS'),
     webhookTimeoutMs: integer(source, 'WEBHOOK_TIMEOUT_MS', 10_000, 100, 60_000),

@@ -3,7 +3,7 @@ import pg from 'pg';
 import type { DataSourceOptions } from 'typeorm';
 
 import { migrations } from '../../migrations/index.js';
-import { currentRequestId } from '../common/request-context.js';
+import { requestBoundApplies } from '../common/request-context.js';
 import { statementName, UNSUPPORTED_PREPARED } from './prepared-statements.js';
 
 export interface DataSourceSettings {
@@ -62,7 +62,7 @@ class OnejobClient extends pg.Client {
     const [text, values] = args as [string, unknown[] | undefined];
     const name = this.prepared?.on ? statementName(text) : undefined;
     // A client is waiting: its bound, not the background's (undefined leaves the pool's query_timeout).
-    const queryTimeout = this.requestQueryTimeoutMs !== undefined && currentRequestId() !== undefined ? this.requestQueryTimeoutMs : undefined;
+    const queryTimeout = this.requestQueryTimeoutMs !== undefined && requestBoundApplies() ? this.requestQueryTimeoutMs : undefined;
     const unnamed = () => this.send([{ text, values, query_timeout: queryTimeout }], undefined);
     if (!name) return unnamed() as never;
     return (this.send([{ name, text, values, query_timeout: queryTimeout }], name) as Promise<unknown>).catch((error: Error & { code?: string }) => {

@@ -15,6 +15,7 @@ const job: JobWithAttempts = {
   providers: ['p'],
   status: 'pending',
   version: 0,
+  priority: 0,
   result: null,
   error: null,
   completedBy: null,

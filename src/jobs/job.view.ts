@@ -1,6 +1,6 @@
 import { ApiProperty, type ApiPropertyOptions } from '@nestjs/swagger';
 
-import { type Attempt, ATTEMPT_STATUSES } from '../ledger/attempt.types.js';
+import { type Attempt, ATTEMPT_STATUSES, RESOLVED_BY } from '../ledger/attempt.types.js';
 import {
   type Job,
   JOB_STATUSES,
@@ -54,6 +54,29 @@ export class AttemptView {
     pattern: '^[0-9a-f]{64}$',
   })
   resultDigest!: string | null;
+  @ApiProperty({
+    nullable: true,
+    type: String,
+    description: "The provider's own id of the request (OpenAI's response id), committed as soon as the provider gave it.",
+    example: 'resp_67ccd2bed1ec8190b14f964abc0542670bb6a6b452d3795b',
+  })
+  providerRequestId!: string | null;
+  @ApiProperty({
+    nullable: true,
+    type: String,
+    description:
+      'What the provider last said of the request it keeps by id: queued, in_progress, completed, failed, cancelled, ' +
+      'incomplete; expired when it no longer knows the id; unknowable when the create call never returned one.',
+    example: 'completed',
+  })
+  providerStatus!: string | null;
+  @ApiProperty({
+    enum: [...RESOLVED_BY, null],
+    nullable: true,
+    type: String,
+    description: "How an unknown attempt ended: the provider's record (a look-up), an operator, or the deadline.",
+  })
+  resolvedBy!: string | null;
   @ApiProperty({ format: 'date-time' }) startedAt!: string;
   @ApiProperty({ format: 'date-time' }) deadlineAt!: string;
   @ApiProperty({ format: 'date-time', nullable: true, type: String }) finishedAt!: string | null;
@@ -77,6 +100,14 @@ export class JobFieldsView {
   @ApiProperty({ type: [String], example: ['sim-primary', 'sim-fallback'] }) providers!: string[];
   @ApiProperty({ minLength: 1, maxLength: 255, pattern: '^[\\x21-\\x7e]+$', example: 'summary-report-2026-12-01' }) idempotencyKey!: string;
   @ApiProperty({ type: 'integer', minimum: 0, description: 'Bumped only by settlement and cancellation.' }) version!: number;
+  @ApiProperty({
+    type: 'integer',
+    minimum: -1000,
+    maximum: 1000,
+    example: 0,
+    description: "Higher first among the owner's own due jobs (as created; not part of the fingerprint).",
+  })
+  priority!: number;
   @ApiProperty({ type: 'object', nullable: true, additionalProperties: true, example: { summary: 'A key binds one intent to one job.' } }) result!: unknown;
   @ApiProperty({ type: 'object', nullable: true, additionalProperties: true, example: null }) error!: unknown;
   @ApiProperty({ format: 'uuid', nullable: true, type: String, description: 'The attempt whose result won.', example: '0193e0b2-7d10-7b6f-8c2a-1e5f3a9d4b70' }) completedBy!: string | null;
@@ -117,6 +148,9 @@ export function toAttemptView(attempt: Attempt): AttemptView {
     error: attempt.error,
     usage: attempt.usage,
     resultDigest: attempt.resultDigest,
+    providerRequestId: attempt.providerRequestId,
+    providerStatus: attempt.providerStatus,
+    resolvedBy: attempt.resolvedBy,
     startedAt: attempt.startedAt.toISOString(),
     deadlineAt: attempt.deadlineAt.toISOString(),
     finishedAt: iso(attempt.finishedAt),
@@ -148,6 +182,7 @@ function toJobFields(job: Job): JobFieldsView {
     providers: job.providers,
     idempotencyKey: job.idempotencyKey,
     version: job.version,
+    priority: job.priority,
     result: job.result,
     error: job.error,
     completedBy: job.completedBy,

@@ -5,10 +5,13 @@ import {
   ArrayUnique,
   IsArray,
   IsIn,
+  IsInt,
   IsObject,
   IsOptional,
   IsString,
   Length,
+  Max,
+  Min,
 } from 'class-validator';
 
 import { PageQueryDto } from '../common/page-query.dto.js';
@@ -48,6 +51,21 @@ export class CreateJobDto {
   @IsString({ each: true })
   @Length(1, 100, { each: true })
   providers?: string[];
+
+  @ApiPropertyOptional({
+    description:
+      "Higher first among the owner's own due jobs (0 when omitted); never ahead of another owner's fair share. " +
+      'Not part of the fingerprint: a replay with another priority answers the existing job, whose priority stays as created.',
+    type: 'integer',
+    minimum: -1000,
+    maximum: 1000,
+    example: 0,
+  })
+  @IsOptional()
+  @IsInt()
+  @Min(-1000)
+  @Max(1000)
+  priority?: number;
 }
 
 export class ListJobsQueryDto extends PageQueryDto {

@@ -20,6 +20,8 @@ export interface CreateJobCommand {
   operation: string;
   input: Record<string, unknown>;
   providers?: string[] | null;
+  /** Not part of the fingerprint (fingerprintOf reads operation, input and providers only). */
+  priority?: number;
 }
 
 export interface JobPage {
@@ -83,6 +85,7 @@ export class JobsService {
         providers,
         traceContext: currentTraceparent(),
         waitingFor,
+        priority: command.priority ?? 0,
         worstCaseTokens: budgeted ? worstCaseTokens(operation, command.input) : undefined,
       }),
     ).catch(async (error: unknown) => {

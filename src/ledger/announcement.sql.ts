@@ -26,5 +26,24 @@ const DATA_FIELDS = ['jobId', 'attemptId', 'status', 'operation', 'idempotencyKe
  */
 export function announcementBody(storedPayload: string): string {
   const { type, timestamp, data } = JSON.parse(storedPayload) as { type: string; timestamp: string; data: Record<string, unknown> };
-  return JSON.stringify({ type, timestamp, data: Object.fromEntries(DATA_FIELDS.map((field) => [field, data[field] ?? null])) });
+  if (type === 'batch.completed') return JSON.stringify({ type, timestamp, data: batchData(data) });
+  const fields = type.startsWith('provider.') ? PROVIDER_DATA_FIELDS : DATA_FIELDS;
+  return JSON.stringify({ type, timestamp, data: Object.fromEntries(fields.map((field) => [field, data[field] ?? null])) });
 }
+
+/**
+ * The fields of a `batch.completed` announcement's `data`, in the documented order. Its stored payload is built by
+ * the SQL function `batch_announcement` (migration CreateBatches): the one builder of the trigger that announces a
+ * batch's last job and of the create that finds every job of its batch terminal already.
+ */
+const BATCH_DATA_FIELDS = ['batchId', 'idempotencyKey', 'items', 'counts', 'completedAt'];
+const BATCH_COUNTS = ['succeeded', 'failed', 'cancelled', 'conflict'];
+
+function batchData(data: Record<string, unknown>): Record<string, unknown> {
+  const counts = (data.counts ?? {}) as Record<string, unknown>;
+  const ordered = Object.fromEntries(BATCH_DATA_FIELDS.map((field) => [field, data[field] ?? null]));
+  return { ...ordered, counts: Object.fromEntries(BATCH_COUNTS.map((status) => [status, counts[status] ?? 0])) };
+}
+
+/** A provider announcement's `data` (`provider.decertified`), in the order docs/operations.md#webhooks lists them. */
+const PROVIDER_DATA_FIELDS = ['provider', 'operation', 'model', 'contractDigest', 'reportId', 'passed', 'trigger', 'cost', 'certifiedAt'];

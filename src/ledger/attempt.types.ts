@@ -2,6 +2,9 @@ export const ATTEMPT_STATUSES = ['starting', 'running', 'succeeded', 'failed', '
 export type AttemptStatus = (typeof ATTEMPT_STATUSES)[number];
 export const LIVE_ATTEMPT_STATUSES: readonly AttemptStatus[] = ['starting', 'running', 'unknown'];
 export type AttemptOutcome = 'won' | 'discarded';
+/** How an `unknown` attempt ended: the provider's record (a look-up), an operator, or the service's own clocks. */
+export const RESOLVED_BY = ['provider', 'operator', 'deadline'] as const;
+export type ResolvedBy = (typeof RESOLVED_BY)[number];
 
 /** Reason of an attempt that provably never reached its provider: retried, never counted against maxAttempts. */
 export const NOT_SENT = 'not_sent';
@@ -34,6 +37,10 @@ export interface Attempt {
   claimedAt: Date | null;
   workerId: string | null;
   providerRequestId: string | null;
+  /** What the provider last said of the request it keeps by id (docs/design.md#resolution-at-the-provider). */
+  providerStatus: string | null;
+  providerCheckedAt: Date | null;
+  resolvedBy: ResolvedBy | null;
   usage: Usage | null;
   error: AttemptError | null;
   resultDigest: string | null;
@@ -58,6 +65,10 @@ export interface AttemptRow {
   claimed_at: Date | string | null;
   worker_id: string | null;
   provider_request_id: string | null;
+  /** Absent where a query does not select them. */
+  provider_status?: string | null;
+  provider_checked_at?: Date | string | null;
+  resolved_by?: ResolvedBy | null;
   usage: Usage | null;
   error: AttemptError | null;
   result_digest: string | null;
@@ -85,6 +96,9 @@ export function attemptFromRow(row: AttemptRow): Attempt {
     claimedAt: dateOrNull(row.claimed_at),
     workerId: row.worker_id ?? null,
     providerRequestId: row.provider_request_id ?? null,
+    providerStatus: row.provider_status ?? null,
+    providerCheckedAt: dateOrNull(row.provider_checked_at),
+    resolvedBy: row.resolved_by ?? null,
     usage: row.usage ?? null,
     error: row.error ?? null,
     resultDigest: row.result_digest ?? null,

@@ -5,7 +5,7 @@ import { LEASE_SLACK_MS } from '../capacity/capacity.rules.js';
 import { uniqueViolationOf } from '../database/pg-errors.js';
 import { prepared } from '../database/prepared-statements.js';
 import { type Queryable, rowsOf } from '../database/transactions.js';
-import { type Attempt, type AttemptError, attemptFromRow, type AttemptOutcome, type AttemptRow, type AttemptStatus, type Usage } from './attempt.types.js';
+import { type Attempt, type AttemptError, attemptFromRow, type AttemptOutcome, type AttemptRow, type AttemptStatus, type ResolvedBy, type Usage } from './attempt.types.js';
 import { type Job, jobFromRow, type JobRow, type JobStatus } from './job.types.js';
 import { AttemptInProgressError } from './ledger.errors.js';
 
@@ -30,6 +30,9 @@ export interface AttemptUpdate {
   error?: AttemptError;
   usage?: Usage;
   providerRequestId?: string | null;
+  providerStatus?: string;
+  /** Set when the attempt leaves `unknown`: who ended it (counted in onejob_unknown_resolved_total). */
+  resolvedBy?: ResolvedBy;
   resultDigest?: string;
   finished?: boolean;
 }
@@ -45,7 +48,8 @@ const interval = (param: string) => `make_interval(secs => ${param}::float8 / 10
 
 /** An attempt's columns, named: a registered statement must not return `*` (database/prepared-statements.ts). */
 const ATTEMPT_COLUMNS = `id, job_id, number, provider, status, outcome, job_version, deadline_at, hard_deadline_at, claimed_at, worker_id,
-  provider_request_id, usage, error, result_digest, started_at, finished_at, cost, cost_currency`;
+  provider_request_id, provider_status, provider_checked_at, resolved_by, usage, error, result_digest, started_at, finished_at,
+  cost, cost_currency`;
 
 // The claim path's statements, named like the request path's (database/prepared-statements.ts): a claim's
 // attempts, and the mark right before the calls.
@@ -204,7 +208,8 @@ export class AttemptsRepository {
       `UPDATE attempts SET status = $2,
               outcome = COALESCE($3, outcome), error = COALESCE($4::jsonb, error), usage = COALESCE($5::jsonb, usage),
               provider_request_id = COALESCE($6, provider_request_id), result_digest = COALESCE($7, result_digest),
-              finished_at = CASE WHEN $8 THEN COALESCE(finished_at, now()) ELSE finished_at END
+              finished_at = CASE WHEN $8 THEN COALESCE(finished_at, now()) ELSE finished_at END,
+              provider_status = COALESCE($9, provider_status), resolved_by = COALESCE($10, resolved_by)
         WHERE id = $1 RETURNING *`,
       [
         attemptId,
@@ -215,9 +220,52 @@ export class AttemptsRepository {
         update.providerRequestId ?? null,
         update.resultDigest ?? null,
         update.finished ?? false,
+        update.providerStatus ?? null,
+        update.resolvedBy ?? null,
       ],
     );
     return attemptFromRow(rows[0]);
+  }
+
+  /** The provider gave the request its id (docs/design.md#resolution-at-the-provider): kept before the outcome. */
+  async recordProviderRequest(attemptId: string, providerRequestId: string, manager: Queryable): Promise<void> {
+    await manager.query(
+      `UPDATE attempts SET provider_request_id = $2, provider_status = COALESCE(provider_status, 'queued') WHERE id = $1`,
+      [attemptId, providerRequestId],
+    );
+  }
+
+  /** What the provider last said of the request; the attempt's own status is not touched. */
+  async noteProviderStatus(attemptId: string, providerStatus: string, manager: Queryable): Promise<void> {
+    await manager.query('UPDATE attempts SET provider_status = $2 WHERE id = $1', [attemptId, providerStatus]);
+  }
+
+  /**
+   * The attempts the reconciler looks up at their provider now, claimed for this period across replicas (each
+   * gets `provider_checked_at`, so no replica asks again within `periodMs`): unknown attempts of live jobs, and
+   * attempts given up by failover whose request was still running at the provider (its answer still competes
+   * under I5, and is recorded when it loses). None for settled attempts, nor for those whose record the provider
+   * no longer has (`expired`) or never gave (`unknowable`).
+   */
+  async claimLookups(providers: string[], periodMs: number, limit: number): Promise<Attempt[]> {
+    if (!providers.length) return [];
+    const rows = await rowsOf<AttemptRow>(
+      this.dataSource.manager,
+      `WITH c AS (
+         SELECT a.id FROM attempts a JOIN jobs j ON j.id = a.job_id
+          WHERE a.provider = ANY($1::text[])
+            AND ((a.status = 'unknown' AND j.status IN ('pending', 'running', 'unknown')
+                  AND a.provider_status IS DISTINCT FROM 'expired' AND a.provider_status IS DISTINCT FROM 'unknowable')
+                 OR (a.status = 'cancelled' AND a.provider_status IN ('queued', 'in_progress') AND a.outcome IS NULL))
+            AND (a.provider_checked_at IS NULL OR a.provider_checked_at <= now() - ${interval('$2')})
+          ORDER BY a.provider_checked_at NULLS FIRST, a.deadline_at
+          LIMIT $3
+          FOR UPDATE OF a SKIP LOCKED
+       )
+       UPDATE attempts a SET provider_checked_at = now() FROM c WHERE a.id = c.id RETURNING a.*`,
+      [providers, periodMs, limit],
+    );
+    return rows.map(attemptFromRow);
   }
 
   /** Claimed attempts still starting or running past their deadline (their worker may be gone). */

@@ -3,7 +3,6 @@ import { type Attempt, attemptFromRow, type AttemptRow } from './attempt.types.j
 export const JOB_STATUSES = ['pending', 'running', 'unknown', 'succeeded', 'failed', 'cancelled'] as const;
 export type JobStatus = (typeof JOB_STATUSES)[number];
 export const TERMINAL_JOB_STATUSES: readonly JobStatus[] = ['succeeded', 'failed', 'cancelled'];
-export const LIVE_JOB_STATUSES: readonly JobStatus[] = ['pending', 'running', 'unknown'];
 
 export function isTerminal(status: JobStatus): boolean {
   return TERMINAL_JOB_STATUSES.includes(status);
@@ -27,6 +26,8 @@ export interface Job {
   completedAt: Date | null;
   /** The W3C traceparent of the request that created the job: the worker's spans join its trace. Never shown. */
   traceContext?: string | null;
+  /** Higher first among the owner's own due jobs (docs/design.md#fair-share). */
+  priority: number;
 }
 
 /**
@@ -61,6 +62,7 @@ export interface JobRow {
   updated_at: Date;
   completed_at: Date | null;
   trace_context?: string | null;
+  priority: number;
   /** Only in list pages' rows. */
   result_omitted?: boolean;
 }
@@ -88,6 +90,7 @@ export function jobFromRow(row: JobRow): Job {
     updatedAt: row.updated_at,
     completedAt: row.completed_at ?? null,
     traceContext: row.trace_context ?? null,
+    priority: row.priority ?? 0,
   };
 }
 

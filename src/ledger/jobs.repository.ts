@@ -28,6 +28,8 @@ export interface NewJob {
   input: unknown;
   providers: string[];
   traceContext?: string | null;
+  /** Higher first among the owner's own due jobs (docs/design.md#fair-share); 0 when omitted. */
+  priority?: number;
   /** Born waiting for capacity on its primary provider when that one is capped (docs/design.md#capacity). */
   waitingFor?: string | null;
   /**
@@ -62,6 +64,7 @@ function recordsOf(creates: Create[], budgeted = false): string {
       providers: job.providers,
       trace_context: job.traceContext ?? null,
       waiting_for: job.waitingFor ?? null,
+      priority: job.priority ?? 0,
     });
     return `${fields.slice(0, -1)},"input":${inputJson}}`;
   });
@@ -76,7 +79,7 @@ export interface JobPageQuery {
 }
 
 const JOB_COLUMNS = `j.id, j.owner_id, j.idempotency_key, j.fingerprint, j.operation, j.input, j.providers, j.status, j.version,
-  j.result, j.error, j.completed_by, j.created_at, j.updated_at, j.completed_at, j.trace_context`;
+  j.result, j.error, j.completed_by, j.created_at, j.updated_at, j.completed_at, j.trace_context, j.priority`;
 
 /**
  * JOB_COLUMNS for a list page: a long result stays in the database (PostgreSQL measures it; only the flag
@@ -96,8 +99,8 @@ const WITH_ATTEMPTS = `SELECT ${JOB_COLUMNS}, ${ATTEMPTS_OF_J} FROM jobs j`;
 // The request path's statements: a create, a replay's read, a get (database/prepared-statements.ts). The bench's
 // floor server (bench/floor.server.ts) runs INSERT_JOB and FIND_OWNED_BY_ID too.
 export const INSERT_JOB = prepared(`WITH j AS (
-    INSERT INTO jobs (owner_id, idempotency_key, fingerprint, operation, input, providers, trace_context, waiting_for)
-    VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8)
+    INSERT INTO jobs (owner_id, idempotency_key, fingerprint, operation, input, providers, trace_context, waiting_for, priority)
+    VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9)
     RETURNING *
   ), e AS (
     INSERT INTO job_events (job_id, subject, from_status, to_status, reason)
@@ -112,10 +115,10 @@ export const INSERT_JOB = prepared(`WITH j AS (
  */
 const INSERT_JOBS = prepared(`WITH x AS (
     SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(owner_id text, idempotency_key text, fingerprint text, operation text,
-      input jsonb, providers text[], trace_context text, waiting_for text)
+      input jsonb, providers text[], trace_context text, waiting_for text, priority smallint)
   ), j AS (
-    INSERT INTO jobs (owner_id, idempotency_key, fingerprint, operation, input, providers, trace_context, waiting_for)
-    SELECT owner_id, idempotency_key, fingerprint, operation, input, providers, trace_context, waiting_for FROM x
+    INSERT INTO jobs (owner_id, idempotency_key, fingerprint, operation, input, providers, trace_context, waiting_for, priority)
+    SELECT owner_id, idempotency_key, fingerprint, operation, input, providers, trace_context, waiting_for, priority FROM x
      ORDER BY owner_id, idempotency_key
     ON CONFLICT ON CONSTRAINT "UQ_jobs_owner_idempotency_key" DO NOTHING
     RETURNING *
@@ -134,7 +137,8 @@ const INSERT_JOBS = prepared(`WITH x AS (
  */
 const INSERT_JOBS_WITHIN_BUDGET = prepared(`WITH x AS (
     SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(ord int, owner_id text, idempotency_key text, fingerprint text,
-      operation text, input jsonb, providers text[], trace_context text, waiting_for text, prompt_tokens int, completion_tokens int)
+      operation text, input jsonb, providers text[], trace_context text, waiting_for text, priority smallint,
+      prompt_tokens int, completion_tokens int)
   ), fresh AS (
     SELECT x.*, (SELECT COALESCE(max(round((x.prompt_tokens * p.input_per_mtok
                                             + x.completion_tokens * p.output_per_mtok) / 1000000, 8)), 0)
@@ -153,8 +157,9 @@ const INSERT_JOBS_WITHIN_BUDGET = prepared(`WITH x AS (
      WHERE used.amount + f.ahead < $4
   ), j AS (
     INSERT INTO jobs (owner_id, idempotency_key, fingerprint, operation, input, providers, trace_context, waiting_for,
-                      reserved_cost, reserved_currency)
-    SELECT owner_id, idempotency_key, fingerprint, operation, input, providers, trace_context, waiting_for, reserved_cost, $3
+                      priority, reserved_cost, reserved_currency)
+    SELECT owner_id, idempotency_key, fingerprint, operation, input, providers, trace_context, waiting_for, priority,
+           reserved_cost, $3
       FROM admitted ORDER BY owner_id, idempotency_key
     ON CONFLICT ON CONSTRAINT "UQ_jobs_owner_idempotency_key" DO NOTHING
     RETURNING *
@@ -172,23 +177,159 @@ export const FIND_OWNED_BY_ID = prepared(`${WITH_ATTEMPTS} WHERE j.id = $1 AND j
 const BY_KEY = prepared(`${WITH_ATTEMPTS} WHERE j.owner_id = $1 AND j.idempotency_key = $2`);
 const STATUSES = prepared('SELECT id, status FROM jobs WHERE id = ANY($1::uuid[])');
 
-// A claim's first statement (the claim path's others are in attempts.repository.ts): due jobs, and those waiting
-// for capacity up to each provider's room, locked with SKIP LOCKED.
-const CLAIM_DUE = prepared(`WITH free AS (
-         SELECT id, next_attempt_at FROM jobs
-          WHERE next_attempt_at <= now() AND waiting_for IS NULL AND status IN ('pending', 'running', 'unknown')
-          ORDER BY next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED
-       ), waiting AS (
-         SELECT w.id, w.next_attempt_at FROM unnest($2::text[], $3::int[]) AS q(provider, room)
-          CROSS JOIN LATERAL (
-            SELECT id, next_attempt_at FROM jobs
-             WHERE waiting_for = q.provider AND next_attempt_at <= now() AND status IN ('pending', 'running', 'unknown')
-             ORDER BY next_attempt_at LIMIT q.room FOR UPDATE SKIP LOCKED
-          ) w
+/**
+ * How far behind the furthest owner present an owner's pass may lag, in slots per unit of weight: the credit an
+ * owner back from idle (or new) may spend before the others' turns, and the slack that absorbs the jobs two
+ * replicas' concurrent claims give one owner from the same snapshot (docs/design.md#fair-share).
+ */
+const FAIR_CREDIT = 4;
+
+/** A due job (the index predicates of IDX_jobs_due_owner and IDX_jobs_waiting_owner, and the due time). */
+const DUE = `next_attempt_at IS NOT NULL AND next_attempt_at <= now() AND status IN ('pending', 'running', 'unknown')`;
+
+/**
+ * A claim's first statement (the claim path's others are in attempts.repository.ts), fair between owners
+ * (docs/design.md#fair-share). The slots are sets: the worker's window for free jobs ($1), and each capped
+ * provider's room now for the jobs waiting on it ($2, $3). Per set:
+ * 1. the owners with due work, by a loose index scan (one index probe per owner, none per job);
+ * 2. of those, the room's count by first tag; per owner, its highest priority then oldest due jobs, locked with
+ *    SKIP LOCKED, at most its quota: its weighted share of the room plus one, within its cap's headroom
+ *    (approximate here, from this snapshot; exact in Ledger.shareOut);
+ * 3. stride scheduling: the n-th job of an owner gets the tag start + n / weight, where start is the owner's pass
+ *    (slots served per unit of weight, owner_shares) raised to within FAIR_CREDIT of the furthest owner present,
+ *    so an owner back from idle (or new) has little credit to spend; ties go by a coin per owner and claim, so
+ *    concurrent claims from one snapshot spread over the tied owners;
+ * 4. the smallest tags fill each set's room, then the worker's window across sets, in tag order.
+ * `more` is true when an owner's quota, not the room, stopped its share: more is due than one claim took.
+ */
+export const CLAIM_DUE = prepared(`WITH RECURSIVE free_owners AS (
+         SELECT (SELECT min(owner_id) FROM jobs WHERE waiting_for IS NULL AND ${DUE}) AS owner_id
+         UNION ALL
+         SELECT (SELECT min(j.owner_id) FROM jobs j
+                  WHERE j.waiting_for IS NULL AND j.owner_id > f.owner_id AND ${DUE})
+           FROM free_owners f WHERE f.owner_id IS NOT NULL
+       ), waiting_owners AS (
+         SELECT q.provider, q.room,
+                (SELECT min(owner_id) FROM jobs WHERE waiting_for = q.provider AND ${DUE}) AS owner_id
+           FROM unnest($2::text[], $3::int[]) AS q(provider, room) WHERE q.room > 0
+         UNION ALL
+         SELECT w.provider, w.room,
+                (SELECT min(j.owner_id) FROM jobs j
+                  WHERE j.waiting_for = w.provider AND j.owner_id > w.owner_id AND ${DUE})
+           FROM waiting_owners w WHERE w.owner_id IS NOT NULL
+       ), demand AS (
+         SELECT NULL::text AS provider, $1::int AS room, owner_id FROM free_owners WHERE owner_id IS NOT NULL
+         UNION ALL
+         SELECT provider, room, owner_id FROM waiting_owners WHERE owner_id IS NOT NULL
+       ), owners AS MATERIALIZED (
+         SELECT o.owner_id, o.weight, o.headroom, o.capped,
+                GREATEST(o.pass, max(o.pass) OVER () - ${FAIR_CREDIT}) AS start,
+                count(*) OVER () AS present, random() AS coin
+           FROM (SELECT d.owner_id, COALESCE(s.weight, 1)::float8 AS weight, COALESCE(s.pass, 0) AS pass,
+                        s.max_concurrency IS NOT NULL AS capped,
+                        CASE WHEN s.max_concurrency IS NULL THEN $1::int
+                             ELSE LEAST($1::int, GREATEST(0, s.max_concurrency - (
+                                    SELECT count(*) FROM jobs r WHERE r.owner_id = d.owner_id AND r.status = 'running')))::int
+                        END AS headroom
+                   FROM (SELECT DISTINCT owner_id FROM demand) d LEFT JOIN owner_shares s ON s.owner_id = d.owner_id) o
+       ), quotas AS MATERIALIZED (
+         SELECT r.*, LEAST(r.room, r.headroom,
+                           ceil(r.room * r.weight / sum(r.weight) OVER (PARTITION BY r.provider))::int + 1) AS quota,
+                LEAST(r.room, r.headroom) AS bound, count(*) OVER (PARTITION BY r.provider) < r.owners AS cut
+           FROM (SELECT d.provider, d.room, d.owner_id, o.start, o.weight, o.capped, o.headroom, o.coin,
+                        row_number() OVER (PARTITION BY d.provider ORDER BY o.start + 1 / o.weight, o.coin) AS place,
+                        count(*) OVER (PARTITION BY d.provider) AS owners
+                   FROM demand d JOIN owners o ON o.owner_id = d.owner_id WHERE o.headroom > 0) r
+          WHERE r.place <= r.room
+       ), candidates AS (
+         SELECT q.provider, q.room, q.owner_id, q.start, q.weight, q.coin, q.quota, q.bound,
+                c.id, c.priority, c.next_attempt_at
+           FROM quotas q CROSS JOIN LATERAL (
+             SELECT id, priority, next_attempt_at FROM jobs
+              WHERE owner_id = q.owner_id AND waiting_for IS NULL AND ${DUE}
+              ORDER BY priority DESC, next_attempt_at LIMIT q.quota FOR UPDATE SKIP LOCKED
+           ) c WHERE q.provider IS NULL
+         UNION ALL
+         SELECT q.provider, q.room, q.owner_id, q.start, q.weight, q.coin, q.quota, q.bound,
+                c.id, c.priority, c.next_attempt_at
+           FROM quotas q CROSS JOIN LATERAL (
+             SELECT id, priority, next_attempt_at FROM jobs
+              WHERE waiting_for = q.provider AND owner_id = q.owner_id AND ${DUE}
+              ORDER BY priority DESC, next_attempt_at LIMIT q.quota FOR UPDATE SKIP LOCKED
+           ) c WHERE q.provider IS NOT NULL
+       ), in_sets AS (
+         SELECT x.* FROM (
+           SELECT c.*, row_number() OVER (PARTITION BY c.provider ORDER BY c.start + c.turn / c.weight, c.coin, c.turn) AS slot
+             FROM (SELECT c.*, row_number() OVER (PARTITION BY c.provider, c.owner_id
+                                                   ORDER BY c.priority DESC, c.next_attempt_at) AS turn
+                     FROM candidates c) c
+         ) x WHERE x.slot <= x.room
        ), picked AS (
-         SELECT id FROM (SELECT * FROM free UNION ALL SELECT * FROM waiting) x ORDER BY next_attempt_at LIMIT $1
+         SELECT p.id, p.owner_id, p.tag, p.coin, p.start, p.weight FROM (
+           SELECT s.id, s.owner_id, s.start, s.weight, s.coin,
+                  s.start + row_number() OVER (PARTITION BY s.owner_id ORDER BY s.priority DESC, s.next_attempt_at)
+                            / s.weight AS tag
+             FROM in_sets s
+         ) p ORDER BY p.tag, p.coin LIMIT $1
+       ), more AS (
+         SELECT EXISTS (SELECT 1 FROM quotas q WHERE q.cut)
+             OR EXISTS (SELECT 1 FROM candidates c WHERE c.quota < c.bound GROUP BY c.provider, c.owner_id, c.quota
+                         HAVING count(*) >= c.quota) AS more
        )
-       SELECT ${JOB_COLUMNS}, ${ATTEMPTS_OF_J} FROM jobs j WHERE j.id IN (SELECT id FROM picked) ORDER BY j.next_attempt_at`);
+       SELECT ${JOB_COLUMNS}, ${ATTEMPTS_OF_J}, p.start, p.weight, o.capped,
+              (SELECT present FROM owners LIMIT 1)::int AS owners_present, (SELECT more FROM more) AS more
+         FROM picked p JOIN jobs j ON j.id = p.id JOIN owners o ON o.owner_id = p.owner_id
+        ORDER BY p.tag, p.coin`);
+
+/**
+ * A claim's charges (JobsRepository.chargeOwners): `inc` is the jobs it took over the owner's weight. Upserted in
+ * owner order, so two claims charging the same owners wait on each other in one order and never deadlock.
+ */
+const CHARGE_OWNERS = prepared(`WITH c AS (
+    SELECT * FROM jsonb_to_recordset($1::jsonb) AS c(owner_id text, start float8, inc float8)
+  )
+  INSERT INTO owner_shares AS s (owner_id, pass)
+  SELECT owner_id, start + inc FROM c ORDER BY owner_id
+  ON CONFLICT (owner_id) DO UPDATE
+     SET pass = GREATEST(s.pass + (SELECT c.inc FROM c WHERE c.owner_id = s.owner_id), EXCLUDED.pass)
+  RETURNING s.owner_id, s.max_concurrency`);
+const RUNNING_BY_OWNER = prepared(`SELECT owner_id, count(*)::int AS running FROM jobs
+  WHERE owner_id = ANY($1::text[]) AND status = 'running' GROUP BY owner_id`);
+
+/** What CLAIM_DUE adds to each claimed job's row. */
+interface ClaimShareRow {
+  start: number;
+  weight: number;
+  capped: boolean;
+  owners_present: number;
+  more: boolean;
+}
+
+/** One owner's part of a claim: where its turns started (its pass, raised to the others'), its weight, its jobs. */
+export interface OwnerShare {
+  ownerId: string;
+  start: number;
+  weight: number;
+  /** The owner has a maxConcurrency: its jobs are checked against it under its row lock (chargeOwners). */
+  capped: boolean;
+  jobs: number;
+}
+
+export interface OwnerCharge {
+  owner_id: string;
+  start: number;
+  inc: number;
+}
+
+export interface FairClaim {
+  /** In turn order: owner by owner, each owner's highest priority then oldest first. */
+  jobs: JobWithAttempts[];
+  /** An owner's share, not the room, ended the claim: claim again before sleeping. */
+  more: boolean;
+  /** Owners with due work for the claim's slots (the charges are skipped when only one had any). */
+  ownersPresent: number;
+  shares: OwnerShare[];
+}
 
 /** The jobs table. Reads take the owner (I7); writes are reached only through the Ledger. */
 @Injectable()
@@ -229,7 +370,8 @@ export class JobsRepository {
       const rows = await rowsOf<JobRow>(
         on(this.dataSource, manager),
         INSERT_JOB,
-        [job.ownerId, job.idempotencyKey, job.fingerprint, job.operation, JSON.stringify(job.input), job.providers, job.traceContext ?? null, job.waitingFor ?? null],
+        [job.ownerId, job.idempotencyKey, job.fingerprint, job.operation, JSON.stringify(job.input), job.providers, job.traceContext ?? null, job.waitingFor ?? null,
+          job.priority ?? 0],
       );
       return jobFromRow(rows[0]);
     } catch (error) {
@@ -346,24 +488,85 @@ export class JobsRepository {
     return rows[0] && jobFromRow(rows[0]);
   }
 
+  /** Jobs locked in id order (the order every multi-job writer takes them in), for a batch's cancel. */
+  async lockManyById(ids: string[], manager: Queryable): Promise<Job[]> {
+    const rows = await rowsOf<JobRow>(
+      manager,
+      `SELECT ${JOB_COLUMNS} FROM jobs j WHERE j.id = ANY ($1::uuid[]) ORDER BY j.id FOR UPDATE`,
+      [ids],
+    );
+    return rows.map(jobFromRow);
+  }
+
+  /**
+   * The batches these jobs belong to, locked in id order, after the jobs: a transaction that ends several jobs
+   * (a batch's cancel) takes every batch row its statements' trigger will take up front, so two such transactions
+   * on batches sharing jobs queue instead of deadlocking (migration CreateBatches, docs/design.md#batches).
+   */
+  async lockBatchesOf(jobIds: string[], manager: Queryable): Promise<void> {
+    await manager.query(
+      `SELECT 1 FROM batches WHERE id IN (SELECT batch_id FROM batch_items WHERE job_id = ANY ($1::uuid[]))
+        ORDER BY id FOR UPDATE`,
+      [jobIds],
+    );
+  }
+
   async lockById(id: string, manager: Queryable): Promise<Job | undefined> {
     const rows = await rowsOf<JobRow>(manager, `SELECT ${JOB_COLUMNS} FROM jobs j WHERE j.id = $1 FOR UPDATE`, [id]);
     return rows[0] && jobFromRow(rows[0]);
   }
 
   /**
-   * Up to `limit` jobs that need an attempt, with their attempts, locked for the caller's transaction. SKIP
-   * LOCKED lets any number of workers claim side by side; a job is never handed to two of them. Jobs waiting for
-   * capacity (docs/design.md#capacity) are read from their own index, at most `rooms[i]` for `providers[i]`: a
-   * backlog on a capped provider costs a claim nothing while that provider has no room.
+   * Up to `limit` jobs that need an attempt, with their attempts, locked for the caller's transaction, taken owner
+   * by owner in turn (CLAIM_DUE, docs/design.md#fair-share). SKIP LOCKED lets any number of workers claim side by
+   * side; a job is never handed to two of them. Jobs waiting for capacity (docs/design.md#capacity) are read from
+   * their own index, at most `rooms[i]` for `providers[i]`: a backlog on a capped provider costs a claim nothing
+   * while that provider has no room.
    */
-  async claimDue(limit: number, waiting: WaitingRoom, manager: Queryable): Promise<JobWithAttempts[]> {
-    const rows = await rowsOf<JobWithAttemptsRow>(
+  async claimDue(limit: number, waiting: WaitingRoom, manager: Queryable): Promise<FairClaim> {
+    const rows = await rowsOf<JobWithAttemptsRow & ClaimShareRow>(
       manager,
       CLAIM_DUE,
       [limit, waiting.providers, waiting.rooms],
     );
-    return rows.map(jobWithAttemptsFromRow);
+    const shares = new Map<string, OwnerShare>();
+    for (const row of rows) {
+      const share = shares.get(row.owner_id) ?? {
+        ownerId: row.owner_id,
+        start: row.start,
+        weight: row.weight,
+        capped: row.capped,
+        jobs: 0,
+      };
+      share.jobs++;
+      shares.set(row.owner_id, share);
+    }
+    return {
+      jobs: rows.map(jobWithAttemptsFromRow),
+      more: rows[0]?.more === true,
+      ownersPresent: rows[0]?.owners_present ?? 0,
+      shares: [...shares.values()],
+    };
+  }
+
+  /**
+   * The owners a claim served, their passes advanced by what it took (start + jobs / weight, or further if another
+   * claim advanced them meanwhile), and the rows of capped owners locked, in owner order (after the job locks,
+   * before the providers': the lock order). Returns the caps of the capped ones, read under their lock.
+   */
+  async chargeOwners(charges: OwnerCharge[], manager: Queryable): Promise<Map<string, number>> {
+    if (!charges.length) return new Map();
+    const rows = await rowsOf<{ owner_id: string; max_concurrency: number | null }>(manager, CHARGE_OWNERS, [
+      JSON.stringify(charges),
+    ]);
+    return new Map(rows.filter((r) => r.max_concurrency !== null).map((r) => [r.owner_id, r.max_concurrency!]));
+  }
+
+  /** Jobs `running` (an attempt starting or running) per owner: a capped owner's calls in flight, read after its lock. */
+  async runningByOwner(ownerIds: string[], manager: Queryable): Promise<Map<string, number>> {
+    if (!ownerIds.length) return new Map();
+    const rows = await rowsOf<{ owner_id: string; running: number }>(manager, RUNNING_BY_OWNER, [ownerIds]);
+    return new Map(rows.map((r) => [r.owner_id, r.running]));
   }
 
   /**

@@ -2,6 +2,7 @@ import { Module } from '@nestjs/common';
 
 import { CapacityModule } from '../capacity/capacity.module.js';
 import { AttemptsRepository } from './attempts.repository.js';
+import { BatchesRepository } from './batches.repository.js';
 import { JobEventsRepository } from './job-events.repository.js';
 import { JobSignals } from './job-signals.js';
 import { JobsRepository } from './jobs.repository.js';
@@ -11,7 +12,15 @@ import { SettlementRepository } from './settlement.repository.js';
 /** The bottom of the graph: the jobs and attempts tables, their one writer, and the wake-ups between replicas. */
 @Module({
   imports: [CapacityModule],
-  providers: [JobsRepository, AttemptsRepository, JobEventsRepository, SettlementRepository, LedgerFactory, JobSignals],
-  exports: [CapacityModule, JobsRepository, AttemptsRepository, JobEventsRepository, LedgerFactory, JobSignals],
+  providers: [
+    JobsRepository,
+    AttemptsRepository,
+    JobEventsRepository,
+    SettlementRepository,
+    BatchesRepository,
+    LedgerFactory,
+    JobSignals,
+  ],
+  exports: [CapacityModule, JobsRepository, AttemptsRepository, JobEventsRepository, BatchesRepository, LedgerFactory, JobSignals],
 })
 export class LedgerModule {}

@@ -7,12 +7,12 @@ import { canonicalJson, sha256Hex } from '../common/canonical-json.js';
 import { safeErrorFields } from '../common/log-safe.js';
 import { inTransaction } from '../database/transactions.js';
 import { MetricsService } from '../metrics/metrics.service.js';
-import { type Attempt, type AttemptStatus, NOT_SENT, type Usage } from './attempt.types.js';
+import { type Attempt, type AttemptStatus, NOT_SENT, type ResolvedBy, type Usage } from './attempt.types.js';
 import { AttemptsRepository, type AttemptUpdate, type CallStart, type ClaimedStart, type NewAttempt } from './attempts.repository.js';
 import type { Job, JobStatus, JobWithAttempts } from './job.types.js';
 import { type JobEvent, JobEventsRepository } from './job-events.repository.js';
 import { JobSignals } from './job-signals.js';
-import { JobsRepository } from './jobs.repository.js';
+import { type FairClaim, JobsRepository,type OwnerCharge } from './jobs.repository.js';
 import { type Announcement, OUTBOX, type Outbox } from './outbox.port.js';
 import { SettlementRepository } from './settlement.repository.js';
 import { SettlementBatcher } from './settlement-batcher.js';
@@ -27,6 +27,9 @@ export interface ArrivedResult {
   value: unknown;
   usage: Usage;
   providerRequestId: string | null;
+  /** A look-up of the provider's record found it (`provider`); the call's own answer otherwise. */
+  resolvedBy?: ResolvedBy;
+  providerStatus?: string;
 }
 
 export interface FinalError {
@@ -67,6 +70,17 @@ export class Ledger {
     return this.repos.jobs.lockById(jobId, this.manager);
   }
 
+  /**
+   * Several jobs locked in id order before any of them changes (a batch's cancel), then the rows of every batch
+   * they belong to, in id order: each change's trigger (migration CreateBatches) then finds them held, and the
+   * order is the settlements' own, jobs first, then batches by id.
+   */
+  async lockJobs(jobIds: string[]): Promise<Job[]> {
+    const jobs = await this.repos.jobs.lockManyById(jobIds, this.manager);
+    await this.repos.jobs.lockBatchesOf(jobIds, this.manager);
+    return jobs;
+  }
+
   /** The owner's job (I7), locked; undefined for another owner's. */
   lockOwnedJob(ownerId: string, jobId: string): Promise<Job | undefined> {
     return this.repos.jobs.lockOwned(ownerId, jobId, this.manager);
@@ -82,11 +96,33 @@ export class Ledger {
   }
 
   /**
-   * Up to `limit` due jobs with their attempts, locked (SKIP LOCKED) until this transaction ends; of the jobs
-   * waiting for capacity, at most the room each provider has.
+   * Up to `limit` due jobs with their attempts, owner by owner in turn (docs/design.md#fair-share), locked (SKIP
+   * LOCKED) until this transaction ends; of the jobs waiting for capacity, at most the room each provider has.
    */
-  claimDue(limit: number, waiting: WaitingRoom = { providers: [], rooms: [] }): Promise<JobWithAttempts[]> {
+  claimDue(limit: number, waiting: WaitingRoom = { providers: [], rooms: [] }): Promise<FairClaim> {
     return this.repos.jobs.claimDue(limit, waiting, this.manager);
+  }
+
+  /**
+   * A claim's jobs, less those over their owner's maxConcurrency: the claim's charges are recorded (when it served
+   * more than one owner) and capped owners' rows locked, then their jobs running are counted under that lock, so
+   * two replicas never both fill one owner's last slot.
+   */
+  async shareOut(claim: FairClaim): Promise<JobWithAttempts[]> {
+    const shared = claim.ownersPresent > 1;
+    const charges: OwnerCharge[] = claim.shares
+      .filter((s) => shared || s.capped)
+      .map((s) => ({ owner_id: s.ownerId, start: s.start, inc: shared ? s.jobs / s.weight : 0 }));
+    const caps = await this.repos.jobs.chargeOwners(charges, this.manager);
+    if (!caps.size) return claim.jobs;
+    const running = await this.repos.jobs.runningByOwner([...caps.keys()], this.manager);
+    const left = new Map([...caps].map(([owner, cap]) => [owner, cap - (running.get(owner) ?? 0)]));
+    return claim.jobs.filter((job) => {
+      const room = left.get(job.ownerId);
+      if (room === undefined) return true;
+      left.set(job.ownerId, room - 1);
+      return room > 0;
+    });
   }
 
   /** At a worker's start: jobs waiting on a provider the catalog no longer names are planned afresh. */
@@ -142,13 +178,33 @@ export class Ledger {
   /** Moves an attempt (checked against the state machine) and records why. Same-status writes record fields only. */
   async moveAttempt(attempt: Attempt, to: AttemptStatus, reason: string, update: AttemptUpdate = {}, detail?: unknown): Promise<Attempt> {
     if (attempt.status !== to) assertAttemptTransition(attempt.status, to);
-    const updated = await this.repos.attempts.updateStatus(attempt.id, to, update, this.manager);
+    // Who ended an unknown attempt (docs/design.md#resolution-at-the-provider): the service's clocks unless told.
+    const by = attempt.status === 'unknown' && to !== 'unknown' ? (update.resolvedBy ?? 'deadline') : undefined;
+    const updated = await this.repos.attempts.updateStatus(attempt.id, to, { ...update, resolvedBy: by }, this.manager);
     this.events.push({ jobId: attempt.jobId, attemptId: attempt.id, subject: 'attempt', from: attempt.status, to, reason, detail });
     if (to === 'unknown' && attempt.status !== to) {
       this.announcements.push({ jobId: attempt.jobId, attemptId: attempt.id, type: 'attempt.unknown' });
     }
     if (attempt.status !== to) this.afterCommit(() => this.metrics.attempts.inc({ provider: attempt.provider, status: to }));
+    if (by) this.afterCommit(() => this.metrics.unknownResolved.inc({ by }));
     return updated;
+  }
+
+  /** The provider's id of the attempt's request, committed as soon as the provider gave it, with its event. */
+  async recordProviderRequest(attempt: Attempt, providerRequestId: string): Promise<void> {
+    await this.repos.attempts.recordProviderRequest(attempt.id, providerRequestId, this.manager);
+    const { jobId, id: attemptId, status } = attempt;
+    const detail = { providerRequestId };
+    this.events.push({ jobId, attemptId, subject: 'attempt', from: status, to: status, reason: 'provider_request_created', detail });
+  }
+
+  /** What the provider now says of the attempt's request; an event only when that changed. */
+  async noteProviderStatus(attempt: Attempt, providerStatus: string, reason: string, detail?: unknown): Promise<void> {
+    if (attempt.providerStatus === providerStatus) return;
+    await this.repos.attempts.noteProviderStatus(attempt.id, providerStatus, this.manager);
+    const { jobId, id: attemptId, status } = attempt;
+    const said = { providerStatus, ...(detail as object | undefined) };
+    this.events.push({ jobId, attemptId, subject: 'attempt', from: status, to: status, reason, detail: said });
   }
 
   /** Bookkeeping on the job (never its version). `nextAttemptInMs`: undefined keeps the schedule, null clears it. */
@@ -315,12 +371,15 @@ export class LedgerFactory {
       value: arrived.value,
       usage: arrived.usage,
       providerRequestId: arrived.providerRequestId,
+      resolvedBy: arrived.resolvedBy ?? 'deadline',
+      providerStatus: arrived.providerStatus ?? null,
       resultDigest: digest,
     });
     if (!settled) throw new Error(`attempt ${attemptId} of job ${jobId} was not found`);
     const provider = settled.provider;
     if (settled.priorOutcome !== null) return { outcome: 'duplicate', provider }; // the same result delivered twice (worker and lookup)
     if (settled.attemptTo !== settled.attemptFrom) this.metrics.attempts.inc({ provider: settled.provider, status: settled.attemptTo });
+    if (settled.attemptFrom === 'unknown') this.metrics.unknownResolved.inc({ by: arrived.resolvedBy ?? 'deadline' });
     if (settled.version !== null) {
       this.metrics.jobsSettled.inc({ status: 'succeeded' });
       this.signals.jobSettled(jobId);

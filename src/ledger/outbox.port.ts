@@ -1,13 +1,25 @@
 import type { Queryable } from '../database/transactions.js';
 
-export const WEBHOOK_EVENT_TYPES = ['job.succeeded', 'job.failed', 'job.cancelled', 'attempt.unknown'] as const;
+export const WEBHOOK_EVENT_TYPES = [
+  'job.succeeded',
+  'job.failed',
+  'job.cancelled',
+  'attempt.unknown',
+  'batch.completed',
+  'provider.decertified',
+] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
+/**
+ * What the ledger announces about one job; `batch.completed` is written by the database (migration CreateBatches),
+ * `provider.decertified` by the recertifier.
+ */
+export type JobEventType = Exclude<WebhookEventType, 'batch.completed' | 'provider.decertified'>;
 
 /** A transition the ledger announces to the job owner's subscribed webhook endpoints. */
 export interface Announcement {
   jobId: string;
   attemptId?: string;
-  type: WebhookEventType;
+  type: JobEventType;
 }
 
 /**

@@ -14,6 +14,9 @@ export interface ArrivedResultWrite {
   value: unknown;
   usage: Usage;
   providerRequestId: string | null;
+  /** Recorded when the attempt leaves `unknown` (default `deadline`: the call's own late answer). */
+  resolvedBy?: string;
+  providerStatus?: string | null;
   resultDigest: string;
 }
 
@@ -40,7 +43,8 @@ export interface SettledResult {
  */
 const SETTLE_RESULTS = prepared(`WITH p AS MATERIALIZED (
          SELECT * FROM jsonb_to_recordset($1::jsonb)
-                    AS p(job_id uuid, attempt_id uuid, value jsonb, usage jsonb, provider_request_id text, result_digest text)
+                    AS p(job_id uuid, attempt_id uuid, value jsonb, usage jsonb, provider_request_id text, result_digest text,
+                          resolved_by text, provider_status text)
        ), j AS MATERIALIZED (
          SELECT id, status, version, completed_by FROM jobs WHERE id IN (SELECT job_id FROM p) ORDER BY id FOR UPDATE
        ), a AS MATERIALIZED (
@@ -66,7 +70,9 @@ const SETTLE_RESULTS = prepared(`WITH p AS MATERIALIZED (
          UPDATE attempts x SET status = CASE WHEN a.status = ANY($2::text[]) THEN 'succeeded' ELSE x.status END,
                 outcome = CASE WHEN won.id IS NOT NULL THEN 'won' ELSE 'discarded' END,
                 usage = p.usage, provider_request_id = COALESCE(p.provider_request_id, x.provider_request_id),
-                result_digest = p.result_digest, finished_at = COALESCE(x.finished_at, now())
+                result_digest = p.result_digest, finished_at = COALESCE(x.finished_at, now()),
+                resolved_by = CASE WHEN a.status = 'unknown' THEN p.resolved_by ELSE x.resolved_by END,
+                provider_status = COALESCE(p.provider_status, x.provider_status)
            FROM a JOIN p ON p.attempt_id = a.id LEFT JOIN won ON won.completed_by = a.id
           WHERE x.id = a.id AND a.outcome IS NULL
           RETURNING x.id, x.status, x.outcome
@@ -135,6 +141,8 @@ export class SettlementRepository {
             usage: w.usage,
             provider_request_id: w.providerRequestId,
             result_digest: w.resultDigest,
+            resolved_by: w.resolvedBy ?? 'deadline',
+            provider_status: w.providerStatus ?? null,
           })),
         ),
         eligibleFrom,

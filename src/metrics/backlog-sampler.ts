@@ -9,6 +9,8 @@ const REFRESH_MS = 10_000;
 /** The most due jobs one count reads (ready ones in all, waiting ones per provider); a backlog beyond reads as this. */
 export const DUE_COUNT_CAP = 10_000;
 const STATES: DueState[] = ['ready', 'waiting_for_capacity'];
+/** Owners onejob_owner_jobs shows: the most queued, so its label set stays bounded whatever the number of teams. */
+export const OWNER_METRICS_TOP = 20;
 
 /**
  * Keeps onejob_jobs_due and onejob_oldest_due_job_age_seconds current in worker processes (ROLE worker or all):
@@ -50,6 +52,12 @@ export class BacklogSampler implements OnApplicationBootstrap, BeforeApplication
       this.metrics.jobsDue.reset();
       for (const { provider, state, jobs } of due) this.metrics.jobsDue.set({ provider, state }, jobs);
       for (const state of STATES) this.metrics.oldestDueJobAge.set({ state }, oldestAgeSeconds[state] ?? 0);
+      const owners = await this.backlog.ownerLoads(OWNER_METRICS_TOP);
+      this.metrics.ownerJobs.reset();
+      for (const { owner, queued, inFlight } of owners) {
+        this.metrics.ownerJobs.set({ owner, state: 'queued' }, queued);
+        this.metrics.ownerJobs.set({ owner, state: 'in_flight' }, inFlight);
+      }
     } catch (error) {
       this.logger.warn(`reading the backlog failed: ${(error as Error).message}`);
     }

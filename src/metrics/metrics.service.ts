@@ -26,6 +26,24 @@ export class MetricsService {
     help: 'Attempts currently unknown (read from the database by the reconciler).',
     registers: [this.registry],
   });
+  readonly unknownResolved = new Counter({
+    name: 'onejob_unknown_resolved_total',
+    help: 'Unknown attempts ended, by who ended them: the provider\'s record (a look-up), an operator, or the deadline.',
+    labelNames: ['by'],
+    registers: [this.registry],
+  });
+  readonly certificationRuns = new Counter({
+    name: 'onejob_certification_runs_total',
+    help: 'Certification runs, by provider, operation, trigger (request or schedule) and result.',
+    labelNames: ['provider', 'operation', 'trigger', 'passed'],
+    registers: [this.registry],
+  });
+  readonly decertified = new Counter({
+    name: 'onejob_provider_decertified_total',
+    help: 'Certifications ended by a failing scheduled run: failover stops choosing the provider for the operation.',
+    labelNames: ['provider', 'operation'],
+    registers: [this.registry],
+  });
   readonly settlementRaces = new Counter({
     name: 'onejob_settlement_races_total',
     help: 'Results that lost the compare-and-swap and were discarded.',
@@ -74,6 +92,14 @@ export class MetricsService {
       'Live jobs whose next attempt is due now, by provider (the one it waits on for capacity, else the first of ' +
       'its chain) and state (ready, waiting_for_capacity); counted up to 10000 ready jobs in all and 10000 waiting per provider.',
     labelNames: ['provider', 'state'],
+    registers: [this.registry],
+  });
+  readonly ownerJobs = new Gauge({
+    name: 'onejob_owner_jobs',
+    help:
+      'Live jobs of the owners with the most queued, by owner and state (queued: pending; in_flight: running); ' +
+      'the top 20 owners only, so the label set stays bounded (GET /v1/ops/owners lists every owner).',
+    labelNames: ['owner', 'state'],
     registers: [this.registry],
   });
   readonly oldestDueJobAge = new Gauge({

@@ -4,10 +4,13 @@ import { StreamsModule } from '../streams/streams.module.js';
 import { OpsController } from './ops.controller.js';
 import { OpsRepository } from './ops.repository.js';
 import { OpsService } from './ops.service.js';
+import { OwnerSharesRepository } from './owner-shares.repository.js';
+import { OwnersController } from './owners.controller.js';
+import { OwnersService } from './owners.service.js';
 
 @Module({
   imports: [StreamsModule],
-  controllers: [OpsController],
-  providers: [OpsRepository, OpsService],
+  controllers: [OpsController, OwnersController],
+  providers: [OpsRepository, OpsService, OwnerSharesRepository, OwnersService],
 })
 export class OpsModule {}

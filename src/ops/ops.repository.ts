@@ -91,7 +91,7 @@ export interface OpsJobQuery {
 }
 
 const JOB_COLUMNS = `j.id, j.owner_id, j.idempotency_key, j.fingerprint, j.operation, j.input, j.providers, j.status, j.version,
-  j.result, j.error, j.completed_by, j.created_at, j.updated_at, j.completed_at`;
+  j.result, j.error, j.completed_by, j.created_at, j.updated_at, j.completed_at, j.priority`;
 
 /** How long an attempt has waited: since it became unknown (its event), else since it started. */
 const WAITING_SINCE = `COALESCE((SELECT max(e.at) FROM job_events e

@@ -4,6 +4,7 @@ import { canonicalJson, sha256Hex } from '../common/canonical-json.js';
 import { deadline } from '../common/deadline.js';
 import { NotFoundError, UnknownOperationError } from '../common/domain.errors.js';
 import type { OperationSpec, ProviderSpec } from '../config/catalog.types.js';
+import { MetricsService } from '../metrics/metrics.service.js';
 import { CatalogService } from './catalog.service.js';
 import { CertificationRepository } from './certification.repository.js';
 import type { CertificationCase, CertificationReport } from './certification.types.js';
@@ -26,6 +27,14 @@ export function contractDigest(operation: OperationSpec, provider: ProviderSpec)
   );
 }
 
+/** The run's calls at the provider's pricing (the formula of docs/operations.md#cost); null without pricing. */
+function costOf(cases: CertificationCase[], provider: ProviderSpec): CertificationReport['cost'] {
+  if (!provider.pricing) return null;
+  const { inputPerMTok, outputPerMTok, currency } = provider.pricing;
+  const micro = cases.reduce((n, c) => n + (c.usage ? c.usage.promptTokens * inputPerMTok + c.usage.completionTokens * outputPerMTok : 0), 0);
+  return { amount: Math.round((micro / 1e6) * 1e8) / 1e8, currency };
+}
+
 const PLACEHOLDER_LEFT = /\{\{|\}\}/;
 
 @Injectable()
@@ -36,10 +45,11 @@ export class CertificationService {
     private readonly catalog: CatalogService,
     private readonly registry: ProviderRegistry,
     private readonly certifications: CertificationRepository,
+    private readonly metrics: MetricsService,
   ) {}
 
   /** Render check, token check, then every golden case through the full round trip; the report is stored either way. */
-  async certify(providerName: string, operationName: string): Promise<CertificationReport> {
+  async certify(providerName: string, operationName: string, trigger: 'request' | 'schedule' = 'request'): Promise<CertificationReport> {
     const provider = this.catalog.provider(providerName);
     if (!provider) throw new NotFoundError(`Provider ${JSON.stringify(providerName)}`);
     const operation = this.catalog.operation(operationName);
@@ -82,8 +92,11 @@ export class CertificationService {
       render,
       tokens,
       cases,
+      trigger,
+      cost: costOf(cases, provider),
     });
-    this.logger.log({ msg: 'certification', provider: provider.name, operation: operation.name, passed });
+    this.logger.log({ msg: 'certification', provider: provider.name, operation: operation.name, passed, trigger });
+    this.metrics.certificationRuns.inc({ provider: provider.name, operation: operation.name, trigger, passed: String(passed) });
     return report;
   }
 

@@ -20,4 +20,8 @@ export interface CertificationReport {
   render: { passed: boolean; errors: string[] };
   tokens: { passed: boolean; promptTokens: number; maxTokens: number; contextWindow: number; counter: 'tiktoken' | 'estimate' };
   cases: CertificationCase[];
+  /** `request`: an admin's POST or the CLI; `schedule`: the provider's `recertify`. Absent on older reports. */
+  trigger?: 'request' | 'schedule';
+  /** What the run's calls cost at the provider's pricing; null without pricing. Absent on older reports. */
+  cost?: { amount: number; currency: string } | null;
 }

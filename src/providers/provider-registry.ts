@@ -19,6 +19,9 @@ export async function createAdapter(spec: ProviderSpec, index: number, lookup: H
   // A connection (TCP and TLS) that takes longer than the soft deadline fails as not sent, before the attempt
   // would be unknown; at least 1 s, so a short deadline does not refuse a distant provider's handshake.
   const http = new ProviderHttp(lookup, Math.max(1000, Math.min(spec.timeoutMs, 10_000)));
+  if (spec.kind === 'openai' && spec.api === 'responses') {
+    return new (await import('./adapters/openai-responses.adapter.js')).OpenAiResponsesAdapter(spec, apiKey, http);
+  }
   if (spec.kind === 'openai') {
     return new (await import('./adapters/openai.adapter.js')).OpenAiAdapter(spec, apiKey, http);
   }

@@ -21,6 +21,17 @@ export interface ProviderRequest {
   idempotencyKey: string;
   /** Aborts the call: the worker fires it at the provider's hardTimeoutMs, never at the soft deadline. */
   signal: AbortSignal;
+  /**
+   * The attempt's soft deadline. An adapter that follows a request the provider keeps by id (OpenAI's Responses
+   * in background mode) stops following it here: the attempt is `unknown`, and the reconciler looks it up.
+   */
+  followUntil?: Date;
+  /**
+   * Called once the provider gave the request its id, before its outcome: the id is committed on the attempt (and
+   * in job_events) before the adapter waits. `cancel` means the attempt was given up meanwhile (failover): the
+   * adapter cancels the request at the provider and stops.
+   */
+  onSubmitted?: (providerRequestId: string) => Promise<'follow' | 'cancel'>;
 }
 
 export interface ProviderUsage {
@@ -159,7 +170,26 @@ export function logProviderFailure(provider: string, attemptId: string, error: P
   });
 }
 
-export type LookupResult = { state: 'pending' } | { state: 'unknown' } | { state: 'succeeded'; response: ProviderResponse } | { state: 'failed'; error: ProviderError };
+/**
+ * What the provider's record says of a request. `pending`: still queued or running there (`providerStatus`).
+ * `unknown`: the adapter holds nothing to ask by. `expired`: the provider no longer knows the id (past its
+ * retention): an operator decides. `unknowable`: the create call never returned an id, so nobody can ask.
+ */
+export type LookupResult =
+  | { state: 'pending'; providerStatus?: string }
+  | { state: 'unknown' }
+  | { state: 'expired'; reason: string }
+  | { state: 'unknowable'; reason: string }
+  | { state: 'succeeded'; response: ProviderResponse }
+  | { state: 'failed'; error: ProviderError; providerStatus?: string };
+
+/** What an adapter is given to find a request again: the attempt id it was sent with, and the provider's id. */
+export interface RequestRef {
+  attemptId: string;
+  providerRequestId: string | null;
+  /** The operation's `maxResponseBytes`, where the caller knows it. */
+  maxResponseBytes?: number;
+}
 
 export interface ProviderCapabilities {
   /** The endpoint can constrain output to a JSON schema. */
@@ -174,9 +204,10 @@ export interface ProviderAdapter {
   invoke(request: ProviderRequest): Promise<ProviderResponse>;
   /** Prompt tokens with the provider's tokenizer where a package has it, an estimate otherwise. */
   countPromptTokens(prompt: RenderedPrompt): number;
-  cancel?(requestId: string): Promise<void>;
-  /** What became of the request sent with this idempotency key (the attempt id). */
-  lookup?(idempotencyKey: string): Promise<LookupResult>;
+  /** Cancels the request at the provider; returns what the provider then says of it, where it says. */
+  cancel?(ref: RequestRef): Promise<LookupResult | undefined>;
+  /** What became of the request: by the provider's id where it gave one, by the attempt id otherwise. */
+  lookup?(ref: RequestRef): Promise<LookupResult>;
   /** Closes the adapter's connections, once no call is in flight any more. */
   close?(): Promise<void>;
 }

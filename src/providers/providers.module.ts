@@ -7,11 +7,12 @@ import { CertificationService } from './certification.service.js';
 import { ProviderRegistry, providerRegistryProvider } from './provider-registry.js';
 import { ProvidersController } from './providers.controller.js';
 import { ProvidersService } from './providers.service.js';
+import { Recertifier } from './recertifier.js';
 
 @Module({
   imports: [CapacityModule],
   controllers: [ProvidersController],
-  providers: [catalogProvider, CatalogService, providerRegistryProvider, CertificationRepository, CertificationService, ProvidersService],
-  exports: [CatalogService, ProviderRegistry, CertificationService],
+  providers: [catalogProvider, CatalogService, providerRegistryProvider, CertificationRepository, CertificationService, ProvidersService, Recertifier],
+  exports: [CatalogService, ProviderRegistry, CertificationService, Recertifier],
 })
 export class ProvidersModule {}

@@ -6,6 +6,7 @@ import { CertificationService } from './certification.service.js';
 import type { CertificationReport } from './certification.types.js';
 import { ProviderRegistry } from './provider-registry.js';
 import type { OperationView, ProviderView } from './providers.view.js';
+import { Recertifier } from './recertifier.js';
 
 /** The catalog as the API shows it. */
 @Injectable()
@@ -15,11 +16,18 @@ export class ProvidersService {
     private readonly registry: ProviderRegistry,
     private readonly certification: CertificationService,
     private readonly capacity: ProviderCapacity,
+    private readonly recertifier: Recertifier,
   ) {}
 
   async listProviders(): Promise<ProviderView[]> {
     const specs = this.catalog.listProviders();
-    const [reports, capacity] = await Promise.all([this.certification.currentCertifications(), this.capacity.views(specs)]);
+    const [reports, capacity, schedule] = await Promise.all([
+      this.certification.currentCertifications(),
+      this.capacity.views(specs),
+      this.recertifier.schedule(),
+    ]);
+    const nextRun = (provider: string, operation: string) =>
+      schedule.find((s) => s.provider === provider && s.operation === operation)?.nextRunAt.toISOString() ?? null;
     return specs.map((spec) => ({
       name: spec.name,
       kind: spec.kind,
@@ -44,7 +52,10 @@ export class ProvidersService {
           contractDigest: r.contractDigest,
           certifiedAt: r.createdAt,
           reportId: r.id,
+          trigger: r.trigger ?? 'request',
+          nextRunAt: nextRun(spec.name, r.operation),
         })),
+      recertify: { everyHours: spec.recertify?.everyHours ?? null },
     }));
   }
 

@@ -33,8 +33,26 @@ export class ProviderCertificationView {
   @ApiProperty({ description: "Run against the catalog's current contract for the operation." }) current!: boolean;
   @ApiProperty({ description: 'What failover asks: passed and current.' }) certified!: boolean;
   @ApiProperty({ pattern: '^[0-9a-f]{64}$' }) contractDigest!: string;
-  @ApiProperty({ format: 'date-time' }) certifiedAt!: string;
+  @ApiProperty({ format: 'date-time', description: 'When the newest run (the one that counts) was made: the last run.' }) certifiedAt!: string;
   @ApiProperty({ format: 'uuid' }) reportId!: string;
+  @ApiProperty({ enum: ['request', 'schedule'], description: 'What made the last run: an admin (or the CLI), or the schedule.' })
+  trigger!: 'request' | 'schedule';
+  @ApiProperty({
+    format: 'date-time',
+    nullable: true,
+    type: String,
+    description: "The next scheduled run (the provider's recertify); null without a schedule.",
+  })
+  nextRunAt!: string | null;
+}
+
+export class RecertifyView {
+  @ApiProperty({
+    nullable: true,
+    type: Number,
+    description: 'The golden cases of every operation the provider holds a report for are re-run this often; null: never.',
+  })
+  everyHours!: number | null;
 }
 
 export class ProviderView {
@@ -51,6 +69,8 @@ export class ProviderView {
   @ApiProperty({ type: ProviderCapabilitiesView }) capabilities!: ProviderCapabilitiesView;
   @ApiProperty({ type: CapacityView, description: 'Shared capacity, read now (docs/design.md#capacity).' }) capacity!: CapacityView;
   @ApiProperty({ type: [ProviderCertificationView] }) certifications!: ProviderCertificationView[];
+  @ApiProperty({ type: RecertifyView, description: "The provider's schedule of re-certification (docs/catalog.md)." })
+  recertify!: RecertifyView;
 }
 
 export class OperationView {

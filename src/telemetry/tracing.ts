@@ -27,10 +27,6 @@ export async function shutdownTracing(): Promise<void> {
   await stop().catch(() => undefined);
 }
 
-export function tracingEnabled(): boolean {
-  return enabled;
-}
-
 /** The W3C `traceparent` of the active span, for jobs.trace_context; null when tracing is off or nothing is traced. */
 export function currentTraceparent(): string | null {
   if (!enabled || !trace.getActiveSpan()?.isRecording()) return null;

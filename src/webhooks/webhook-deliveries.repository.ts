@@ -2,8 +2,9 @@ import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 
 import { type Queryable, rowsOf } from '../database/transactions.js';
-import { announcementBody, announcementSql } from '../ledger/announcement.sql.js';
+import { announcementBody, announcementSql, isoTimeSql } from '../ledger/announcement.sql.js';
 import type { Announcement } from '../ledger/outbox.port.js';
+import type { CertificationReport } from '../providers/certification.types.js';
 import {
   type ClaimedDelivery,
   deliveryFromRow,
@@ -49,7 +50,8 @@ export interface DeliveryPageQuery {
 
 const HISTORY = `(SELECT json_agg(json_build_object('number', a.number, 'statusCode', a.status_code, 'latencyMs', a.latency_ms,
   'error', a.error, 'at', a.at) ORDER BY a.id) FROM webhook_delivery_attempts a WHERE a.delivery_id = d.id) AS history`;
-const COLUMNS = `d.id, d.endpoint_id, d.job_id, d.event_type, d.status, d.attempts, d.next_attempt_at, d.last_status_code,
+const COLUMNS = `d.id, d.endpoint_id, d.job_id, d.batch_id, d.event_type, d.status, d.attempts, d.next_attempt_at,
+  d.last_status_code,
   d.last_error, d.created_at, d.delivered_at, ${HISTORY}`;
 
 /** The transactional outbox and its delivery log (docs/operations.md#webhooks). */
@@ -72,6 +74,25 @@ export class WebhookDeliveriesRepository {
          JOIN webhook_endpoints w ON w.owner_id = j.owner_id AND w.status = 'enabled' AND e.type = ANY (w.events)`,
       [announcements.map((a) => a.jobId), announcements.map((a) => a.attemptId ?? null), announcements.map((a) => a.type)],
     );
+  }
+
+  /**
+   * `provider.decertified` to every enabled endpoint subscribed to it, whatever its owner: the operators who asked
+   * to hear when a model changed behind its name. The payload is the failing report's summary (isoTimeSql times).
+   */
+  async enqueueDecertified(report: CertificationReport): Promise<number> {
+    const rows = await rowsOf<{ id: string }>(
+      this.dataSource.manager,
+      `INSERT INTO webhook_deliveries (endpoint_id, owner_id, job_id, event_type, payload)
+       SELECT w.id, w.owner_id, NULL, 'provider.decertified',
+              jsonb_build_object('type', 'provider.decertified', 'timestamp', ${isoTimeSql('now()')}, 'data', jsonb_build_object(
+                'provider', $1::text, 'operation', $2::text, 'model', $3::text, 'contractDigest', $4::text, 'reportId', $5::text,
+                'passed', false, 'trigger', $6::text, 'cost', $7::jsonb, 'certifiedAt', $8::text))
+         FROM webhook_endpoints w WHERE w.status = 'enabled' AND 'provider.decertified' = ANY (w.events)
+       RETURNING id`,
+      [report.provider, report.operation, report.model, report.contractDigest, report.id, report.trigger ?? 'schedule', JSON.stringify(report.cost ?? null), report.createdAt],
+    );
+    return rows.length;
   }
 
   /**

@@ -77,8 +77,11 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
     await this.loop;
     if (!this.inFlight.size) return;
     const graceMs = Math.min(this.config.shutdownGraceMs, SHUTDOWN_GRACE_CAP_MS);
-    const grace = new Promise<'timeout'>((resolve) => setTimeout(() => resolve('timeout'), graceMs));
-    if ((await Promise.race([Promise.all(this.inFlight).then(() => 'done' as const), grace])) === 'timeout') this.shutdown.abort();
+    let timer: NodeJS.Timeout | undefined;
+    const grace = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), graceMs)));
+    const ended = await Promise.race([Promise.all(this.inFlight).then(() => 'done' as const), grace]);
+    clearTimeout(timer); // an early end must not leave the timer holding the process
+    if (ended === 'timeout') this.shutdown.abort();
     await Promise.allSettled(this.inFlight);
   }
 

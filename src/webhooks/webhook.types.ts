@@ -49,7 +49,10 @@ export interface DeliveryAttempt {
 export interface WebhookDelivery {
   id: string;
   endpointId: string;
-  jobId: string;
+  /** Null for a batch's announcement and for one about a provider (`provider.decertified`). */
+  jobId: string | null;
+  /** Set for `batch.completed` only. */
+  batchId: string | null;
   eventType: WebhookEventType;
   status: DeliveryStatus;
   attempts: number;
@@ -64,7 +67,8 @@ export interface WebhookDelivery {
 export interface WebhookDeliveryRow {
   id: string;
   endpoint_id: string;
-  job_id: string;
+  job_id: string | null;
+  batch_id: string | null;
   event_type: WebhookEventType;
   status: DeliveryStatus;
   attempts: number;
@@ -82,6 +86,7 @@ export function deliveryFromRow(row: WebhookDeliveryRow): WebhookDelivery {
     id: row.id,
     endpointId: row.endpoint_id,
     jobId: row.job_id,
+    batchId: row.batch_id,
     eventType: row.event_type,
     status: row.status,
     attempts: row.attempts,

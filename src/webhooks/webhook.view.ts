@@ -38,7 +38,10 @@ export class DeliveryAttemptView {
 
 export class WebhookDeliveryView {
   @ApiProperty({ format: 'uuid', description: 'Also the `webhook-id` header of every attempt: receivers dedupe on it.' }) id!: string;
-  @ApiProperty({ format: 'uuid' }) jobId!: string;
+  @ApiProperty({ format: 'uuid', nullable: true, type: String, description: 'Null for a batch.completed or provider.decertified delivery.' })
+  jobId!: string | null;
+  @ApiProperty({ format: 'uuid', nullable: true, type: String, description: 'Set for a batch.completed delivery.' })
+  batchId!: string | null;
   @ApiProperty({ enum: WEBHOOK_EVENT_TYPES }) eventType!: string;
   @ApiProperty({ enum: ['pending', 'succeeded', 'failed'] }) status!: string;
   @ApiProperty() attempts!: number;
@@ -72,6 +75,7 @@ export function toDeliveryView(delivery: WebhookDelivery): WebhookDeliveryView {
   return {
     id: delivery.id,
     jobId: delivery.jobId,
+    batchId: delivery.batchId,
     eventType: delivery.eventType,
     status: delivery.status,
     attempts: delivery.attempts,

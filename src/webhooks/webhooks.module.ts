@@ -2,6 +2,7 @@ import { Global, Module } from '@nestjs/common';
 
 import { type AppConfig, appConfig } from '../config/app.config.js';
 import { OUTBOX } from '../ledger/outbox.port.js';
+import { DECERTIFIED_LISTENER } from '../providers/recertifier.js';
 import { WebhookDeliveriesRepository } from './webhook-deliveries.repository.js';
 import { WebhookDispatcher } from './webhook-dispatcher.js';
 import { WebhookEndpointsRepository } from './webhook-endpoints.repository.js';
@@ -11,8 +12,8 @@ import { WebhooksController } from './webhooks.controller.js';
 import { WebhooksService } from './webhooks.service.js';
 
 /**
- * Global so that the ledger (the bottom of the graph, which imports nothing above it) finds the outbox port
- * by its token without importing this module.
+ * Global so that the ledger (the bottom of the graph, which imports nothing above it) finds the outbox port, and
+ * the recertifier its listener, by their tokens without importing this module.
  */
 @Global()
 @Module({
@@ -22,6 +23,7 @@ import { WebhooksService } from './webhooks.service.js';
     WebhookDeliveriesRepository,
     WebhookOutbox,
     { provide: OUTBOX, useExisting: WebhookOutbox },
+    { provide: DECERTIFIED_LISTENER, useExisting: WebhookOutbox },
     WebhooksService,
     WebhookDispatcher,
     {
@@ -30,6 +32,6 @@ import { WebhooksService } from './webhooks.service.js';
       useFactory: (config: AppConfig) => new WebhookHostLookup({ timeoutMs: config.dnsTimeoutMs, servers: config.dnsServers }),
     },
   ],
-  exports: [OUTBOX],
+  exports: [OUTBOX, DECERTIFIED_LISTENER],
 })
 export class WebhooksModule {}

@@ -7,7 +7,8 @@ import { createApp } from '../../src/app.setup.js';
 import { ApiKeysService } from '../../src/auth/api-keys.service.js';
 import { type Scope, SCOPES } from '../../src/auth/scopes.js';
 import type { Env } from '../../src/config/env.js';
-import { createTestDatabase, type TestDatabase } from './database.js';
+import { UsageService } from '../../src/usage/usage.service.js';
+import { createTestDatabase, type TestDatabase, truncateAll } from './database.js';
 import { describeViolations, OpenApiContract } from './openapi-contract.js';
 
 export interface TestApp {
@@ -18,6 +19,7 @@ export interface TestApp {
   database: TestDatabase;
   /** Creates an API key and returns it in clear. */
   key(ownerId: string, scopes?: Scope[]): Promise<string>;
+  /** Empties every table of the schema (test/helpers/database.ts truncateAll) and restores the catalog's prices. */
   truncate(): Promise<void>;
   close(): Promise<void>;
 }
@@ -87,8 +89,10 @@ export async function startTestApp(
     dataSource,
     database: db,
     key: async (ownerId, scopes = [...SCOPES]) => (await app.get(ApiKeysService).create(ownerId, scopes)).key,
+    // Every table, then what the app writes at start (the catalog's prices): the database as a fresh start leaves it.
     truncate: async () => {
-      await dataSource.query('TRUNCATE jobs, attempts, job_events, certifications, api_keys, webhook_endpoints, owner_budgets CASCADE');
+      await truncateAll(dataSource);
+      await app.get(UsageService).onApplicationBootstrap();
     },
     close: async () => {
       await app.close();

@@ -61,12 +61,27 @@ export async function raceTarget(options: { replicas?: number } = {}): Promise<R
   }
   const database = await createTestDatabase();
   const env = { DATABASE_URL: database.url, CATALOG_FILE: RACE_CATALOG, WORKER_POLL_MS: '20', RECONCILE_INTERVAL_MS: '100' };
-  // The first process applies the migrations; the others start once it is ready.
-  const first = await spawnService({ ...env, ROLE: 'api' });
-  await waitUntilReady(first);
-  const others = await Promise.all(Array.from({ length: (options.replicas ?? 1) - 1 }, () => spawnService({ ...env, ROLE: 'api' })));
-  const worker = await spawnService({ ...env, ROLE: 'worker' });
-  await Promise.all([...others, worker].map((p) => waitUntilReady(p)));
+  const started: ServiceProcess[] = [];
+  const start = async (role: 'api' | 'worker') => {
+    const service = await spawnService({ ...env, ROLE: role });
+    started.push(service);
+    return service;
+  };
+  let first: ServiceProcess, others: ServiceProcess[], worker: ServiceProcess;
+  try {
+    // The first process applies the migrations; the others start once it is ready.
+    first = await start('api');
+    await waitUntilReady(first);
+    others = await Promise.all(Array.from({ length: (options.replicas ?? 1) - 1 }, () => start('api')));
+    worker = await start('worker');
+    await Promise.all([...others, worker].map((p) => waitUntilReady(p)));
+  } catch (error) {
+    // A start that failed leaves no process behind: the suite's close never runs, and jest would wait on them.
+    for (const p of started) if (p.child.exitCode === null && p.child.signalCode === null) p.kill('SIGKILL');
+    await Promise.all(started.map((p) => p.exited));
+    await database.drop();
+    throw error;
+  }
   const apis = [first, ...others];
   return {
     mode: 'in-process',

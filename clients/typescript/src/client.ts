@@ -1,10 +1,24 @@
-import { errorFor, NetworkError, OnejobError, RequestTimeoutError, WaitTimeoutError } from './errors.js';
+import {
+  BatchWaitTimeoutError,
+  errorFor,
+  NetworkError,
+  OnejobError,
+  RequestTimeoutError,
+  WaitTimeoutError,
+} from './errors.js';
 import { sseMessages } from './sse.js';
 import {
+  type Batch,
+  type BatchCreated,
+  type BatchJobPage,
+  type BatchPage,
+  type CreateBatchItem,
   type CreateJobRequest,
   type Job,
   type JobEvent,
   type JobPage,
+  type ListBatchesQuery,
+  type ListBatchJobsQuery,
   type ListJobsQuery,
   type Problem,
   TERMINAL_STATUSES,
@@ -41,6 +55,16 @@ export interface CreatedJob {
   idempotencyKey: string;
   requestId: string | undefined;
   /** HTTP requests this call made (1 when nothing was retried). */
+  tries: number;
+}
+
+export interface CreatedBatch {
+  batch: BatchCreated;
+  /** True when the batch key was already bound to this batch: the stored batch, nothing created (HTTP 200). */
+  replayed: boolean;
+  /** The batch's key: the one given, or the UUIDv7 made for this call. */
+  idempotencyKey: string;
+  requestId: string | undefined;
   tries: number;
 }
 
@@ -223,6 +247,77 @@ export class OnejobClient {
       }
       failures++;
       await sleep(this.delay(Math.min(failures, 6), after));
+    }
+  }
+
+  /**
+   * Creates up to 10,000 jobs in one request, all or none, or gets the batch back when its key is already bound
+   * to the same items (in order) and metadata. The key is bound to the call, so every retry after a lost answer
+   * sends it again and finds the same batch; without one, a UUIDv7 is made for this call (never per try). Each
+   * item's `key` is that job's own idempotency key: a retry under a new batch key still gets the same jobs back.
+   */
+  async createBatch(
+    items: CreateBatchItem[],
+    options: { idempotencyKey?: string; metadata?: Record<string, unknown>; priority?: number } = {},
+  ): Promise<CreatedBatch> {
+    const idempotencyKey = options.idempotencyKey ?? uuidv7();
+    const answer = await this.call<BatchCreated>({
+      method: 'POST',
+      path: '/v1/batches',
+      body: {
+        items,
+        ...(options.metadata && { metadata: options.metadata }),
+        ...(options.priority !== undefined && { priority: options.priority }),
+      },
+      headers: { 'Idempotency-Key': idempotencyKey },
+      repeatable: true,
+      // A full batch is written in one transaction: give it a millisecond per item beyond the usual timeout.
+      extraTimeoutMs: items.length,
+    });
+    return {
+      batch: answer.body,
+      replayed: answer.headers.get('idempotent-replayed') === 'true',
+      idempotencyKey,
+      requestId: answer.headers.get('x-request-id') ?? undefined,
+      tries: answer.tries,
+    };
+  }
+
+  /** A batch with its progress (jobs per status, cost, completedAt). */
+  async getBatch(id: string): Promise<Batch> {
+    const path = `/v1/batches/${encodeURIComponent(id)}`;
+    return (await this.call<Batch>({ method: 'GET', path, repeatable: true })).body;
+  }
+
+  /** One page of a batch's items with their jobs' status, in item order. */
+  async listBatchJobs(id: string, query: ListBatchJobsQuery = {}): Promise<BatchJobPage> {
+    const path = `/v1/batches/${encodeURIComponent(id)}/jobs`;
+    return (await this.call<BatchJobPage>({ method: 'GET', path, query, repeatable: true })).body;
+  }
+
+  /** One page of the owner's batches, newest first. */
+  async listBatches(query: ListBatchesQuery = {}): Promise<BatchPage> {
+    return (await this.call<BatchPage>({ method: 'GET', path: '/v1/batches', query, repeatable: true })).body;
+  }
+
+  /** Cancels every job of the batch that is not terminal. Repeatable: a second cancel changes nothing. */
+  async cancelBatch(id: string): Promise<Batch> {
+    const path = `/v1/batches/${encodeURIComponent(id)}/cancel`;
+    return (await this.call<Batch>({ method: 'POST', path, repeatable: true })).body;
+  }
+
+  /**
+   * The batch once every job of it is terminal, read every `pollMs` (default 1,000). Throws BatchWaitTimeoutError,
+   * carrying the last state, when `timeoutMs` passes first.
+   */
+  async waitForBatch(id: string, options: { timeoutMs: number; pollMs?: number }): Promise<Batch> {
+    const deadline = Date.now() + options.timeoutMs;
+    for (;;) {
+      const batch = await this.getBatch(id);
+      if (batch.status === 'completed') return batch;
+      const left = deadline - Date.now();
+      if (left <= 0) throw new BatchWaitTimeoutError(batch);
+      await sleep(Math.min(options.pollMs ?? 1000, left));
     }
   }
 

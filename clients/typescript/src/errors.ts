@@ -1,4 +1,4 @@
-import type { Job, Problem } from './types.js';
+import type { Batch, Job, Problem } from './types.js';
 
 export type FieldError = NonNullable<Problem['errors']>[number];
 
@@ -88,6 +88,14 @@ export class WaitTimeoutError extends OnejobError {
   override readonly name: string = 'WaitTimeoutError';
   constructor(readonly job: Job) {
     super(`job ${job.id} is still ${job.status}`);
+  }
+}
+
+/** waitForBatch's deadline passed with jobs of the batch still live; `batch` is the last state read. */
+export class BatchWaitTimeoutError extends OnejobError {
+  override readonly name: string = 'BatchWaitTimeoutError';
+  constructor(readonly batch: Batch) {
+    super(`batch ${batch.id} still has ${batch.liveJobs} live jobs`);
   }
 }
 

@@ -75,6 +75,84 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/batches": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The owner's batches, newest first (keyset pagination) */
+        get: operations["listBatches"];
+        put?: never;
+        /**
+         * Create up to 10,000 jobs in one request, idempotently, all or none
+         * @description Validated whole: a bad item answers 422 naming its index (`items[3].input.text`) and nothing is written. Written whole in one transaction. Per item: `created`, `replayed` (its key names a job of the same intent) or `conflict` (another intent: that job is untouched). Body limit: BATCH_BODY_LIMIT_BYTES (16 MiB by default). An owner with a budget has the batch's worst case reserved whole, or the batch refused whole (429).
+         */
+        post: operations["createBatch"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/batches/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A batch with its progress: jobs per status, cost, completedAt once every job is terminal
+         * @description For the batch's owner (`jobs:read`) and for operators (`ops:read`, any owner). Another owner's batch answers 404.
+         */
+        get: operations["getBatch"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/batches/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel every job of the batch that is not terminal (each a fence, as a job's cancel is)
+         * @description Terminal jobs are left as they are; a batch whose jobs are all terminal answers 200 unchanged.
+         */
+        post: operations["cancelBatch"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/batches/{id}/jobs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A batch's items with their jobs' status, in item order (keyset pages) */
+        get: operations["listBatchJobs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/budget": {
         parameters: {
             query?: never;
@@ -278,6 +356,43 @@ export interface paths {
         /** Any owner's job with its attempts */
         get: operations["getAnyJob"];
         put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/ops/owners": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Owners with live jobs or settings, the most queued first: jobs queued, in flight and unknown, weight, cap */
+        get: operations["listOwnerShares"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/ops/owners/{owner}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Set an owner's weight and maxConcurrency (admins): its share of contended slots, and its cap on jobs running
+         * @description Every replica claims with it from its commit (the claim statement reads it). Recorded with the acting key in owner_share_changes. Setting weight 1 and no cap restores the default.
+         */
+        put: operations["setOwnerShare"];
         post?: never;
         delete?: never;
         options?: never;
@@ -496,6 +611,21 @@ export interface components {
             outcome: "won" | "discarded" | null;
             /** @example sim-primary */
             provider: string;
+            /**
+             * @description The provider's own id of the request (OpenAI's response id), committed as soon as the provider gave it.
+             * @example resp_67ccd2bed1ec8190b14f964abc0542670bb6a6b452d3795b
+             */
+            providerRequestId: string | null;
+            /**
+             * @description What the provider last said of the request it keeps by id: queued, in_progress, completed, failed, cancelled, incomplete; expired when it no longer knows the id; unknowable when the create call never returned one.
+             * @example completed
+             */
+            providerStatus: string | null;
+            /**
+             * @description How an unknown attempt ended: the provider's record (a look-up), an operator, or the deadline.
+             * @enum {string|null}
+             */
+            resolvedBy: "provider" | "operator" | "deadline" | null;
             /** @description SHA-256 of the result this attempt returned (kept for discarded results, whose payload is dropped). */
             resultDigest: string | null;
             /** Format: date-time */
@@ -507,6 +637,155 @@ export interface components {
                 completionTokens: number;
                 promptTokens: number;
             } | null;
+        };
+        BatchCostView: {
+            /** @description ISO 4217. */
+            currency: string;
+            /** @description Every attempt of the batch's jobs, rounded to 8 decimals. */
+            total: number;
+        };
+        BatchCountsView: {
+            cancelled: number;
+            /** @description Items whose key names a job of another intent: no job of this batch. */
+            conflict: number;
+            failed: number;
+            pending: number;
+            running: number;
+            succeeded: number;
+            unknown: number;
+        };
+        BatchCreatedView: {
+            /**
+             * Format: date-time
+             * @description When the last job became terminal.
+             */
+            completedAt: string | null;
+            /** @description The cost of every attempt of the batch's jobs, per currency. */
+            cost: components["schemas"]["BatchCostView"][];
+            /** @description The batch's jobs per status now, and its conflicts. */
+            counts: components["schemas"]["BatchCountsView"];
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: uuid */
+            id: string;
+            /** @example import-2026-12-01 */
+            idempotencyKey: string;
+            itemCount: number;
+            /** @description Every item, in the order sent. */
+            items: components["schemas"]["BatchItemView"][];
+            /** @description Jobs of the batch not yet terminal. */
+            liveJobs: number;
+            metadata: {
+                [key: string]: unknown;
+            } | null;
+            priority: number;
+            /**
+             * @description completed once every job of the batch is terminal.
+             * @enum {string}
+             */
+            status: "running" | "completed";
+        };
+        BatchItemView: {
+            /** @description The item's index in the request. */
+            index: number;
+            /**
+             * Format: uuid
+             * @description Null for a conflict.
+             */
+            jobId: string | null;
+            key: string;
+            /**
+             * @description created: a new job. replayed: the key already named a job of the same intent, and that job is this item. conflict: the key names a job of another intent (idempotency_key_reused); that job is untouched and not in the batch.
+             * @enum {string}
+             */
+            outcome: "created" | "replayed" | "conflict";
+        };
+        BatchJobPageView: {
+            items: components["schemas"]["BatchJobView"][];
+            /** @description Null on the last page. */
+            nextCursor: string | null;
+        };
+        BatchJobView: {
+            /** Format: date-time */
+            completedAt: string | null;
+            /** @description The item's index in the request. */
+            index: number;
+            /**
+             * Format: uuid
+             * @description Null for a conflict.
+             */
+            jobId: string | null;
+            key: string;
+            /**
+             * @description created: a new job. replayed: the key already named a job of the same intent, and that job is this item. conflict: the key names a job of another intent (idempotency_key_reused); that job is untouched and not in the batch.
+             * @enum {string}
+             */
+            outcome: "created" | "replayed" | "conflict";
+            /**
+             * @description The job's status now; null for a conflict.
+             * @enum {string|null}
+             */
+            status: "pending" | "running" | "unknown" | "succeeded" | "failed" | "cancelled" | null;
+            version: number | null;
+        };
+        BatchPageView: {
+            items: components["schemas"]["BatchSummaryView"][];
+            /** @description Null on the last page. */
+            nextCursor: string | null;
+        };
+        BatchSummaryView: {
+            /**
+             * Format: date-time
+             * @description When the last job became terminal.
+             */
+            completedAt: string | null;
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: uuid */
+            id: string;
+            /** @example import-2026-12-01 */
+            idempotencyKey: string;
+            itemCount: number;
+            /** @description Jobs of the batch not yet terminal. */
+            liveJobs: number;
+            metadata: {
+                [key: string]: unknown;
+            } | null;
+            priority: number;
+            /**
+             * @description completed once every job of the batch is terminal.
+             * @enum {string}
+             */
+            status: "running" | "completed";
+        };
+        BatchView: {
+            /**
+             * Format: date-time
+             * @description When the last job became terminal.
+             */
+            completedAt: string | null;
+            /** @description The cost of every attempt of the batch's jobs, per currency. */
+            cost: components["schemas"]["BatchCostView"][];
+            /** @description The batch's jobs per status now, and its conflicts. */
+            counts: components["schemas"]["BatchCountsView"];
+            /** Format: date-time */
+            createdAt: string;
+            /** Format: uuid */
+            id: string;
+            /** @example import-2026-12-01 */
+            idempotencyKey: string;
+            itemCount: number;
+            /** @description Jobs of the batch not yet terminal. */
+            liveJobs: number;
+            metadata: {
+                [key: string]: unknown;
+            } | null;
+            priority: number;
+            /**
+             * @description completed once every job of the batch is terminal.
+             * @enum {string}
+             */
+            status: "running" | "completed";
         };
         BreakerView: {
             /** @description Counted failures (timeouts, retryable failures) within the window. */
@@ -552,6 +831,47 @@ export interface components {
              */
             operation: string;
         };
+        CreateBatchDto: {
+            /** @description Each item is one job; keys are unique within the batch. */
+            items: components["schemas"]["CreateBatchItemDto"][];
+            /**
+             * @description The client's label of the batch, returned as sent (at most 16384 bytes of JSON); part of the batch's fingerprint.
+             * @example {
+             *       "source": "nightly-import"
+             *     }
+             */
+            metadata?: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * @description Every job's priority (higher first); not part of any fingerprint.
+             * @default 0
+             */
+            priority: number;
+        };
+        CreateBatchItemDto: {
+            /**
+             * @description The operation's input, validated against its input schema.
+             * @example {
+             *       "text": "The quick brown fox jumps over the lazy dog."
+             *     }
+             */
+            input: {
+                [key: string]: unknown;
+            };
+            /**
+             * @description This item's job's idempotency key, in the owner's key space (as a POST /v1/jobs Idempotency-Key).
+             * @example doc-0001
+             */
+            key: string;
+            /**
+             * @description Name of an operation of the catalog.
+             * @example summarize
+             */
+            operation: string;
+            /** @description Ordered provider chain, primary first. Omitted: the operation's default chain. */
+            providers?: string[];
+        };
         CreateJobDto: {
             /**
              * @description The operation's input; validated against its input schema (422 when it fails).
@@ -568,6 +888,11 @@ export interface components {
              */
             operation: string;
             /**
+             * @description Higher first among the owner's own due jobs (0 when omitted); never ahead of another owner's fair share. Not part of the fingerprint: a replay with another priority answers the existing job, whose priority stays as created.
+             * @example 0
+             */
+            priority?: number;
+            /**
              * @description Ordered provider chain, primary first. Omitted: the operation's default chain (and the fingerprint records null).
              * @example [
              *       "sim-primary",
@@ -583,7 +908,7 @@ export interface components {
              *       "job.failed"
              *     ]
              */
-            events: ("job.succeeded" | "job.failed" | "job.cancelled" | "attempt.unknown")[];
+            events: ("job.succeeded" | "job.failed" | "job.cancelled" | "attempt.unknown" | "batch.completed" | "provider.decertified")[];
             /**
              * @description Where events are POSTed. https, or http for a host:port in WEBHOOK_ALLOWED_HOSTS; a host resolving to anything but public unicast addresses (loopback, private, link-local, metadata, reserved, or such an IPv4 address inside IPv6) is refused (422), and so is each delivery that would connect to one.
              * @example https://hooks.example.com/onejob
@@ -597,7 +922,7 @@ export interface components {
             disabledAt: string | null;
             /** @description Why the endpoint was disabled (it kept failing). */
             disabledReason: string | null;
-            events: ("job.succeeded" | "job.failed" | "job.cancelled" | "attempt.unknown")[];
+            events: ("job.succeeded" | "job.failed" | "job.cancelled" | "attempt.unknown" | "batch.completed" | "provider.decertified")[];
             /** Format: uuid */
             id: string;
             /**
@@ -704,6 +1029,11 @@ export interface components {
             /** @example summarize */
             operation: string;
             /**
+             * @description Higher first among the owner's own due jobs (as created; not part of the fingerprint).
+             * @example 0
+             */
+            priority: number;
+            /**
              * @example [
              *       "sim-primary",
              *       "sim-fallback"
@@ -765,6 +1095,11 @@ export interface components {
             };
             /** @example summarize */
             operation: string;
+            /**
+             * @description Higher first among the owner's own due jobs (as created; not part of the fingerprint).
+             * @example 0
+             */
+            priority: number;
             /**
              * @example [
              *       "sim-primary",
@@ -860,6 +1195,11 @@ export interface components {
             operation: string;
             owner: string;
             /**
+             * @description Higher first among the owner's own due jobs (as created; not part of the fingerprint).
+             * @example 0
+             */
+            priority: number;
+            /**
              * @example [
              *       "sim-primary",
              *       "sim-fallback"
@@ -923,6 +1263,11 @@ export interface components {
             operation: string;
             owner: string;
             /**
+             * @description Higher first among the owner's own due jobs (as created; not part of the fingerprint).
+             * @example 0
+             */
+            priority: number;
+            /**
              * @example [
              *       "sim-primary",
              *       "sim-fallback"
@@ -953,6 +1298,28 @@ export interface components {
             /** @description From the database, so across every replica. */
             providers: components["schemas"]["ProviderHealthView"][];
         };
+        OwnerSharePageView: {
+            items: components["schemas"]["OwnerShareView"][];
+        };
+        OwnerShareView: {
+            /** @description Jobs running (an attempt starting or running): what maxConcurrency bounds. */
+            inFlight: number;
+            /** @example null */
+            maxConcurrency: number | null;
+            /** @example team-search */
+            ownerId: string;
+            /** @description Jobs pending: due, scheduled for a retry, or waiting for capacity. */
+            queued: number;
+            /** @description Jobs whose attempt is unknown (not counted against maxConcurrency). */
+            unknown: number;
+            /**
+             * Format: date-time
+             * @description When an admin last set the weight or cap.
+             */
+            updatedAt: string | null;
+            /** @example 1 */
+            weight: number;
+        };
         Problem: {
             /** @description Stable machine-readable code (docs/errors.md). */
             code: string;
@@ -981,15 +1348,28 @@ export interface components {
         ProviderCertificationView: {
             /** @description What failover asks: passed and current. */
             certified: boolean;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description When the newest run (the one that counts) was made: the last run.
+             */
             certifiedAt: string;
             contractDigest: string;
             /** @description Run against the catalog's current contract for the operation. */
             current: boolean;
+            /**
+             * Format: date-time
+             * @description The next scheduled run (the provider's recertify); null without a schedule.
+             */
+            nextRunAt: string | null;
             operation: string;
             passed: boolean;
             /** Format: uuid */
             reportId: string;
+            /**
+             * @description What made the last run: an admin (or the CLI), or the schedule.
+             * @enum {string}
+             */
+            trigger: "request" | "schedule";
         };
         ProviderHealthView: {
             /** @description Attempts started in the window. */
@@ -1021,8 +1401,14 @@ export interface components {
             name: string;
             /** @enum {string} */
             onTimeout: "hold" | "failover";
+            /** @description The provider's schedule of re-certification (docs/catalog.md). */
+            recertify: components["schemas"]["RecertifyView"];
             sideEffectFree: boolean;
             timeoutMs: number;
+        };
+        RecertifyView: {
+            /** @description The golden cases of every operation the provider holds a report for are re-run this often; null: never. */
+            everyHours: number | null;
         };
         RequestAttemptDto: {
             /** @description A provider of the job's chain; default: the one the job would use next. */
@@ -1066,6 +1452,18 @@ export interface components {
              * @example 50
              */
             monthlyLimit: number;
+        };
+        SetOwnerShareDto: {
+            /**
+             * @description The most of the owner's jobs running at once, across every provider and replica; null or omitted: no cap.
+             * @example 20
+             */
+            maxConcurrency?: number | null;
+            /**
+             * @description Its share of contended slots against the other owners with due work: a weight of 2 gets twice the share of 1.
+             * @example 2
+             */
+            weight: number;
         };
         UsageGroupView: {
             attempts: number;
@@ -1126,20 +1524,28 @@ export interface components {
         };
         WebhookDeliveryView: {
             attempts: number;
+            /**
+             * Format: uuid
+             * @description Set for a batch.completed delivery.
+             */
+            batchId: string | null;
             /** Format: date-time */
             createdAt: string;
             /** Format: date-time */
             deliveredAt: string | null;
             /** @enum {string} */
-            eventType: "job.succeeded" | "job.failed" | "job.cancelled" | "attempt.unknown";
+            eventType: "job.succeeded" | "job.failed" | "job.cancelled" | "attempt.unknown" | "batch.completed" | "provider.decertified";
             history: components["schemas"]["DeliveryAttemptView"][];
             /**
              * Format: uuid
              * @description Also the `webhook-id` header of every attempt: receivers dedupe on it.
              */
             id: string;
-            /** Format: uuid */
-            jobId: string;
+            /**
+             * Format: uuid
+             * @description Null for a batch.completed or provider.decertified delivery.
+             */
+            jobId: string | null;
             lastError: string | null;
             lastStatusCode: number | null;
             /** Format: date-time */
@@ -1157,7 +1563,7 @@ export interface components {
             disabledAt: string | null;
             /** @description Why the endpoint was disabled (it kept failing). */
             disabledReason: string | null;
-            events: ("job.succeeded" | "job.failed" | "job.cancelled" | "attempt.unknown")[];
+            events: ("job.succeeded" | "job.failed" | "job.cancelled" | "attempt.unknown" | "batch.completed" | "provider.decertified")[];
             /** Format: uuid */
             id: string;
             /** @enum {string} */
@@ -1169,6 +1575,8 @@ export interface components {
     parameters: never;
     requestBodies: never;
     headers: {
+        /** @description The path of the batch: `/v1/batches/{id}`. */
+        BatchLocation: string;
         /** @description The key was already bound to this intent: this is the existing job, nothing was created. */
         IdempotentReplayed: "true";
         /** @description The path of the job: `/v1/jobs/{id}`. */
@@ -1459,6 +1867,548 @@ export interface operations {
             };
             /** @description problem+json with code validation_failed */
             422: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code internal_error */
+            500: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code service_unavailable */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listBatches: {
+        parameters: {
+            query?: {
+                limit?: number;
+                /** @description The nextCursor of the previous page (opaque). */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchPageView"];
+                };
+            };
+            /** @description problem+json with code validation_failed */
+            400: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code unauthorized */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code forbidden */
+            403: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code internal_error */
+            500: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code service_unavailable */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    createBatch: {
+        parameters: {
+            query?: never;
+            header: {
+                /** @description The batch's own key (1-255 visible ASCII characters), in a key space of its own: the same key with the same items (in order) and metadata returns the same batch; with another body, 409. Each item's `key` is its job's key in the owner's job key space, exactly as POST /v1/jobs's header. */
+                "Idempotency-Key": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateBatchDto"];
+            };
+        };
+        responses: {
+            /** @description Replayed: same key and body. Header `Idempotent-Replayed: true`; the items as first answered. */
+            200: {
+                headers: {
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    Location: components["headers"]["BatchLocation"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchCreatedView"];
+                };
+            };
+            /** @description Created. `Location: /v1/batches/{id}`. */
+            201: {
+                headers: {
+                    Location: components["headers"]["BatchLocation"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchCreatedView"];
+                };
+            };
+            /** @description problem+json with code idempotency_key_missing | idempotency_key_invalid | validation_failed */
+            400: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code unauthorized */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code forbidden */
+            403: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code idempotency_key_reused */
+            409: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code payload_too_large */
+            413: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code unsupported_media_type */
+            415: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code validation_failed */
+            422: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code budget_exceeded */
+            429: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code internal_error */
+            500: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code service_unavailable */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getBatch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A batch id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchView"];
+                };
+            };
+            /** @description problem+json with code validation_failed */
+            400: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code unauthorized */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code forbidden */
+            403: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code not_found */
+            404: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code internal_error */
+            500: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code service_unavailable */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    cancelBatch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A batch id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchView"];
+                };
+            };
+            /** @description problem+json with code validation_failed */
+            400: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code unauthorized */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code forbidden */
+            403: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code not_found */
+            404: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code payload_too_large */
+            413: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code unsupported_media_type */
+            415: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code internal_error */
+            500: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code service_unavailable */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listBatchJobs: {
+        parameters: {
+            query?: {
+                limit?: number;
+                /** @description The nextCursor of the previous page (opaque). */
+                cursor?: string;
+                /** @description Only the items whose job is in this status. */
+                status?: "pending" | "running" | "unknown" | "succeeded" | "failed" | "cancelled";
+            };
+            header?: never;
+            path: {
+                /** @description A batch id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchJobPageView"];
+                };
+            };
+            /** @description problem+json with code validation_failed */
+            400: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code unauthorized */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code forbidden */
+            403: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code not_found */
+            404: {
                 headers: {
                     "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
@@ -3074,6 +4024,182 @@ export interface operations {
             };
             /** @description problem+json with code not_found */
             404: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code internal_error */
+            500: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code service_unavailable */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listOwnerShares: {
+        parameters: {
+            query?: {
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerSharePageView"];
+                };
+            };
+            /** @description problem+json with code validation_failed */
+            400: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code unauthorized */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code forbidden */
+            403: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code internal_error */
+            500: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code service_unavailable */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    setOwnerShare: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The owner, as its API keys name it. */
+                owner: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SetOwnerShareDto"];
+            };
+        };
+        responses: {
+            200: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OwnerShareView"];
+                };
+            };
+            /** @description problem+json with code validation_failed */
+            400: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code unauthorized */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code forbidden */
+            403: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code validation_failed */
+            422: {
                 headers: {
                     "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];

@@ -6,6 +6,7 @@ import { provider, writeCatalog } from '../../../test/helpers/catalog.js';
 import { startTcpProxy } from '../../../test/helpers/tcp-proxy.js';
 import {
   AuthenticationError,
+  BatchWaitTimeoutError,
   IdempotencyKeyReusedError,
   type Job,
   NotFoundError,
@@ -105,6 +106,7 @@ const job = (status: Job['status']): Job => ({
   providers: ['sim-primary'],
   idempotencyKey: 'k',
   version: 0,
+  priority: 0,
   result: null,
   error: null,
   completedBy: null,
@@ -173,6 +175,37 @@ describe('the TypeScript client against the real service', () => {
       const rows = await t.dataSource.query('SELECT id FROM jobs WHERE idempotency_key = $1', [created.idempotencyKey]);
       expect(rows).toEqual([{ id: created.job.id }]);
       expect((await t.dataSource.query('SELECT count(*)::int AS n FROM jobs'))[0].n).toBe(1);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('retries a batch whose answer was lost with the same batch key: the same batch, replayed, its jobs made once', async () => {
+    const proxy = await droppingProxy(t.baseUrl);
+    try {
+      const recorder = recordingFetch();
+      const client = new OnejobClient({ baseUrl: proxy.url, apiKey, fetch: recorder.fetch, retry: fast });
+      const items = Array.from({ length: 50 }, (_, i) => ({ key: `doc-${i}`, operation: 'summarize', input: { text: `doc ${i}` } }));
+      const created = await client.createBatch(items, { idempotencyKey: 'import-1', metadata: { source: 'client' } });
+
+      expect(proxy.dropped).toHaveLength(1);
+      expect(proxy.dropped[0]).toMatch(/^HTTP\/1\.1 201 /);
+      expect(created).toMatchObject({ replayed: true, tries: 2, idempotencyKey: 'import-1' });
+      expect(recorder.requests.map((r) => r.headers.get('idempotency-key'))).toEqual(['import-1', 'import-1']);
+      expect(created.batch.items.every((i) => i.outcome === 'created')).toBe(true);
+      expect((await t.dataSource.query('SELECT count(*)::int AS n FROM batches'))[0].n).toBe(1);
+      expect((await t.dataSource.query('SELECT count(*)::int AS n FROM jobs'))[0].n).toBe(50);
+
+      const direct = new OnejobClient({ baseUrl: t.baseUrl, apiKey, retry: fast });
+      const page = await direct.listBatchJobs(created.batch.id, { limit: 10 });
+      expect(page.items.map((i) => i.key)).toEqual(items.slice(0, 10).map((i) => i.key));
+      expect((await direct.listBatches()).items.map((b) => b.id)).toEqual([created.batch.id]);
+      const waiting = (await direct.waitForBatch(created.batch.id, { timeoutMs: 300, pollMs: 100 }).catch((e: unknown) => e)) as BatchWaitTimeoutError;
+      expect(waiting).toBeInstanceOf(BatchWaitTimeoutError);
+      expect(waiting.batch).toMatchObject({ status: 'running', liveJobs: 50 });
+      await direct.cancelBatch(created.batch.id);
+      const done = await direct.waitForBatch(created.batch.id, { timeoutMs: 5_000 });
+      expect(done).toMatchObject({ status: 'completed', liveJobs: 0, counts: { cancelled: 50 } });
     } finally {
       await proxy.close();
     }

@@ -92,7 +92,7 @@ let queueTimer;
 
 const screenOf = () => {
   const screen = (location.hash.slice(1) || 'queue').split('/')[0];
-  return ['queue', 'job', 'providers', 'activity'].includes(screen) ? screen : 'queue';
+  return ['queue', 'job', 'batches', 'providers', 'owners', 'activity'].includes(screen) ? screen : 'queue';
 };
 
 async function route() {
@@ -112,7 +112,9 @@ async function route() {
   try {
     if (name === 'queue') await loadQueue();
     if (name === 'job' && arg) await loadJob(decodeURIComponent(arg));
+    if (name === 'batches') await loadBatches(arg && decodeURIComponent(arg));
     if (name === 'providers') await loadProviders();
+    if (name === 'owners') await loadOwners();
     if (name === 'activity') await loadActivity();
   } catch (error) {
     fail(error);
@@ -560,7 +562,13 @@ function attemptWords(a, job, events, provider, now) {
       const hard = started + provider.hardTimeoutMs;
       words.push(now < hard ? `a late result may still arrive until ${time(hard)}` : `no result by its hard timeout at ${time(hard)}`);
     }
-    words.push('waiting for an operator');
+    if (a.providerRequestId && !['expired', 'unknowable'].includes(a.providerStatus)) {
+      words.push(`the provider says ${a.providerStatus ?? 'queued'}: looked up by its id each reconcile period`);
+    } else {
+      if (a.providerStatus === 'expired') words.push('the provider no longer knows its id (past its retention)');
+      if (a.providerStatus === 'unknowable') words.push('the create call never returned an id: unknowable');
+      words.push('waiting for an operator');
+    }
     return words;
   } else if (a.status === 'starting' || a.status === 'running') {
     const passed = now > Date.parse(a.deadlineAt) ? 'passed at ' : '';
@@ -574,9 +582,17 @@ function attemptWords(a, job, events, provider, now) {
     const took = a.finishedAt ? `took ${ms(Date.parse(a.finishedAt) - started)}` : null;
     words.push(a.status, took, a.error?.reason ? `reason ${a.error.reason}` : null);
   }
+  // How an unknown attempt ended: its provider's record (a look-up), an operator, or the service's deadlines.
+  if (a.resolvedBy) words.push(UNKNOWN_ENDED[a.resolvedBy] ?? `unknown, ended by ${a.resolvedBy}`);
   words.push(`deadline ${time(a.deadlineAt)}`);
   return words;
 }
+
+const UNKNOWN_ENDED = {
+  provider: 'was unknown: resolved by looking it up at the provider',
+  operator: 'was unknown: resolved by an operator',
+  deadline: 'was unknown: ended by the deadline (failover, or its own late answer)',
+};
 
 /** One bar per attempt on a shared time axis: start to its result (or now), with its deadline marked. */
 function renderTimeline(job, events, providers) {
@@ -690,6 +706,25 @@ function breakerTitle(c) {
   return `${c.breaker.failuresInWindow} failures in the window${since}${rate}`;
 }
 
+// ---- owners ----
+
+async function loadOwners() {
+  const page = await api('/v1/ops/owners?limit=200');
+  const rows = page.items.map((o) =>
+    el(
+      'tr',
+      {},
+      el('th', { scope: 'row', 'data-label': 'Owner', text: o.ownerId }),
+      el('td', { class: 'num', 'data-label': 'Queued', text: String(o.queued) }),
+      el('td', { class: 'num', 'data-label': 'In flight', text: String(o.inFlight) }),
+      el('td', { class: 'num', 'data-label': 'Unknown', text: String(o.unknown) }),
+      el('td', { class: 'num', 'data-label': 'Weight', text: String(o.weight) }),
+      el('td', { class: 'num', 'data-label': 'Max concurrency', text: o.maxConcurrency == null ? '–' : String(o.maxConcurrency) }),
+    ),
+  );
+  $('#owners-table tbody').replaceChildren(...(rows.length ? rows : [el('tr', {}, el('td', { colspan: '6', text: 'No owner has live jobs.' }))]));
+}
+
 // ---- activity ----
 
 const charts = [];
@@ -750,6 +785,92 @@ async function loadActivity() {
   $('#activity-totals').textContent =
     `Last hour: ${sum('created')} created, ${sum('succeeded')} succeeded, ${sum('failed')} failed, ` +
     `${sum('cancelled')} cancelled; ${sum('attempts')} attempts answered.`;
+}
+
+// ---- batches ----
+
+$('#batch-by-id').addEventListener('submit', (event) => {
+  event.preventDefault();
+  const id = new FormData(event.target).get('id').trim();
+  if (id) location.hash = `batches/${encodeURIComponent(id)}`;
+});
+
+/** Items whose job is terminal, conflicts included (they have no job to wait for), of all the batch's items. */
+const batchDone = (batch) => batch.itemCount - batch.liveJobs;
+
+async function loadBatches(id) {
+  // The list needs jobs:read (the key's own owner); an operator key without it still opens any batch by id.
+  const list = await api('/v1/batches?limit=20').catch((error) => error);
+  const rows = $('#batches-table tbody');
+  const empty = $('#batches-empty');
+  if (list instanceof ApiError) {
+    rows.replaceChildren();
+    empty.textContent = list.status === 403 ? 'This key has no jobs:read: open a batch by its id.' : list.message;
+    empty.hidden = false;
+    $('#batches-table').hidden = true;
+  } else {
+    rows.replaceChildren(
+      ...list.items.map((b) =>
+        el(
+          'tr',
+          {},
+          el('td', {}, el('a', { href: `#batches/${b.id}` }, el('code', { text: b.id.slice(0, 8) }))),
+          el('td', { text: b.idempotencyKey }),
+          el('td', { text: dateTime(b.createdAt) }),
+          el('td', {}, el('progress', { max: b.itemCount, value: batchDone(b) }), ` ${batchDone(b)} / ${b.itemCount}`),
+          el('td', { text: b.status }),
+        ),
+      ),
+    );
+    empty.textContent = 'No batch yet for this key\'s owner.';
+    empty.hidden = list.items.length > 0;
+    $('#batches-table').hidden = list.items.length === 0;
+  }
+  const detail = $('#batch-detail');
+  if (!id) {
+    detail.hidden = true;
+    return;
+  }
+  const [batch, jobs] = await Promise.all([
+    api(`/v1/batches/${encodeURIComponent(id)}`),
+    api(`/v1/batches/${encodeURIComponent(id)}/jobs?limit=100`),
+  ]);
+  $('#batch-detail-id').textContent = batch.id;
+  $('#batch-progress').max = batch.itemCount;
+  $('#batch-progress').value = batchDone(batch);
+  $('#batch-progress-text').textContent = `${batchDone(batch)} of ${batch.itemCount} items done (${batch.status})`;
+  const c = batch.counts;
+  const summary = [
+    ['Key', batch.idempotencyKey],
+    ['Created', dateTime(batch.createdAt)],
+    ['Completed', dateTime(batch.completedAt)],
+    ['Live', `${c.pending} pending, ${c.running} running, ${c.unknown} unknown`],
+    ['Terminal', `${c.succeeded} succeeded, ${c.failed} failed, ${c.cancelled} cancelled`],
+    ['Conflicts', String(c.conflict)],
+    ['Cost', batch.cost.map((x) => `${x.total} ${x.currency}`).join(', ') || '–'],
+    ['Priority', String(batch.priority)],
+  ];
+  $('#batch-summary').replaceChildren(...summary.flatMap(([k, v]) => [el('dt', { text: k }), el('dd', { text: v })]));
+  $('#batch-jobs tbody').replaceChildren(
+    ...jobs.items.map((item) =>
+      el(
+        'tr',
+        {},
+        el('td', { text: String(item.index) }),
+        el('td', { text: item.key }),
+        el('td', { text: item.outcome }),
+        el('td', {}, item.jobId ? el('a', { href: `#job/${item.jobId}` }, el('code', { text: item.jobId.slice(0, 8) })) : '–'),
+        el('td', { text: item.status ?? '–' }),
+        el('td', { text: dateTime(item.completedAt) }),
+      ),
+    ),
+  );
+  detail.hidden = false;
+  if (batch.status !== 'completed') {
+    refreshTimer = setTimeout(() => {
+      if (screenOf() === 'batches') loadBatches(id).catch(fail);
+    }, 3000);
+  }
 }
 
 showKeyStatus();

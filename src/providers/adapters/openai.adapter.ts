@@ -6,10 +6,13 @@ import type { ProviderSpec } from '../../config/catalog.types.js';
 import {
   classifySdkError,
   logProviderFailure,
+  type LookupResult,
   type ProviderAdapter,
+  type ProviderCapabilities,
   type ProviderRequest,
   type ProviderResponse,
   type RenderedPrompt,
+  type RequestRef,
 } from '../provider.port.js';
 import type { ProviderHttp } from '../provider-http.js';
 import { PER_MESSAGE, PER_REPLY } from '../tokens.js';
@@ -42,7 +45,7 @@ export function countOpenAiTokens(model: string, prompt: RenderedPrompt): number
  * deadline never aborts a call (docs/design.md#7-execution).
  */
 export class OpenAiAdapter implements ProviderAdapter {
-  readonly capabilities = { jsonSchema: true, cancel: false, lookup: false };
+  readonly capabilities: ProviderCapabilities;
   private readonly client: OpenAI;
 
   constructor(
@@ -50,6 +53,9 @@ export class OpenAiAdapter implements ProviderAdapter {
     apiKey: string,
     private readonly http: ProviderHttp,
   ) {
+    // `store: true`: a call whose answer never arrived is found again by its attempt id, in the stored completions.
+    this.capabilities = { jsonSchema: true, cancel: false, lookup: spec.store === true };
+    if (spec.store) this.lookup = (ref) => this.findStored(ref);
     // undici's fetch over the provider's own pool: names resolved by HostLookup, each call watched (provider-http.ts).
     this.client = new OpenAI({
       apiKey,
@@ -66,6 +72,22 @@ export class OpenAiAdapter implements ProviderAdapter {
 
   countPromptTokens(prompt: RenderedPrompt): number {
     return countOpenAiTokens(this.spec.model, prompt);
+  }
+
+  lookup?: (ref: RequestRef) => Promise<LookupResult>;
+
+  /**
+   * The stored completion that carries the attempt id in its metadata (OpenAI keeps `store: true` completions and
+   * lists them by metadata; few compatible servers do). None yet: the call may still be running, or never have
+   * been made, and the attempt stays unknown.
+   */
+  private async findStored(ref: RequestRef): Promise<LookupResult> {
+    const call = this.http.call(ref.maxResponseBytes ?? 64 * 1024 * 1024);
+    const page = await this.client.chat.completions.list({ metadata: { onejob_attempt: ref.attemptId }, limit: 1 }, { fetchOptions: call.fetchOptions });
+    const found = page.data[0];
+    if (!found) return { state: 'pending', providerStatus: 'not_stored' };
+    const usage = { promptTokens: found.usage?.prompt_tokens ?? 0, completionTokens: found.usage?.completion_tokens ?? 0 };
+    return { state: 'succeeded', response: { text: found.choices[0]?.message?.content ?? '', usage, requestId: found.id } };
   }
 
   async invoke(request: ProviderRequest): Promise<ProviderResponse> {
@@ -89,6 +111,7 @@ export class OpenAiAdapter implements ProviderAdapter {
             type: 'json_schema',
             json_schema: { name: request.operation.replace(/[^A-Za-z0-9_-]/g, '_'), schema: request.outputSchema, strict: false },
           },
+          ...(this.spec.store ? { store: true, metadata: { onejob_attempt: request.idempotencyKey } } : {}),
         },
         { signal, headers: { 'Idempotency-Key': request.idempotencyKey }, fetchOptions: call.fetchOptions },
       );

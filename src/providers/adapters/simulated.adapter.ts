@@ -8,6 +8,7 @@ import {
   type ProviderRequest,
   type ProviderResponse,
   type RenderedPrompt,
+  type RequestRef,
   responseTooLargeError,
 } from '../provider.port.js';
 import { estimateTokens } from '../tokens.js';
@@ -126,8 +127,8 @@ export class SimulatedAdapter implements ProviderAdapter {
   }
 
   /** By the idempotency key the attempt was sent with (its id), which is all the reconciler holds for an unknown attempt. */
-  async lookup(idempotencyKey: string): Promise<LookupResult> {
-    return this.finished.get(idempotencyKey) ?? { state: 'unknown' };
+  async lookup(ref: RequestRef): Promise<LookupResult> {
+    return this.finished.get(ref.attemptId) ?? { state: 'unknown' };
   }
 
   private remember(idempotencyKey: string, result: LookupResult): void {

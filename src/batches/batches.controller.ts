@@ -1,0 +1,152 @@
+import { Body, Controller, Get, HttpCode, Param, Post, Query, Res } from '@nestjs/common';
+import { ApiBody, ApiCreatedResponse, ApiHeader, ApiOkResponse, ApiParam, ApiTags } from '@nestjs/swagger';
+import type { FastifyReply } from 'fastify';
+
+import { CurrentPrincipal, OwnerId, RequireAnyScope, RequireScopes } from '../auth/auth.decorators.js';
+import type { Principal } from '../auth/scopes.js';
+import { ApiEndpoint, headerRef } from '../common/api-docs.js';
+import { UuidPipe } from '../common/uuid.pipe.js';
+import { IdempotencyKey, MAX_IDEMPOTENCY_KEY_LENGTH } from '../jobs/request-headers.js';
+import {
+  BatchCreatedView,
+  BatchJobPageView,
+  BatchPageView,
+  BatchView,
+  toBatchItemView,
+  toBatchJobView,
+  toBatchSummaryView,
+  toBatchView,
+} from './batch.view.js';
+import { CreateBatchDto, ListBatchesQueryDto, ListBatchJobsQueryDto } from './batches.dto.js';
+import { BatchesService } from './batches.service.js';
+
+const batchId = ApiParam({ name: 'id', description: 'A batch id.', schema: { type: 'string', format: 'uuid' } });
+const badQuery = { status: 400, codes: ['validation_failed'] };
+/** ops:read reads any owner's batch (I7's one exception); jobs:read its owner's. */
+const readerOf = (principal: Principal) => (principal.scopes.includes('ops:read') ? null : principal.ownerId);
+
+@ApiTags('batches')
+@Controller({ path: 'batches', version: '1' })
+export class BatchesController {
+  constructor(private readonly batches: BatchesService) {}
+
+  @Post()
+  @RequireScopes('jobs:write')
+  @ApiHeader({
+    name: 'Idempotency-Key',
+    required: true,
+    description:
+      "The batch's own key (1-255 visible ASCII characters), in a key space of its own: the same key with the same " +
+      'items (in order) and metadata returns the same batch; with another body, 409. Each item\'s `key` is its ' +
+      "job's key in the owner's job key space, exactly as POST /v1/jobs's header.",
+    schema: {
+      type: 'string',
+      minLength: 1,
+      maxLength: MAX_IDEMPOTENCY_KEY_LENGTH,
+      pattern: '^[\\x21-\\x7e]+$',
+      example: 'import-2026-12-01',
+    },
+  })
+  @ApiBody({ type: CreateBatchDto })
+  @ApiEndpoint({
+    operationId: 'createBatch',
+    summary: 'Create up to 10,000 jobs in one request, idempotently, all or none',
+    description:
+      'Validated whole: a bad item answers 422 naming its index (`items[3].input.text`) and nothing is written. ' +
+      'Written whole in one transaction. Per item: `created`, `replayed` (its key names a job of the same intent) ' +
+      'or `conflict` (another intent: that job is untouched). ' +
+      'Body limit: BATCH_BODY_LIMIT_BYTES (16 MiB by default). ' +
+      "An owner with a budget has the batch's worst case reserved whole, or the batch refused whole (429).",
+    problems: [
+      { status: 400, codes: ['idempotency_key_missing', 'idempotency_key_invalid', 'validation_failed'] },
+      { status: 409, codes: ['idempotency_key_reused'] },
+      { status: 422, codes: ['validation_failed'] },
+      { status: 429, codes: ['budget_exceeded'] },
+      { status: 503, codes: ['service_unavailable'] },
+    ],
+  })
+  @ApiCreatedResponse({
+    type: BatchCreatedView,
+    description: 'Created. `Location: /v1/batches/{id}`.',
+    headers: { Location: headerRef('BatchLocation') },
+  })
+  @ApiOkResponse({
+    type: BatchCreatedView,
+    description: 'Replayed: same key and body. Header `Idempotent-Replayed: true`; the items as first answered.',
+    headers: { 'Location': headerRef('BatchLocation'), 'Idempotent-Replayed': headerRef('IdempotentReplayed') },
+  })
+  async createBatch(
+    @OwnerId() ownerId: string,
+    @IdempotencyKey() idempotencyKey: string,
+    @Body() body: unknown,
+    @Res() reply: FastifyReply,
+  ): Promise<void> {
+    const { batch, items, replayed } = await this.batches.submit(ownerId, idempotencyKey, body);
+    void reply.status(replayed ? 200 : 201).header('Location', `/v1/batches/${batch.id}`);
+    if (replayed) void reply.header('Idempotent-Replayed', 'true');
+    const view: BatchCreatedView = { ...toBatchView(batch), items: items.map(toBatchItemView) };
+    void reply.send(view);
+  }
+
+  @Get(':id')
+  @RequireAnyScope('jobs:read', 'ops:read')
+  @batchId
+  @ApiEndpoint({
+    operationId: 'getBatch',
+    summary: 'A batch with its progress: jobs per status, cost, completedAt once every job is terminal',
+    description:
+      "For the batch's owner (`jobs:read`) and for operators (`ops:read`, any owner). " +
+      "Another owner's batch answers 404.",
+    problems: [badQuery, { status: 404, codes: ['not_found'] }],
+  })
+  @ApiOkResponse({ type: BatchView })
+  async getBatch(@CurrentPrincipal() principal: Principal, @Param('id', UuidPipe) id: string): Promise<BatchView> {
+    return toBatchView(await this.batches.find(readerOf(principal), id));
+  }
+
+  @Get(':id/jobs')
+  @RequireAnyScope('jobs:read', 'ops:read')
+  @batchId
+  @ApiEndpoint({
+    operationId: 'listBatchJobs',
+    summary: "A batch's items with their jobs' status, in item order (keyset pages)",
+    problems: [badQuery, { status: 404, codes: ['not_found'] }],
+  })
+  @ApiOkResponse({ type: BatchJobPageView })
+  async listBatchJobs(
+    @CurrentPrincipal() principal: Principal,
+    @Param('id', UuidPipe) id: string,
+    @Query() query: ListBatchJobsQueryDto,
+  ): Promise<BatchJobPageView> {
+    const page = await this.batches.listItems(readerOf(principal), id, query);
+    return { items: page.items.map(toBatchJobView), nextCursor: page.nextCursor };
+  }
+
+  @Get()
+  @RequireScopes('jobs:read')
+  @ApiEndpoint({
+    operationId: 'listBatches',
+    summary: "The owner's batches, newest first (keyset pagination)",
+    problems: [badQuery],
+  })
+  @ApiOkResponse({ type: BatchPageView })
+  async listBatches(@OwnerId() ownerId: string, @Query() query: ListBatchesQueryDto): Promise<BatchPageView> {
+    const page = await this.batches.list(ownerId, query);
+    return { items: page.items.map(toBatchSummaryView), nextCursor: page.nextCursor };
+  }
+
+  @Post(':id/cancel')
+  @HttpCode(200)
+  @RequireScopes('jobs:write')
+  @batchId
+  @ApiEndpoint({
+    operationId: 'cancelBatch',
+    summary: 'Cancel every job of the batch that is not terminal (each a fence, as a job\'s cancel is)',
+    description: 'Terminal jobs are left as they are; a batch whose jobs are all terminal answers 200 unchanged.',
+    problems: [badQuery, { status: 404, codes: ['not_found'] }],
+  })
+  @ApiOkResponse({ type: BatchView })
+  async cancelBatch(@OwnerId() ownerId: string, @Param('id', UuidPipe) id: string): Promise<BatchView> {
+    return toBatchView(await this.batches.cancel(ownerId, id));
+  }
+}

@@ -1,0 +1,14 @@
+import { Module } from '@nestjs/common';
+
+import { LedgerModule } from '../ledger/ledger.module.js';
+import { ProvidersModule } from '../providers/providers.module.js';
+import { UsageModule } from '../usage/usage.module.js';
+import { BatchesController } from './batches.controller.js';
+import { BatchesService } from './batches.service.js';
+
+@Module({
+  imports: [LedgerModule, ProvidersModule, UsageModule],
+  controllers: [BatchesController],
+  providers: [BatchesService],
+})
+export class BatchesModule {}

@@ -1,0 +1,230 @@
+import { Injectable } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+
+import { isGated } from '../capacity/capacity.rules.js';
+import { DomainError, NotFoundError, ValidationFailedError } from '../common/domain.errors.js';
+import { fingerprintOf } from '../common/fingerprint.js';
+import { badCursor, decodeCursor } from '../common/keyset-page.js';
+import { withBackgroundQueryBound } from '../common/request-context.js';
+import { inTransaction } from '../database/transactions.js';
+import type { Batch, BatchItem, BatchProgress, ListedBatchItem } from '../ledger/batch.types.js';
+import { BatchesRepository, type NewBatchJob } from '../ledger/batches.repository.js';
+import { isTerminal, type JobStatus } from '../ledger/job.types.js';
+import { JobSignals } from '../ledger/job-signals.js';
+import { LedgerFactory } from '../ledger/ledger.js';
+import { MetricsService } from '../metrics/metrics.service.js';
+import { CatalogService } from '../providers/catalog.service.js';
+import { currentTraceparent } from '../telemetry/tracing.js';
+import { BudgetsService, worstCaseTokens } from '../usage/budgets.service.js';
+import { batchFingerprint } from './batch-fingerprint.js';
+import { type BatchCatalog, type BatchCommand, validateBatch } from './batch-validation.js';
+import { BatchKeyReusedError } from './batches.errors.js';
+
+export interface SubmittedBatch {
+  batch: BatchProgress;
+  items: BatchItem[];
+  replayed: boolean;
+}
+
+/** Jobs one transaction of a batch's cancel locks and cancels. */
+const CANCEL_CHUNK = 200;
+const ITEM_CURSOR = /^\d{1,5}$/;
+
+
+const indexCursor = (index: number) => Buffer.from(String(index), 'utf8').toString('base64url');
+
+/**
+ * Batches (docs/design.md#batches): thousands of intents in one request, each still exactly one job under I1 and
+ * I2. Validated whole before anything is written; written whole in one transaction of a few statements whatever
+ * the size; a key already bound to the same intent is that job, to another a conflict that leaves it untouched.
+ */
+@Injectable()
+export class BatchesService {
+  private readonly catalogView: BatchCatalog;
+
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly batches: BatchesRepository,
+    private readonly ledgers: LedgerFactory,
+    private readonly catalog: CatalogService,
+    private readonly signals: JobSignals,
+    private readonly metrics: MetricsService,
+    private readonly budgets: BudgetsService,
+  ) {
+    this.catalogView = {
+      hasOperation: (name) => this.catalog.operation(name) !== undefined,
+      hasProvider: (name) => this.catalog.provider(name) !== undefined,
+      inputErrors: (operation, input) => this.catalog.inputErrors(operation, input),
+    };
+  }
+
+  /**
+   * The batch's idempotency mapping: a plain INSERT of the batch row; when its key is taken, the stored batch
+   * answers as a replay for the same fingerprint, or 409 for another. No lookup before the INSERT.
+   */
+  async submit(ownerId: string, idempotencyKey: string, body: unknown): Promise<SubmittedBatch> {
+    const { command, errors } = validateBatch(body, this.catalogView);
+    if (!command) throw new ValidationFailedError(errors, 422);
+    const fingerprints = command.items.map((item) => fingerprintOf(item));
+    const fingerprint = batchFingerprint(command, fingerprints);
+    const budgeted = await this.budgets.hasBudget(ownerId);
+    const jobs: NewBatchJob[] = command.items.map((item, ord) => {
+      const operation = this.catalog.operation(item.operation)!;
+      const providers = item.providers ?? operation.providers;
+      const primary = this.catalog.provider(providers[0])!;
+      return {
+        ord,
+        idempotencyKey: item.key,
+        fingerprint: fingerprints[ord],
+        operation: operation.name,
+        inputJson: JSON.stringify(item.input),
+        providers,
+        waitingFor: isGated(primary) ? primary.name : null,
+        worstCaseTokens: budgeted ? worstCaseTokens(operation, item.input) : undefined,
+      };
+    });
+    // The write's size is the client's choice: DB_QUERY_TIMEOUT_MS bounds it, not the request's shorter bound.
+    const write = () => this.write(ownerId, idempotencyKey, fingerprint, command, jobs);
+    const written = await withBackgroundQueryBound(write);
+    if (!written) return this.replay(ownerId, idempotencyKey, fingerprint);
+    if (written.created) {
+      for (const waitingFor of new Set(jobs.map((j) => j.waitingFor))) this.signals.jobsDue(waitingFor);
+    }
+    const createdPer = new Map<string, number>();
+    for (const job of jobs) {
+      if (written.items[job.ord].outcome !== 'created') continue;
+      createdPer.set(job.operation, (createdPer.get(job.operation) ?? 0) + 1);
+    }
+    for (const [operation, n] of createdPer) this.metrics.jobsCreated.inc({ operation }, n);
+    // A batch of new jobs only is all pending with nothing spent: no need to read it back.
+    const progress =
+      written.created === jobs.length ? undefined : await this.batches.findProgress(written.batch.id, ownerId);
+    return { batch: progress ?? this.asProgress(written.batch), items: written.items, replayed: false };
+  }
+
+  /** The batch's transaction: its row, its jobs, the items that replayed or conflict, its count of live jobs. */
+  private async write(
+    ownerId: string,
+    idempotencyKey: string,
+    fingerprint: string,
+    command: BatchCommand,
+    jobs: NewBatchJob[],
+  ) {
+    const budgeted = jobs.some((job) => job.worstCaseTokens !== undefined);
+    const traceContext = currentTraceparent();
+    return inTransaction(this.dataSource, async (manager) => {
+      const { metadata, priority } = command;
+      const batch = await this.batches.insertBatch(
+        { ownerId, idempotencyKey, fingerprint, metadata, priority, itemCount: jobs.length },
+        manager,
+      );
+      if (!batch) return undefined;
+      const budget = budgeted ? await this.batches.lockBudget(ownerId, manager) : undefined;
+      if (budget) {
+        const { admitted, used } = await this.batches.checkBudget(ownerId, jobs, budget, manager);
+        // The whole batch or none of it: the rollback takes the batch row too.
+        if (!admitted) throw this.budgets.exceeded({ monthlyLimit: budget.limit, currency: budget.currency }, used);
+      }
+      const created = await this.batches.insertJobs(
+        ownerId,
+        batch,
+        jobs,
+        { currency: budget?.currency ?? null, traceContext },
+        manager,
+      );
+      const skipped = jobs.filter((job) => !created.has(job.ord));
+      const found = skipped.length
+        ? await this.batches.lockExisting(ownerId, skipped.map((j) => j.idempotencyKey), manager)
+        : [];
+      const existing = new Map(found.map((j) => [j.idempotencyKey, j]));
+      let live = created.size;
+      const rest: BatchItem[] = skipped.map((job) => {
+        const named = existing.get(job.idempotencyKey);
+        // The key was taken when the INSERT skipped it; only the retention purge can have removed it since.
+        if (!named) throw new DomainError('service_unavailable', 503, 'A job of the batch was purged just now; retry.');
+        const item = { index: job.ord, key: job.idempotencyKey };
+        if (named.fingerprint !== job.fingerprint) return { ...item, outcome: 'conflict', jobId: null };
+        if (!isTerminal(named.status)) live++;
+        return { ...item, outcome: 'replayed', jobId: named.id };
+      });
+      const finished = await this.batches.finish(batch.id, rest, live, manager);
+      const announced = live === 0 ? await this.batches.announceCompleted(batch.id, manager) : 0;
+      const byIndex = new Map(rest.map((item) => [item.index, item]));
+      const items: BatchItem[] = jobs.map((job) => {
+        const jobId = created.get(job.ord) ?? null;
+        const own: BatchItem = { index: job.ord, key: job.idempotencyKey, outcome: 'created', jobId };
+        return byIndex.get(job.ord) ?? own;
+      });
+      return { batch: finished, items, created: created.size, announced };
+    });
+  }
+
+  /** A batch request whose key was taken: the same intent answers the stored batch, another is refused. */
+  private async replay(ownerId: string, idempotencyKey: string, fingerprint: string): Promise<SubmittedBatch> {
+    const stored = await this.batches.findByKey(ownerId, idempotencyKey);
+    if (!stored) throw new DomainError('service_unavailable', 503, 'The batch under this key is gone; retry.');
+    if (stored.fingerprint !== fingerprint) {
+      this.metrics.idempotencyConflicts.inc();
+      throw new BatchKeyReusedError();
+    }
+    const [progress, items] = await Promise.all([
+      this.batches.findProgress(stored.id, ownerId),
+      this.batches.items(stored.id),
+    ]);
+    return { batch: progress ?? this.asProgress(stored), items, replayed: true };
+  }
+
+  /** The owner's batch, or with `ops:read` (ownerId null) anyone's; another owner's answers 404 (I7). */
+  async find(ownerId: string | null, id: string): Promise<BatchProgress> {
+    const batch = await this.batches.findProgress(id, ownerId);
+    if (!batch) throw new NotFoundError('Batch');
+    return batch;
+  }
+
+  async listItems(
+    ownerId: string | null,
+    id: string,
+    query: { status?: JobStatus; limit: number; cursor?: string },
+  ): Promise<{ items: ListedBatchItem[]; nextCursor: string | null }> {
+    const after = decodeCursor(query.cursor, ITEM_CURSOR);
+    await this.find(ownerId, id);
+    const afterIndex = after === undefined ? undefined : Number(after);
+    const rows = await this.batches.listItems(id, { status: query.status, limit: query.limit + 1, afterIndex });
+    const items = rows.slice(0, query.limit);
+    return { items, nextCursor: rows.length > query.limit ? indexCursor(items[items.length - 1].index) : null };
+  }
+
+  async list(
+    ownerId: string,
+    query: { limit: number; cursor?: string },
+  ): Promise<{ items: Batch[]; nextCursor: string | null }> {
+    const rows = await this.batches.listOwned(ownerId, { limit: query.limit + 1, afterId: decodeCursor(query.cursor) });
+    if (!rows) throw badCursor();
+    const items = rows.slice(0, query.limit);
+    const last = items[items.length - 1];
+    return { items, nextCursor: rows.length > query.limit ? Buffer.from(last.id, 'utf8').toString('base64url') : null };
+  }
+
+  /**
+   * Cancels every job of the batch that is not terminal, each exactly as `POST /v1/jobs/:id/cancel` does (the
+   * fence: its version bumped, every in-flight result discarded), a chunk of jobs per transaction, each chunk
+   * locked in id order before any of it changes.
+   */
+  async cancel(ownerId: string, id: string): Promise<BatchProgress> {
+    await this.find(ownerId, id);
+    const ids = await this.batches.liveJobIds(id);
+    for (let start = 0; start < ids.length; start += CANCEL_CHUNK) {
+      await this.ledgers.run(async (ledger) => {
+        for (const job of await ledger.lockJobs(ids.slice(start, start + CANCEL_CHUNK))) {
+          if (!isTerminal(job.status)) await ledger.cancel(job);
+        }
+      });
+    }
+    return this.find(ownerId, id);
+  }
+
+  private asProgress(batch: Batch): BatchProgress {
+    const counts = { pending: batch.liveJobs, running: 0, unknown: 0, succeeded: 0, failed: 0, cancelled: 0 };
+    return { ...batch, counts, conflicts: 0, cost: [] };
+  }
+}

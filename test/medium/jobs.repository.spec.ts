@@ -1,0 +1,98 @@
+import { fingerprintOf } from '../../src/common/fingerprint.js';
+import { JobsRepository, type NewJob } from '../../src/ledger/jobs.repository.js';
+import { DuplicateIdempotencyKeyError } from '../../src/ledger/ledger.errors.js';
+import { createAttempt, createJob } from '../factories/index.js';
+import { type MigratedDatabase, migratedDatabase } from './database.js';
+
+const NO_WAITING = { providers: [], rooms: [] };
+
+/** The jobs table's write statements (the create, the claim) on a real PostgreSQL, no app. */
+describe('JobsRepository (real PostgreSQL, no app)', () => {
+  let m: MigratedDatabase;
+  let jobs: JobsRepository;
+
+  beforeAll(async () => {
+    m = await migratedDatabase(12);
+    jobs = new JobsRepository(m.dataSource);
+  });
+  afterAll(() => m.close());
+  beforeEach(() => m.truncate());
+
+  const intent = (ownerId: string, idempotencyKey: string, text = 'x'): NewJob => ({
+    ownerId,
+    idempotencyKey,
+    operation: 'summarize',
+    input: { text },
+    providers: ['sim-primary'],
+    fingerprint: fingerprintOf({ operation: 'summarize', input: { text } }),
+  });
+  const count = async (sql: string, params: unknown[] = []) => (await m.dataSource.query(sql, params))[0].n as number;
+
+  describe('the create and its duplicate-key outcome (I1)', () => {
+    it('makes one job of 20 concurrent creates with one key (group commit); the other 19 get DuplicateIdempotencyKeyError', async () => {
+      const answers = await Promise.allSettled(Array.from({ length: 20 }, () => jobs.insertJob(intent('o1', 'same'))));
+      const created = answers.filter((a) => a.status === 'fulfilled');
+      const refused = answers.flatMap((a) => (a.status === 'rejected' ? [a.reason] : []));
+      expect(created).toHaveLength(1);
+      expect(refused).toHaveLength(19);
+      for (const error of refused) expect(error).toBeInstanceOf(DuplicateIdempotencyKeyError);
+      expect(await count(`SELECT count(*)::int AS n FROM jobs WHERE owner_id = 'o1'`)).toBe(1);
+      expect(await count(`SELECT count(*)::int AS n FROM job_events WHERE reason = 'created'`)).toBe(1);
+    });
+
+    it('answers DuplicateIdempotencyKeyError in a transaction too (INSERT_JOB), and leaves the stored job as it was', async () => {
+      const first = await m.dataSource.transaction((tx) => jobs.insertJob(intent('o2', 'k', 'first'), tx));
+      await expect(m.dataSource.transaction((tx) => jobs.insertJob(intent('o2', 'k', 'second'), tx))).rejects.toMatchObject({
+        name: 'DuplicateIdempotencyKeyError',
+        fingerprint: fingerprintOf({ operation: 'summarize', input: { text: 'second' } }),
+      });
+      const [row] = await m.dataSource.query(`SELECT id, input, fingerprint FROM jobs WHERE owner_id = 'o2'`);
+      expect(row).toEqual({ id: first.id, input: { text: 'first' }, fingerprint: first.fingerprint });
+    });
+
+    it('keeps owners apart: one key, two owners, two jobs', async () => {
+      const [a, b] = await Promise.all([jobs.insertJob(intent('oa', 'shared')), jobs.insertJob(intent('ob', 'shared'))]);
+      expect(a.id).not.toBe(b.id);
+      expect(await count(`SELECT count(*)::int AS n FROM jobs WHERE idempotency_key = 'shared'`)).toBe(2);
+    });
+  });
+
+  describe('the claim (CLAIM_DUE)', () => {
+    it('hands a due job to one of two concurrent claims only (SKIP LOCKED): the second claim takes the rest', async () => {
+      const due = await Promise.all(Array.from({ length: 10 }, () => createJob(m.dataSource)));
+      const [first, second] = await m.dataSource.transaction(async (tx1) => {
+        const mine = (await jobs.claimDue(4, NO_WAITING, tx1)).jobs;
+        // Another worker's claim on another connection, while the first still holds its row locks.
+        const theirs = (await m.dataSource.transaction((tx2) => jobs.claimDue(10, NO_WAITING, tx2))).jobs;
+        return [mine, theirs];
+      });
+      expect(first).toHaveLength(4);
+      expect(second).toHaveLength(6);
+      const ids = [...first, ...second].map((j) => j.id);
+      expect(new Set(ids).size).toBe(10);
+      expect(new Set(ids)).toEqual(new Set(due.map((j) => j.id)));
+    });
+
+    it('never claims a job that is not due, terminal, or in hand with a live attempt', async () => {
+      const due = await createJob(m.dataSource);
+      await createJob(m.dataSource, { due: false });
+      await createJob(m.dataSource, { status: 'succeeded' });
+      await createJob(m.dataSource, { status: 'cancelled' });
+      const live = await createJob(m.dataSource);
+      await createAttempt(m.dataSource, live, { status: 'running' });
+      const claimed = (await m.dataSource.transaction((tx) => jobs.claimDue(10, NO_WAITING, tx))).jobs;
+      expect(claimed.map((j) => j.id)).toEqual([due.id]);
+    });
+
+    it('takes jobs waiting for capacity only up to the room their provider has', async () => {
+      const waiting = [];
+      for (let i = 0; i < 3; i++) waiting.push(await createJob(m.dataSource, { waitingFor: 'capped' }));
+      await createJob(m.dataSource, { waitingFor: 'closed' });
+      const { jobs: claimed } = await m.dataSource.transaction((tx) =>
+        jobs.claimDue(10, { providers: ['capped', 'closed'], rooms: [2, 0] }, tx),
+      );
+      // The oldest two of the capped provider's queue, none of the closed one's.
+      expect(claimed.map((j) => j.id)).toEqual(waiting.slice(0, 2).map((j) => j.id));
+    });
+  });
+});

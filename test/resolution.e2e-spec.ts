@@ -1,0 +1,245 @@
+import { MetricsService } from '../src/metrics/metrics.service.js';
+import { FakeOpenAiServer } from './fakes/fake-openai.server.js';
+import { bearer, startTestApp, type TestApp } from './helpers/app.js';
+import { writeCatalog } from './helpers/catalog.js';
+import { sleep, waitFor } from './helpers/wait.js';
+
+// Unknown attempts resolved at the provider (docs/design.md#resolution-at-the-provider): OpenAI's Responses API in
+// background mode, the fake written from the API reference and called through the official SDK (maxRetries 0).
+
+type AttemptBody = {
+  id: string;
+  provider: string;
+  status: string;
+  outcome: string | null;
+  error: { reason: string; message: string } | null;
+  providerRequestId: string | null;
+  providerStatus: string | null;
+  resolvedBy: string | null;
+  resultDigest: string | null;
+  deadlineAt: string;
+  finishedAt: string | null;
+};
+type JobBody = { id: string; status: string; version: number; completedBy: string | null; attempts: AttemptBody[] };
+type EventRow = { id: string; attempt_id: string | null; subject: string; from_status: string | null; to_status: string; reason: string };
+
+const RECONCILE_MS = 500;
+const TIMEOUT_MS = 1000;
+const ANSWER_MS = 3000;
+// The bench case runs 200 (npm run bench -- --cases resolution); here fewer, the test process being the service,
+// the fake and the client at once.
+const JOBS = Number(process.env.RESOLUTION_JOBS ?? 25);
+
+const responsesProvider = (name: string, baseUrl: string, more: object = {}) => ({
+  name,
+  kind: 'openai',
+  api: 'responses',
+  model: 'gpt-4o-mini',
+  baseUrl,
+  apiKeyEnv: 'FAKE_OPENAI_KEY',
+  timeoutMs: TIMEOUT_MS,
+  hardTimeoutMs: 5000,
+  // The worker follows the response once a second: the answers come past the deadline, the look-ups are the subject.
+  pollIntervalMs: 1000,
+  maxAttempts: 1,
+  ...more,
+});
+
+describe('unknown attempts resolved at the provider (OpenAI Responses, background mode)', () => {
+  let fake: FakeOpenAiServer;
+  let t: TestApp;
+  let key: string;
+
+  beforeAll(async () => {
+    process.env.FAKE_OPENAI_KEY = 'sk-fake';
+    fake = await new FakeOpenAiServer().start();
+    const catalogFile = writeCatalog((c) => {
+      c.providers.push(responsesProvider('oa-hold', fake.url));
+      c.providers.push(responsesProvider('oa-failover', fake.url, { onTimeout: 'failover', sideEffectFree: true }));
+      // Chat Completions with store: true, on a deadline shorter than the answer: found again by its metadata.
+      c.providers.push({ ...responsesProvider('oa-stored', fake.url, { timeoutMs: 500, hardTimeoutMs: 1000 }), api: 'chat', store: true, pollIntervalMs: undefined });
+    });
+    t = await startTestApp({ role: 'all', catalogFile, workerConcurrency: 64, workerPollMs: 20, reconcileIntervalMs: RECONCILE_MS, dbPoolSize: 20 });
+    key = await t.key('owner-resolution');
+    const certified = await t.http().post('/v1/providers/sim-fallback/certifications').set(bearer(key)).send({ operation: 'summarize' });
+    expect(certified.status).toBe(201);
+  });
+  afterAll(async () => {
+    await t?.close();
+    await fake?.stop();
+  });
+  beforeEach(() => fake.reset());
+
+  const create = async (providers: string[]) => {
+    const res = await t
+      .http()
+      .post('/v1/jobs')
+      .set(bearer(key))
+      .set('Idempotency-Key', `k-${Math.random()}`)
+      .send({ operation: 'summarize', input: { text: `job ${Math.random()}` }, providers });
+    expect(res.status).toBe(201);
+    return res.body as JobBody;
+  };
+  /** `count` jobs, created ten at a time (the jobs arrive together, the pool is not the test's subject). */
+  const createMany = async (count: number, providers: string[]) => {
+    const jobs: JobBody[] = [];
+    while (jobs.length < count) jobs.push(...(await Promise.all(Array.from({ length: Math.min(10, count - jobs.length) }, () => create(providers)))));
+    return jobs;
+  };
+  const job = async (id: string) => (await t.http().get(`/v1/jobs/${id}`).set(bearer(key))).body as JobBody;
+  const allTerminal = (ids: string[], timeoutMs: number) =>
+    waitFor(
+      () => Promise.all(ids.map(job)),
+      (jobs) => jobs.every((j) => ['succeeded', 'failed', 'cancelled'].includes(j.status)),
+      timeoutMs,
+      100,
+    );
+  const events = (jobId: string): Promise<EventRow[]> =>
+    t.dataSource.query('SELECT id, attempt_id, subject, from_status, to_status, reason FROM job_events WHERE job_id = $1 ORDER BY id', [jobId]);
+  const resolvedBy = async (by: string) =>
+    (await t.app.get(MetricsService).unknownResolved.get()).values.find((v) => v.labels.by === by)?.value ?? 0;
+
+  it(`hold: ${JOBS} unknown attempts are each resolved by one look-up within the answer time plus a period, no operator`, async () => {
+    fake.alwaysBackground({ afterMs: ANSWER_MS, content: { summary: 'from the provider' } });
+    const byProvider = await resolvedBy('provider');
+    const jobs = await createMany(JOBS, ['oa-hold']);
+    const done = await allTerminal(
+      jobs.map((j) => j.id),
+      ANSWER_MS + 20_000,
+    );
+    for (const settled of done) {
+      expect(settled).toMatchObject({ status: 'succeeded', version: 1 });
+      expect(settled.attempts).toHaveLength(1);
+      const [attempt] = settled.attempts;
+      const stored = fake.responseOf(attempt.id)!;
+      expect(attempt).toMatchObject({ status: 'succeeded', outcome: 'won', resolvedBy: 'provider', providerStatus: 'completed', providerRequestId: stored.id });
+      expect(settled.completedBy).toBe(attempt.id);
+      // Within the answer time plus one reconcile period (and the slack a loaded machine needs to run a pass).
+      const answeredAt = stored.createdAt + ANSWER_MS;
+      expect(Date.parse(attempt.finishedAt!) - answeredAt).toBeLessThan(RECONCILE_MS + 1500);
+      // The id was committed as the create call returned (usually before the deadline: under load the create
+      // itself can take longer), the attempt was unknown, the look-up settled it, and the job settled once.
+      const timeline = await events(settled.id);
+      const idAt = timeline.findIndex((e) => e.reason === 'provider_request_created');
+      const unknownAt = timeline.findIndex((e) => e.subject === 'attempt' && e.to_status === 'unknown');
+      const wonAt = timeline.findIndex((e) => e.subject === 'attempt' && e.reason === 'result_won');
+      expect(idAt).toBeGreaterThanOrEqual(0);
+      expect(unknownAt).toBeGreaterThanOrEqual(0);
+      expect(wonAt).toBeGreaterThan(Math.max(idAt, unknownAt));
+      expect(timeline.filter((e) => e.subject === 'job' && e.to_status === 'succeeded')).toHaveLength(1);
+      // Bounded look-ups: at most one per attempt per (0.9 of a) period while it was unknown. Counted over the
+      // span, not gap by gap: a look-up is claimed on the period, and reaches the provider a little later or sooner.
+      const deadline = Date.parse(attempt.deadlineAt);
+      const lookups = stored.retrieves.filter((at) => at >= deadline).length;
+      expect(lookups).toBeGreaterThanOrEqual(1);
+      expect(lookups).toBeLessThanOrEqual(Math.floor((Date.parse(attempt.finishedAt!) - deadline) / (RECONCILE_MS * 0.9)) + 2);
+    }
+    expect(fake.counters.creates).toBe(JOBS);
+    expect(fake.counters.cancels).toBe(0);
+    expect((await resolvedBy('provider')) - byProvider).toBe(JOBS);
+    // None for settled attempts: two more periods, and not one more retrieve.
+    const retrieves = fake.counters.retrieves;
+    await sleep(RECONCILE_MS * 2.5);
+    expect(fake.counters.retrieves).toBe(retrieves);
+  }, 60_000);
+
+  it(`failover: ${JOBS} primaries are cancelled at the provider and the certified fallback's results win`, async () => {
+    fake.alwaysBackground({ afterMs: ANSWER_MS });
+    const jobs = await createMany(JOBS, ['oa-failover', 'sim-fallback']);
+    const done = await allTerminal(
+      jobs.map((j) => j.id),
+      20_000,
+    );
+    for (const settled of done) {
+      expect(settled).toMatchObject({ status: 'succeeded', version: 1 });
+      const [primary, fallback] = settled.attempts;
+      expect(settled.completedBy).toBe(fallback.id);
+      expect(fallback).toMatchObject({ provider: 'sim-fallback', status: 'succeeded', outcome: 'won' });
+      expect(primary).toMatchObject({ provider: 'oa-failover', status: 'cancelled', resolvedBy: 'deadline', providerStatus: 'cancelled' });
+      expect(fake.responseOf(primary.id)!.cancels).toBe(1);
+    }
+    expect(fake.counters.cancels).toBe(JOBS);
+    // Cancelled responses are never retrieved again.
+    const retrieves = fake.counters.retrieves;
+    await sleep(RECONCILE_MS * 2.5);
+    expect(fake.counters.retrieves).toBe(retrieves);
+  }, 60_000);
+
+  it('failover: a primary that completes after all (the cancel came too late) is discarded under I5 and recorded', async () => {
+    fake.alwaysBackground({ afterMs: ANSWER_MS, ignoreCancel: true, content: { summary: 'late primary' } });
+    const jobs = await createMany(5, ['oa-failover', 'sim-fallback']);
+    await allTerminal(
+      jobs.map((j) => j.id),
+      20_000,
+    );
+    const done = await waitFor(
+      () => Promise.all(jobs.map((j) => job(j.id))),
+      (all) => all.every((j) => j.attempts[0].outcome !== null),
+      ANSWER_MS + 10_000,
+      100,
+    );
+    for (const settled of done) {
+      const [primary, fallback] = settled.attempts;
+      expect(settled).toMatchObject({ status: 'succeeded', version: 1, completedBy: fallback.id });
+      // `cancelled` -> `succeeded` when a result arrives after all (docs/design.md#5-states), and it lost.
+      expect(primary).toMatchObject({ status: 'succeeded', outcome: 'discarded', providerStatus: 'completed' });
+      expect(primary.resultDigest).toMatch(/^[0-9a-f]{64}$/);
+      const timeline = await events(settled.id);
+      expect(timeline.filter((e) => e.attempt_id === primary.id && e.reason === 'result_discarded')).toHaveLength(1);
+      expect(timeline.filter((e) => e.subject === 'job' && e.to_status === 'succeeded')).toHaveLength(1);
+    }
+  }, 60_000);
+
+  it('hold: a failed or incomplete response fails the attempt with the provider\'s reason', async () => {
+    fake.background({ afterMs: 1500, outcome: 'failed' }, { afterMs: 1500, outcome: 'incomplete' });
+    const failed = await create(['oa-hold']);
+    const incomplete = await create(['oa-hold']);
+    const [a, b] = await allTerminal([failed.id, incomplete.id], 15_000);
+    expect(a.attempts[0]).toMatchObject({ status: 'failed', resolvedBy: 'provider', providerStatus: 'failed', error: { reason: 'response_failed' } });
+    expect(b.attempts[0]).toMatchObject({ status: 'failed', resolvedBy: 'provider', providerStatus: 'incomplete', error: { reason: 'response_incomplete' } });
+    expect(b.attempts[0].error!.message).toContain('max_output_tokens');
+  }, 30_000);
+
+  it('hold: past the provider\'s retention (404) the attempt stays unknown for an operator, the reason recorded', async () => {
+    fake.retentionMs = 1500;
+    fake.alwaysBackground({ afterMs: 60_000 });
+    const expired = await create(['oa-hold']);
+    const seen = await waitFor(() => job(expired.id), (j) => j.attempts[0]?.providerStatus === 'expired', 15_000, 100);
+    expect(seen.attempts[0]).toMatchObject({ status: 'unknown', resolvedBy: null });
+    expect((await events(expired.id)).map((e) => e.reason)).toContain('provider_record_expired');
+    const retrieves = fake.counters.retrieves;
+    await sleep(RECONCILE_MS * 2.5);
+    expect(fake.counters.retrieves).toBe(retrieves);
+    // An operator ends it, and the metric says who.
+    const byOperator = await resolvedBy('operator');
+    const res = await t.http().post(`/v1/attempts/${seen.attempts[0].id}/resolve`).set(bearer(key)).send({ status: 'failed', reason: 'gone at the provider' });
+    expect(res.status).toBe(200);
+    expect((await job(expired.id)).attempts[0]).toMatchObject({ status: 'failed', resolvedBy: 'operator' });
+    expect((await resolvedBy('operator')) - byOperator).toBe(1);
+  }, 30_000);
+
+  it('chat with store: true: a call whose answer never arrived is found by its attempt id in the stored completions', async () => {
+    fake.script({ kind: 'json', content: { summary: 'stored answer' }, delayMs: 2500 });
+    const lost = await create(['oa-stored']);
+    const [settled] = await allTerminal([lost.id], 15_000);
+    const [attempt] = settled.attempts;
+    expect(settled).toMatchObject({ status: 'succeeded', completedBy: attempt.id });
+    expect(attempt).toMatchObject({ status: 'succeeded', resolvedBy: 'provider', providerStatus: 'completed' });
+    // The call was cut off at its hard timeout, before the answer: only the stored copy can have settled it.
+    const sent = fake.requests.find((r) => r.body.store === true)!;
+    expect(sent.body.metadata).toEqual({ onejob_attempt: attempt.id });
+    expect(sent.closedAt! - sent.at).toBeLessThan(2500);
+    expect(fake.counters.lists).toBeGreaterThanOrEqual(1);
+    expect((await events(settled.id)).map((e) => e.reason)).toContain('provider_status');
+  }, 30_000);
+
+  it('a create call that never returned an id leaves the attempt unknowable, and it says so; nothing is retrieved', async () => {
+    fake.background({ afterMs: 0, hangCreate: true });
+    const lost = await create(['oa-hold']);
+    const seen = await waitFor(() => job(lost.id), (j) => j.attempts[0]?.providerStatus === 'unknowable', 15_000, 100);
+    expect(seen.attempts[0]).toMatchObject({ status: 'unknown', providerRequestId: null });
+    expect((await events(lost.id)).map((e) => e.reason)).toContain('provider_id_never_returned');
+    await sleep(RECONCILE_MS * 2.5);
+    expect(fake.counters.retrieves).toBe(0);
+  }, 30_000);
+});
