@@ -26,8 +26,9 @@ import { postgresCpuSeconds, postmasterPid, processCpuSeconds } from './cpu.js';
 import { fairnessCase, type FairnessRow, fairnessTable } from './fairness.js';
 import { type OneSecondRow, oneSecondTable, pipelineOneSecond } from './pipeline-1s.js';
 import { resolutionCase, type ResolutionRow, resolutionTable } from './resolution.js';
+import { sseCase, type SseRow, sseTable } from './sse.js';
 
-const CASES = ['create', 'replay', 'get', 'storm', 'pipeline', 'pipeline-1s', 'capacity', 'fairness', 'batch', 'resolution'] as const;
+const CASES = ['create', 'replay', 'get', 'storm', 'pipeline', 'pipeline-1s', 'capacity', 'fairness', 'batch', 'resolution', 'sse'] as const;
 type Case = (typeof CASES)[number];
 
 interface Measure {
@@ -310,6 +311,7 @@ async function main(): Promise<void> {
   let fairness: FairnessRow | undefined;
   let batch: BatchRow | undefined;
   let resolution: ResolutionRow[] | undefined;
+  let sse: SseRow | undefined;
   const pool = new pg.Pool({ connectionString: databaseUrl, max: connections });
   pool.on('error', () => undefined); // idle clients dropped by DROP DATABASE ... WITH (FORCE) at the end
   const jobs = new JobsRepository(pool as never);
@@ -347,7 +349,7 @@ async function main(): Promise<void> {
     const fingerprintOfSeed = (await pool.query('SELECT fingerprint FROM jobs LIMIT 1')).rows[0].fingerprint as string;
 
     for (const name of cases) {
-      if (name === 'pipeline' || name === 'pipeline-1s' || name === 'capacity' || name === 'fairness' || name === 'batch' || name === 'resolution') continue;
+      if (name === 'pipeline' || name === 'pipeline-1s' || name === 'capacity' || name === 'fairness' || name === 'batch' || name === 'resolution' || name === 'sse') continue;
       let serviceMeasure: Measure;
       let ceiling: Measure;
       let floor: Row['floor'];
@@ -500,6 +502,11 @@ async function main(): Promise<void> {
     if (cases.includes('resolution')) {
       resolution = await resolutionCase({ pool, run, headers, databaseUrl, startService: (extraEnv) => startService(databaseUrl, 'all', extraEnv) });
     }
+
+    if (cases.includes('sse')) {
+      const startSse = (role: 'api' | 'worker', extraEnv: Record<string, string>) => startService(databaseUrl, role, extraEnv);
+      sse = await sseCase({ pool, databaseUrl, run, headers, startService: startSse, rssMb: currentRssMb });
+    }
   } finally {
     await pool.end();
     await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
@@ -539,10 +546,14 @@ async function main(): Promise<void> {
     const what = 'OpenAI Responses in background mode (fake), timeout 1 s, answers at 3 s, RECONCILE_INTERVAL_MS 500, one ROLE=all process';
     process.stdout.write(`\nresolution (${what})\n\n${resolutionTable(resolution)}\n`);
   }
+  if (sse) {
+    const what = 'ROLE=api streams, ROLE=worker commits on bench-1s; then 1,000 idle streams in one API process';
+    process.stdout.write(`\nsse (${what})\n\n${sseTable(sse)}\n`);
+  }
   if (soak) process.stdout.write(`\nsoak: ${soak.seconds} s, RSS samples (MB) ${soak.rssMb.join(' ')}, growth last third vs first third: ${soak.growthMb} MB\n`);
   mkdirSync('bench/results', { recursive: true });
   const file = args.out ?? `bench/results/${new Date().toISOString().slice(0, 10)}.json`;
-  writeFileSync(file, `${JSON.stringify({ at: new Date().toISOString(), connections, duration, cores: cpus().length, node: process.version, postgres: serverVersion, rows, oneSecond, capacity, fairness, batch, resolution, soak }, null, 2)}\n`);
+  writeFileSync(file, `${JSON.stringify({ at: new Date().toISOString(), connections, duration, cores: cpus().length, node: process.version, postgres: serverVersion, rows, oneSecond, capacity, fairness, batch, resolution, sse, soak }, null, 2)}\n`);
   process.stdout.write(`\nwritten to ${file}\n`);
 }
 

@@ -1,8 +1,11 @@
-import { applyDecorators } from '@nestjs/common';
+import { applyDecorators, type Type } from '@nestjs/common';
 import {
   ApiBearerAuth,
+  ApiExtraModels,
+  ApiHeader,
   ApiOperation,
   ApiResponse,
+  getSchemaPath,
   type HeaderObject,
   type OpenAPIObject,
   type OperationObject,
@@ -123,6 +126,37 @@ export function ApiEndpoint(options: { operationId: string; summary: string; des
         ...(problem.retryAfterWhenPaused ? { headers: { 'Retry-After': headerRef('RetryAfterWhenPaused') } } : {}),
       }),
     ),
+  );
+}
+
+/**
+ * A GET that answers JSON pages, or a live stream (docs/design.md#live-streams) to a client that asks for it with
+ * `Accept: text/event-stream`: the one 200 carries both media types, and 204 says a stream has nothing more, ever.
+ */
+export function ApiJsonOrEventStream(model: Type, options: { json: string; stream: string; example: string }) {
+  return applyDecorators(
+    ApiExtraModels(model),
+    ApiHeader({
+      name: 'Last-Event-ID',
+      required: false,
+      description: 'With `Accept: text/event-stream`: resume after this event id (EventSource sends it on reconnect).',
+      schema: { type: 'string', pattern: '^(0|[1-9]\\d{0,18})$' },
+    }),
+    ApiResponse({
+      status: 200,
+      description: `${options.json} With \`Accept: text/event-stream\`: ${options.stream}`,
+      content: {
+        'application/json': { schema: { $ref: getSchemaPath(model) } },
+        'text/event-stream': {
+          schema: { type: 'string', description: 'Server-Sent Events: `id:`, `event:`, `data:` (JSON) per message.' },
+          example: options.example,
+        },
+      },
+    }),
+    ApiResponse({
+      status: 204,
+      description: 'The stream is over: nothing follows Last-Event-ID, and nothing will (EventSource stops).',
+    }),
   );
 }
 

@@ -49,4 +49,18 @@ describe('parseEnv', () => {
     expect(() => parseEnv({ METRICS_PORT: '0' })).toThrow(/METRICS_PORT/);
     expect(() => parseEnv({ PORT: '9464', METRICS_PORT: '9464' })).toThrow(/METRICS_PORT: must differ from PORT/);
   });
+
+  it('reads the live streams settings with their documented defaults, and names a bad one', () => {
+    expect(parseEnv({})).toMatchObject({
+      maxStreams: 2000,
+      maxStreamsPerOwner: 100,
+      streamHeartbeatMs: 15_000,
+      streamGraceMs: 15_000,
+      streamSweepMs: 30_000,
+    });
+    expect(parseEnv({ STREAM_GRACE_MS: '0', MAX_STREAMS: '5' })).toMatchObject({ streamGraceMs: 0, maxStreams: 5 });
+    for (const name of ['MAX_STREAMS', 'MAX_STREAMS_PER_OWNER', 'STREAM_HEARTBEAT_MS', 'STREAM_SWEEP_MS']) {
+      expect(() => parseEnv({ [name]: '0' })).toThrow(new RegExp(name));
+    }
+  });
 });

@@ -48,6 +48,15 @@ export interface Env {
   bootstrapApiKey: string | undefined;
   /** When set, /metrics is served on this port only (its own listener), not on PORT. */
   metricsPort: number | undefined;
+  /** Live event streams (text/event-stream) one process holds at once, and one owner holds in one process. */
+  maxStreams: number;
+  maxStreamsPerOwner: number;
+  /** A comment line on every idle stream this often, so proxies and clients see it alive. */
+  streamHeartbeatMs: number;
+  /** How long a job's stream stays open after its terminal event, for a late `result_discarded`. */
+  streamGraceMs: number;
+  /** Every open stream's timeline is checked this often in one query, in case a NOTIFY was lost. */
+  streamSweepMs: number;
 }
 
 /** The shape of every API key: `oj_` and 32 random bytes, URL-safe (an operator's own: 32 to 200 such characters). */
@@ -201,5 +210,10 @@ export function parseEnv(source: Source): Env {
     dnsServers: serverList(source, 'DNS_SERVERS'),
     bootstrapApiKey: apiKey(source, 'ONEJOB_BOOTSTRAP_KEY'),
     metricsPort: metricsPort(source, port),
+    maxStreams: integer(source, 'MAX_STREAMS', 2000, 1, 100_000),
+    maxStreamsPerOwner: integer(source, 'MAX_STREAMS_PER_OWNER', 100, 1, 100_000),
+    streamHeartbeatMs: integer(source, 'STREAM_HEARTBEAT_MS', 15_000, 50, 600_000),
+    streamGraceMs: integer(source, 'STREAM_GRACE_MS', 15_000, 0, 600_000),
+    streamSweepMs: integer(source, 'STREAM_SWEEP_MS', 30_000, 50, 3_600_000),
   };
 }

@@ -72,12 +72,18 @@ const INSERT_CLAIMED = prepared(`WITH p AS (
        )
        SELECT ${ATTEMPT_COLUMNS} FROM ins`);
 
+// The jobs are share-locked first (id order, then the attempts: the one lock order): a job's events then commit in
+// the order of their ids, which a live stream relies on (docs/design.md#live-streams). Two marks share the lock.
 const MARK_RUNNING = prepared(`WITH p AS (
          SELECT * FROM unnest($1::uuid[], $2::float8[], $3::float8[]) AS p(id, timeout_ms, hard_ms)
+       ), jl AS MATERIALIZED (
+         SELECT j.id FROM jobs j WHERE j.id IN (SELECT x.job_id FROM attempts x WHERE x.id IN (SELECT id FROM p))
+          ORDER BY j.id FOR SHARE
        ), m AS (
          UPDATE attempts a SET status = 'running', started_at = now(),
                 deadline_at = now() + ${interval('p.timeout_ms')}, hard_deadline_at = now() + ${interval('p.hard_ms')}
            FROM p WHERE a.id = p.id AND a.status = 'starting' AND a.hard_deadline_at > now()
+            AND a.job_id = ANY ((SELECT array_agg(id) FROM jl)::uuid[])
          RETURNING a.*
        ), ev AS (
          INSERT INTO job_events (job_id, attempt_id, subject, from_status, to_status, reason)

@@ -5,6 +5,8 @@ import { PgNotifications } from '../database/pg-notifications.js';
 
 const DUE = 'onejob_due';
 const SETTLED = 'onejob_settled';
+/** Ids whose timeline got new rows (docs/design.md#live-streams): job ids, or another timeline's own id. */
+const EVENTS = 'onejob_events';
 /** NOTIFY payloads are limited to 8,000 bytes: 200 uuids and their commas fit. */
 const IDS_PER_NOTIFY = 200;
 /** Signals raised within this window share one NOTIFY (each NOTIFY is a commit on the notification queue). */
@@ -12,7 +14,8 @@ const COALESCE_MS = 10;
 
 /**
  * Wake-ups across replicas (docs/design.md#flow): `onejob_due` when a job becomes claimable (created,
- * rescheduled), `onejob_settled` with the ids of jobs that became terminal. Raised after commit, coalesced into
+ * rescheduled), `onejob_settled` with the ids of jobs that became terminal, `onejob_events` with the ids of jobs
+ * whose timeline got rows (a settled job's id goes in `onejob_settled` only). Raised after commit, coalesced into
  * one NOTIFY per few milliseconds and sent on the pool (NOTIFY works through a transaction pooler), so no job
  * transaction ever waits on the notification queue's lock. Heard through the process's LISTEN session
  * (PgNotifications). A missed NOTIFY costs latency, never a job: workers and waiters fall back to polling, and
@@ -22,7 +25,9 @@ const COALESCE_MS = 10;
 export class JobSignals implements OnApplicationShutdown {
   private readonly waiters = new Map<string, Set<() => void>>();
   private readonly dueListeners = new Set<(waitingFor: string[]) => void>();
+  private readonly eventListeners = new Set<(ids: string[] | null) => void>();
   private readonly settledToSend = new Set<string>();
+  private readonly eventsToSend = new Set<string>();
   /** '' for jobs any worker may claim; a provider's name for jobs born waiting for its capacity. */
   private readonly dueToSend = new Set<string>();
   private flushTimer?: NodeJS.Timeout;
@@ -33,12 +38,16 @@ export class JobSignals implements OnApplicationShutdown {
   ) {
     notifications.subscribe(DUE, (payload) => this.wakeDue(payload.split(',')));
     notifications.subscribe(SETTLED, (payload) => {
-      for (const id of payload.split(',')) if (id) this.wakeJob(id);
+      const ids = payload.split(',').filter(Boolean);
+      for (const id of ids) this.wakeJob(id);
+      this.wakeEvents(ids);
     });
+    notifications.subscribe(EVENTS, (payload) => this.wakeEvents(payload.split(',').filter(Boolean)));
     notifications.onStateChange(() => {
       // Up: whatever was raised before we listened; down: what we may miss from now on. Either way, look once.
       this.wakeDue(['']);
       for (const id of [...this.waiters.keys()]) this.wakeJob(id);
+      this.wakeEvents(null);
     });
   }
 
@@ -75,8 +84,28 @@ export class JobSignals implements OnApplicationShutdown {
   /** A job became terminal. Local waiters wake at once; other replicas' by NOTIFY. */
   jobSettled(jobId: string): void {
     this.wakeJob(jobId);
+    this.wakeEvents([jobId]);
     this.settledToSend.add(jobId);
     this.scheduleFlush();
+  }
+
+  /**
+   * Rows were committed to these timelines (job ids; a batch's own id for its progress). Local streams wake at
+   * once, other replicas' by NOTIFY. Best effort like every wake-up: a stream never depends on it (it re-reads
+   * when the LISTEN session changes state, and its process sweeps every stream now and then).
+   */
+  eventsWritten(ids: Iterable<string>): void {
+    const list = [...ids];
+    if (!list.length) return;
+    this.wakeEvents(list);
+    for (const id of list) this.eventsToSend.add(id);
+    this.scheduleFlush();
+  }
+
+  /** Called with the ids of timelines that got rows, or null when any may have (the LISTEN session changed state). */
+  onEvents(listener: (ids: string[] | null) => void): () => void {
+    this.eventListeners.add(listener);
+    return () => this.eventListeners.delete(listener);
   }
 
   /** Called whenever a job may be claimable, with what it waits for ('' for nothing); returns the unsubscribe. */
@@ -117,6 +146,10 @@ export class JobSignals implements OnApplicationShutdown {
     for (const wake of set) wake();
   }
 
+  private wakeEvents(ids: string[] | null): void {
+    for (const listener of this.eventListeners) listener(ids);
+  }
+
   private wakeDue(waitingFor: string[]): void {
     for (const listener of this.dueListeners) listener(waitingFor);
   }
@@ -128,12 +161,18 @@ export class JobSignals implements OnApplicationShutdown {
   private async flush(): Promise<void> {
     this.flushTimer = undefined;
     const ids = [...this.settledToSend];
+    // A settled job's NOTIFY wakes its streams too: its id need not travel twice.
+    const events = [...this.eventsToSend].filter((id) => !this.settledToSend.has(id));
     const due = [...this.dueToSend];
     this.settledToSend.clear();
+    this.eventsToSend.clear();
     this.dueToSend.clear();
     const payloads: Array<[string, string]> = [];
     if (due.length) payloads.push([DUE, due.join(',')]);
     for (let i = 0; i < ids.length; i += IDS_PER_NOTIFY) payloads.push([SETTLED, ids.slice(i, i + IDS_PER_NOTIFY).join(',')]);
+    for (let i = 0; i < events.length; i += IDS_PER_NOTIFY) {
+      payloads.push([EVENTS, events.slice(i, i + IDS_PER_NOTIFY).join(',')]);
+    }
     if (!payloads.length || !this.dataSource.isInitialized) return;
     const selects = payloads.map((_, i) => `pg_notify($${2 * i + 1}, $${2 * i + 2})`).join(', ');
     // Best effort: a lost NOTIFY only delays a wake-up until the next poll.

@@ -54,6 +54,8 @@ export class Ledger {
   private readonly events: JobEvent[] = [];
   private readonly announcements: Announcement[] = [];
   private readonly effects: Array<() => void> = [];
+  /** Jobs whose events a statement of this ledger wrote itself (a claim's), beside those in `events`. */
+  private readonly written = new Set<string>();
   private actor?: JobEvent['actor'];
 
   constructor(
@@ -155,6 +157,7 @@ export class Ledger {
   /** A claim's new attempts, their jobs marked running and the events, in one statement. */
   async startClaimed(starts: ClaimedStart[]): Promise<Attempt[]> {
     const inserted = await this.repos.attempts.insertClaimed(starts, this.manager);
+    for (const attempt of inserted) this.written.add(attempt.jobId);
     this.afterCommit(() => {
       for (const attempt of inserted) this.metrics.attempts.inc({ provider: attempt.provider, status: 'starting' });
     });
@@ -285,6 +288,13 @@ export class Ledger {
     return actor ? this.events.map((event) => ({ ...event, actor })) : this.events;
   }
 
+  /** @internal after commit: the jobs whose timeline this transaction wrote to. */
+  timelinesWritten(): Set<string> {
+    const ids = new Set(this.written);
+    for (const event of this.events) ids.add(event.jobId);
+    return ids;
+  }
+
   /** @internal the factory's commit step. */
   pendingAnnouncements(): Announcement[] {
     return this.announcements;
@@ -341,6 +351,7 @@ export class LedgerFactory {
       return value;
     });
     ledger.runEffects();
+    this.signals.eventsWritten(ledger.timelinesWritten());
     if (ledger.pendingAnnouncements().length) this.outbox?.announced();
     return result;
   }
@@ -375,6 +386,7 @@ export class LedgerFactory {
       if (settled.announced) this.outbox?.announced();
       return { outcome: 'won', provider };
     }
+    this.signals.eventsWritten([jobId]);
     this.metrics.settlementRaces.inc({ provider: settled.provider });
     this.logger.warn({
       msg: 'settlement race: late result discarded',
@@ -397,6 +409,7 @@ export class LedgerFactory {
   async markRunning(calls: CallStart[]): Promise<Attempt[]> {
     const running = await this.repos.attempts.markRunning(calls, this.dataSource.manager);
     for (const attempt of running) this.metrics.attempts.inc({ provider: attempt.provider, status: 'running' });
+    this.signals.eventsWritten(running.map((attempt) => attempt.jobId));
     return running;
   }
 }

@@ -1,10 +1,12 @@
-import { Controller, Get, Param, Query } from '@nestjs/common';
+import { Controller, Get, Headers, Param, Query, Res } from '@nestjs/common';
 import { ApiOkResponse, ApiTags } from '@nestjs/swagger';
+import type { FastifyReply } from 'fastify';
 
 import { CurrentPrincipal, RequireAnyScope, RequireScopes } from '../auth/auth.decorators.js';
 import type { Principal } from '../auth/scopes.js';
-import { ApiEndpoint } from '../common/api-docs.js';
+import { ApiEndpoint, ApiJsonOrEventStream } from '../common/api-docs.js';
 import { UuidPipe } from '../common/uuid.pipe.js';
+import { sendEventStream, wantsEventStream } from '../streams/event-stream-reply.js';
 import { ListAttemptsQueryDto, ListEventsQueryDto, ListOpsJobsQueryDto, StatsQueryDto } from './ops.dto.js';
 import { OpsService } from './ops.service.js';
 import { JobEventPageView, OpsJobPageView, OpsJobView, OpsStatsView, WaitingAttemptPageView } from './ops.view.js';
@@ -22,16 +24,30 @@ export class OpsController {
   @ApiEndpoint({
     operationId: 'listJobEvents',
     summary: "A job's timeline: every transition with its reason, attempt, time and acting key (oldest first, keyset pages)",
-    description: 'For the job\'s owner (`jobs:read`) and for operators (`ops:read`, any owner). Another owner\'s job answers 404.',
+    description:
+      "For the job's owner (`jobs:read`) and for operators (`ops:read`, any owner). Another owner's job answers " +
+      '404. With `Accept: text/event-stream`, a live stream: the timeline so far, then each event as it commits, ' +
+      'one message per event (`id:` the event id, `event:` subject.to, `data:` the event as in the pages), a ' +
+      '`: heartbeat` comment every STREAM_HEARTBEAT_MS; it ends STREAM_GRACE_MS after the terminal event. Resume ' +
+      'with `Last-Event-ID` (or `?lastEventId=`): no gap, no repeat. 503 with Retry-After past MAX_STREAMS or ' +
+      'MAX_STREAMS_PER_OWNER.',
     problems: [badQuery, { status: 404, codes: ['not_found'] }],
   })
-  @ApiOkResponse({ type: JobEventPageView })
-  listJobEvents(
+  @ApiJsonOrEventStream(JobEventPageView, {
+    json: 'A page of the timeline.',
+    stream: 'the live timeline.',
+    example: 'retry: 1000\n\nid: 41\nevent: attempt.running\ndata: {"id":"41","at":"2026-12-01T18:00:00.000Z",...}\n\n',
+  })
+  async listJobEvents(
     @CurrentPrincipal() principal: Principal,
     @Param('id', UuidPipe) id: string,
     @Query() query: ListEventsQueryDto,
-  ): Promise<JobEventPageView> {
-    return this.ops.listEvents(principal, id, query);
+    @Headers('accept') accept: string | undefined,
+    @Headers('last-event-id') lastEventId: string | undefined,
+    @Res() reply: FastifyReply,
+  ): Promise<void> {
+    if (!wantsEventStream(accept)) return void reply.send(await this.ops.listEvents(principal, id, query));
+    sendEventStream(reply, await this.ops.streamEvents(principal, id, query.lastEventId ?? lastEventId));
   }
 
   @Get('ops/attempts')

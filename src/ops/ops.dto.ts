@@ -1,6 +1,6 @@
 import { ApiPropertyOptional } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
-import { IsIn, IsInt, IsOptional, IsString, Length, Max, Min } from 'class-validator';
+import { IsIn, IsInt, IsOptional, IsString, Length, Matches, Max, Min } from 'class-validator';
 
 import { PageQueryDto } from '../common/page-query.dto.js';
 import { JOB_STATUSES, type JobStatus } from '../ledger/job.types.js';
@@ -14,6 +14,17 @@ export class ListEventsQueryDto extends PageQueryDto {
   @Min(1)
   @Max(500)
   override limit: number = 100;
+
+  @ApiPropertyOptional({
+    description:
+      'With `Accept: text/event-stream`: resume after this event id, as the `Last-Event-ID` header does (for clients ' +
+      'that cannot set headers). Ignored by the JSON pages.',
+    pattern: '^(0|[1-9]\\d{0,18})$',
+  })
+  @IsOptional()
+  @IsString()
+  @Matches(/^(0|[1-9]\d{0,18})$/, { message: 'lastEventId must be an event id' })
+  lastEventId?: string;
 }
 
 export const QUEUE_STATUSES = ['unknown', 'running', 'starting'] as const;

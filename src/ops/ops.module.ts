@@ -1,5 +1,6 @@
 import { Module } from '@nestjs/common';
 
+import { StreamsModule } from '../streams/streams.module.js';
 import { OpsController } from './ops.controller.js';
 import { OpsRepository } from './ops.repository.js';
 import { OpsService } from './ops.service.js';
@@ -8,6 +9,7 @@ import { OwnersController } from './owners.controller.js';
 import { OwnersService } from './owners.service.js';
 
 @Module({
+  imports: [StreamsModule],
   controllers: [OpsController, OwnersController],
   providers: [OpsRepository, OpsService, OwnerSharesRepository, OwnersService],
 })

@@ -25,6 +25,15 @@ export interface JobEventRow {
   actor_owner: string | null;
 }
 
+/** What a live stream of a job needs to know before it starts: whose job, and whether (since when) it is over. */
+export interface TimelineStateRow {
+  owner_id: string;
+  status: string;
+  /** Milliseconds since the epoch, by the database's clock (as the events' `at`). */
+  completed_ms: number | null;
+  now_ms: number;
+}
+
 export interface WaitingAttemptRow {
   id: string;
   job_id: string;
@@ -133,6 +142,28 @@ export class OpsRepository {
       params,
     );
     return rows.map(listedJobFromRow);
+  }
+
+  /** The job's owner and end, with the database's clock (a stream's grace is timed by it). */
+  async findTimelineState(id: string): Promise<TimelineStateRow | undefined> {
+    const rows: TimelineStateRow[] = await this.dataSource.query(
+      `SELECT owner_id, status, (extract(epoch FROM completed_at) * 1000)::float8 AS completed_ms,
+              (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS now_ms
+         FROM jobs WHERE id = $1`,
+      [id],
+    );
+    return rows[0];
+  }
+
+  /** The latest event id of each of these jobs (IDX_job_events_job): the streams' sweep, one query for all. */
+  async latestEventIds(jobIds: string[]): Promise<Map<string, string>> {
+    const rows: Array<{ job_id: string; id: string }> = await this.dataSource.query(
+      `SELECT e.job_id, l.id::text AS id FROM unnest($1::uuid[]) AS e(job_id)
+         CROSS JOIN LATERAL (SELECT max(x.id) AS id FROM job_events x WHERE x.job_id = e.job_id) l
+        WHERE l.id IS NOT NULL`,
+      [jobIds],
+    );
+    return new Map(rows.map((row) => [row.job_id, row.id]));
   }
 
   /** The job's events in the order they happened, after the event `afterId` (exclusive). */

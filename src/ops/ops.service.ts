@@ -1,38 +1,73 @@
-import { Injectable } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
 
 import type { Principal } from '../auth/scopes.js';
 import { NotFoundError, ValidationFailedError } from '../common/domain.errors.js';
 import { badCursor, decodeCursor, pageOf } from '../common/keyset-page.js';
+import { type AppConfig, appConfig } from '../config/app.config.js';
 import { toJobSummaryView, toJobView } from '../jobs/job.view.js';
 import type { JobStatus } from '../ledger/job.types.js';
-import { type AttemptQueueQuery, type JobEventRow, OpsRepository } from './ops.repository.js';
-import type { JobEventPageView, JobEventView, OpsJobPageView, OpsJobView, OpsStatsView, WaitingAttemptPageView } from './ops.view.js';
+import type { LiveStream } from '../streams/live-stream.js';
+import { LiveStreams } from '../streams/live-streams.js';
+import { idAfter } from '../streams/stream-source.js';
+import { JobTimelineSource } from './job-timeline-source.js';
+import { type AttemptQueueQuery, OpsRepository } from './ops.repository.js';
+import {
+  type JobEventPageView,
+  type OpsJobPageView,
+  type OpsJobView,
+  type OpsStatsView,
+  toEventView,
+  type WaitingAttemptPageView,
+} from './ops.view.js';
 
 const EVENT_ID = /^[1-9]\d{0,18}$/;
+/** What Last-Event-ID (or ?lastEventId=) may be: an event id, or 0 for the start. */
+export const LAST_EVENT_ID = /^(0|[1-9]\d{0,18})$/;
+const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
 type WaitingAttemptsQuery = Pick<AttemptQueueQuery, 'status' | 'provider' | 'limit'> & { olderThan?: number; cursor?: string };
 
 const iso = (date: Date) => new Date(date).toISOString();
 const round = (value: number | null) => (value === null ? null : Math.round(value * 10) / 10);
 
-function toEventView(row: JobEventRow): JobEventView {
-  return {
-    id: row.id,
-    at: iso(row.at),
-    subject: row.subject,
-    attemptId: row.attempt_id,
-    from: row.from_status,
-    to: row.to_status,
-    reason: row.reason,
-    detail: row.detail ?? null,
-    actor: row.actor_key_id ? { keyId: row.actor_key_id, owner: row.actor_owner ?? '' } : null,
-  };
-}
-
 /** Reads for operators (`ops:read`, any owner) and the job timeline (its owner, or an operator). */
 @Injectable()
 export class OpsService {
-  constructor(private readonly ops: OpsRepository) {}
+  constructor(
+    private readonly ops: OpsRepository,
+    private readonly streams: LiveStreams,
+    @Inject(appConfig.KEY) private readonly config: AppConfig,
+  ) {
+    streams.addSweep((topics) => this.ops.latestEventIds(topics));
+  }
+
+  /**
+   * The job's timeline as a live stream (docs/design.md#live-streams), to the same readers as listEvents (I7):
+   * every event after `lastEventId`, then each as it commits, until STREAM_GRACE_MS after the terminal event.
+   * Undefined when the job ended longer ago than that and nothing follows `lastEventId`: the stream is over, and
+   * the answer (204) tells EventSource to stop reconnecting.
+   */
+  async streamEvents(
+    principal: Principal,
+    jobId: string,
+    lastEventId: string | undefined,
+  ): Promise<LiveStream | undefined> {
+    if (lastEventId !== undefined && !LAST_EVENT_ID.test(lastEventId)) {
+      throw new ValidationFailedError([{ field: 'Last-Event-ID', message: 'must be an event id this stream sent' }]);
+    }
+    const job = await this.ops.findTimelineState(jobId);
+    const own = job?.owner_id === principal.ownerId && principal.scopes.includes('jobs:read');
+    if (!job || !(own || principal.scopes.includes('ops:read'))) throw new NotFoundError('Job');
+    const after = lastEventId === '0' ? undefined : lastEventId;
+    const clockOffsetMs = job.now_ms - Date.now();
+    const graceMs = this.config.streamGraceMs;
+    if (TERMINAL.has(job.status) && job.completed_ms !== null && job.completed_ms + graceMs <= job.now_ms) {
+      const latest = (await this.ops.latestEventIds([jobId])).get(jobId);
+      if (latest === undefined || !idAfter(latest, after)) return undefined;
+    }
+    const source = new JobTimelineSource(jobId, this.ops, { graceMs, clockOffsetMs, completedMs: job.completed_ms });
+    return this.streams.start(principal.ownerId, source, after);
+  }
 
   /** The owner with `jobs:read` sees its own job's events; `ops:read` sees any job's. Another owner's job: 404 (I7). */
   async listEvents(principal: Principal, jobId: string, query: { limit: number; cursor?: string }): Promise<JobEventPageView> {

@@ -1,6 +1,7 @@
 import { ApiProperty } from '@nestjs/swagger';
 
 import { JobSummaryView, JobView } from '../jobs/job.view.js';
+import type { JobEventRow } from './ops.repository.js';
 
 export class ActorView {
   @ApiProperty({ format: 'uuid', description: 'The API key that acted.' }) keyId!: string;
@@ -32,6 +33,20 @@ export class JobEventView {
     description: 'The operator key behind the transition; null when the service acted.',
   })
   actor!: ActorView | null;
+}
+
+export function toEventView(row: JobEventRow): JobEventView {
+  return {
+    id: row.id,
+    at: new Date(row.at).toISOString(),
+    subject: row.subject,
+    attemptId: row.attempt_id,
+    from: row.from_status,
+    to: row.to_status,
+    reason: row.reason,
+    detail: row.detail ?? null,
+    actor: row.actor_key_id ? { keyId: row.actor_key_id, owner: row.actor_owner ?? '' } : null,
+  };
 }
 
 export class JobEventPageView {

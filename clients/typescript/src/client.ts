@@ -6,6 +6,7 @@ import {
   RequestTimeoutError,
   WaitTimeoutError,
 } from './errors.js';
+import { sseMessages } from './sse.js';
 import {
   type Batch,
   type BatchCreated,
@@ -14,6 +15,7 @@ import {
   type CreateBatchItem,
   type CreateJobRequest,
   type Job,
+  type JobEvent,
   type JobPage,
   type ListBatchesQuery,
   type ListBatchJobsQuery,
@@ -197,6 +199,54 @@ export class OnejobClient {
       const job = await this.getJob(id, { waitSeconds: Math.max(wait, 0) });
       if (TERMINAL_STATUSES.includes(job.status)) return job;
       if (wait <= 0 || Date.now() >= deadline) throw new WaitTimeoutError(job);
+    }
+  }
+
+  /**
+   * The job's timeline, live: every event so far, then each as it commits, until the service ends the stream
+   * after the terminal event (and its grace for a late discarded result). A dropped connection, a 503 or the
+   * service's restart is resumed by itself with Last-Event-ID: every event comes once, in order. Stop early with
+   * `signal` or by leaving the loop. Throws the service's problem (NotFoundError for another owner's job).
+   */
+  async *streamJobEvents(
+    id: string,
+    options: { signal?: AbortSignal; lastEventId?: string } = {},
+  ): AsyncGenerator<JobEvent> {
+    let lastEventId = options.lastEventId;
+    const url = `${this.baseUrl}/v1/jobs/${encodeURIComponent(id)}/events`;
+    for (let failures = 0; ; ) {
+      options.signal?.throwIfAborted();
+      const headers: Record<string, string> = {
+        Authorization: `Bearer ${this.options.apiKey}`,
+        Accept: 'text/event-stream',
+      };
+      if (lastEventId) headers['Last-Event-ID'] = lastEventId;
+      let after: number | undefined;
+      try {
+        const response = await this.fetch(url, { headers, signal: options.signal });
+        if (response.status === 204) return;
+        if (response.ok && response.body) {
+          for await (const message of sseMessages(response.body)) {
+            if (message.id === undefined || message.event === 'message') continue;
+            failures = 0;
+            lastEventId = message.id;
+            yield JSON.parse(message.data) as JobEvent;
+          }
+          // The service ended the stream: ask again, which answers 204 once nothing more can come.
+          continue;
+        }
+        const text = await response.text();
+        if (!ALWAYS_RETRIED.has(response.status) && !RETRIED_WHEN_REPEATABLE.has(response.status)) {
+          const problem = parseProblem(text, response.headers.get('content-type'));
+          throw errorFor(response.status, problem, response.headers.get('x-request-id') ?? undefined);
+        }
+        after = retryAfterMs(response.headers.get('retry-after'));
+      } catch (error) {
+        if (error instanceof OnejobError || options.signal?.aborted) throw error;
+        // A network error or a dropped stream: resume after the last event seen.
+      }
+      failures++;
+      await sleep(this.delay(Math.min(failures, 6), after));
     }
   }
 

@@ -259,7 +259,7 @@ export interface paths {
         };
         /**
          * A job's timeline: every transition with its reason, attempt, time and acting key (oldest first, keyset pages)
-         * @description For the job's owner (`jobs:read`) and for operators (`ops:read`, any owner). Another owner's job answers 404.
+         * @description For the job's owner (`jobs:read`) and for operators (`ops:read`, any owner). Another owner's job answers 404. With `Accept: text/event-stream`, a live stream: the timeline so far, then each event as it commits, one message per event (`id:` the event id, `event:` subject.to, `data:` the event as in the pages), a `: heartbeat` comment every STREAM_HEARTBEAT_MS; it ends STREAM_GRACE_MS after the terminal event. Resume with `Last-Event-ID` (or `?lastEventId=`): no gap, no repeat. 503 with Retry-After past MAX_STREAMS or MAX_STREAMS_PER_OWNER.
          */
         get: operations["listJobEvents"];
         put?: never;
@@ -3324,8 +3324,13 @@ export interface operations {
                 limit?: number;
                 /** @description The nextCursor of the previous page (opaque). */
                 cursor?: string;
+                /** @description With `Accept: text/event-stream`: resume after this event id, as the `Last-Event-ID` header does (for clients that cannot set headers). Ignored by the JSON pages. */
+                lastEventId?: string;
             };
-            header?: never;
+            header?: {
+                /** @description With `Accept: text/event-stream`: resume after this event id (EventSource sends it on reconnect). */
+                "Last-Event-ID"?: string;
+            };
             path: {
                 id: string;
             };
@@ -3333,6 +3338,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            /** @description A page of the timeline. With `Accept: text/event-stream`: the live timeline. */
             200: {
                 headers: {
                     "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
@@ -3341,7 +3347,24 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["JobEventPageView"];
+                    /**
+                     * @example retry: 1000
+                     *
+                     *     id: 41
+                     *     event: attempt.running
+                     *     data: {"id":"41","at":"2026-12-01T18:00:00.000Z",...}
+                     */
+                    "text/event-stream": string;
                 };
+            };
+            /** @description The stream is over: nothing follows Last-Event-ID, and nothing will (EventSource stops). */
+            204: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description problem+json with code validation_failed */
             400: {

@@ -12,6 +12,8 @@ export type JobStatus = Job['status'];
 /** The intent: operation, input, and optionally the provider chain. */
 export type CreateJobRequest = Schemas['CreateJobDto'];
 export type Problem = Schemas['Problem'];
+/** One row of a job's timeline, as the pages and the live stream carry it. */
+export type JobEvent = Schemas['JobEventView'];
 export type ListJobsQuery = NonNullable<operations['listJobs']['parameters']['query']>;
 
 /** A batch with its progress: counts per job status, cost, completedAt once every job is terminal. */

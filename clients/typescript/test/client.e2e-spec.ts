@@ -2,6 +2,8 @@ import { createServer as createHttpServer, type IncomingMessage, type ServerResp
 import { type AddressInfo, createConnection, createServer, type Server, type Socket } from 'node:net';
 
 import { startTestApp, type TestApp } from '../../../test/helpers/app.js';
+import { provider, writeCatalog } from '../../../test/helpers/catalog.js';
+import { startTcpProxy } from '../../../test/helpers/tcp-proxy.js';
 import {
   AuthenticationError,
   BatchWaitTimeoutError,
@@ -263,6 +265,37 @@ describe('waitForJob against a running worker', () => {
       await t.close();
     }
   });
+});
+
+describe('streamJobEvents against a running worker', () => {
+  it('yields every event once, in order, resuming with Last-Event-ID across a dropped connection', async () => {
+    const catalogFile = writeCatalog((c) => (provider(c, 'sim-primary').simulate.latencyMs = 1200));
+    const t = await startTestApp({ role: 'all', catalogFile, workerPollMs: 10, streamGraceMs: 200 });
+    const proxy = await startTcpProxy('127.0.0.1', Number(new URL(t.baseUrl).port));
+    try {
+      const apiKey = await t.key('owner-stream');
+      const { requests, fetch: recorded } = recordingFetch();
+      const client = new OnejobClient({ baseUrl: `http://127.0.0.1:${proxy.port}`, apiKey, fetch: recorded });
+      const { job } = await client.createJob(intent);
+      const seen: string[] = [];
+      for await (const event of client.streamJobEvents(job.id)) {
+        seen.push(event.id);
+        // Cut every connection once the first events are in: the client must come back on its own.
+        if (seen.length === 2) await proxy.cut().then(() => proxy.restore());
+      }
+      const page = await fetch(`${t.baseUrl}/v1/jobs/${job.id}/events?limit=500`, {
+        headers: { Authorization: `Bearer ${apiKey}` },
+      });
+      expect(seen).toEqual(((await page.json()) as { items: Array<{ id: string }> }).items.map((e) => e.id));
+      // It came back on its own, after an event it had (those read before the cut may be more than two).
+      const resumed = requests.filter((r) => r.headers.get('last-event-id') !== null);
+      expect(resumed.length).toBeGreaterThanOrEqual(1);
+      expect(seen.slice(1)).toContain(resumed[0].headers.get('last-event-id'));
+    } finally {
+      await proxy.close();
+      await t.close();
+    }
+  }, 40_000);
 });
 
 describe('the retry policy, against a scripted server', () => {

@@ -2,7 +2,6 @@
 // only in the Authorization header: never in a URL, never in a cookie. Everything shown comes from the /v1 API.
 
 const KEY_STORAGE = 'onejob.apiKey';
-const TERMINAL = ['succeeded', 'failed', 'cancelled'];
 const $ = (selector) => document.querySelector(selector);
 
 /** Builds an element; text goes through textContent, so nothing the API returns is ever parsed as HTML. */
@@ -89,7 +88,6 @@ $('#forget-key').addEventListener('click', () => {
 
 // ---- screens ----
 
-let refreshTimer;
 let queueTimer;
 
 const screenOf = () => {
@@ -98,7 +96,7 @@ const screenOf = () => {
 };
 
 async function route() {
-  clearTimeout(refreshTimer);
+  stopLive();
   clearTimeout(queueTimer);
   const name = screenOf();
   const arg = location.hash.slice(1).split('/')[1];
@@ -365,7 +363,7 @@ let shownJobId = null;
 
 /** Nothing of a previous job stays on screen once another was asked for and could not be shown. */
 function clearJob() {
-  clearTimeout(refreshTimer);
+  stopLive();
   shownJobId = null;
   attemptRows.clear();
   attemptForms.clear();
@@ -377,7 +375,7 @@ function clearJob() {
 }
 
 async function loadJob(id) {
-  clearTimeout(refreshTimer);
+  stopLive();
   const hash = `#job/${encodeURIComponent(id)}`;
   $('#job-id').value = id;
   try {
@@ -395,13 +393,95 @@ async function loadJob(id) {
     // The operator asked for another job meanwhile: this answer is stale.
     if (location.hash !== hash) return;
     renderJob(job, events, providers);
-    // A live job changes under the operator's eyes: follow it until it settles.
-    if (!TERMINAL.includes(job.status)) {
-      refreshTimer = setTimeout(() => location.hash === hash && loadJob(id).catch(fail), 1000);
-    }
+    // A live job changes under the operator's eyes: its timeline is streamed as it commits (and a late discarded
+    // result after it settled); the page redraws once a second meanwhile, for what time alone changes (deadlines).
+    followJob(job, events, providers, hash);
   } catch (error) {
     if (location.hash === hash) clearJob();
     throw error;
+  }
+}
+
+// ---- live timeline ----
+
+let live = null;
+
+function stopLive() {
+  if (!live) return;
+  live.controller.abort();
+  clearInterval(live.tick);
+  clearTimeout(live.reread);
+  live = null;
+}
+
+/** The messages of a text/event-stream body (the parts the service sends: id, event, data; comments skipped). */
+async function* sseMessages(body) {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = '';
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return;
+    buffer += value;
+    let end;
+    while ((end = buffer.indexOf('\n\n')) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      const fields = Object.fromEntries(
+        block
+          .split('\n')
+          .filter((line) => line && !line.startsWith(':'))
+          .map((line) => [line.slice(0, line.indexOf(':')), line.slice(line.indexOf(':') + 1).trimStart()]),
+      );
+      if (fields.id && fields.data) yield { id: fields.id, event: fields.event, data: JSON.parse(fields.data) };
+    }
+  }
+}
+
+/**
+ * Follows the job's timeline live (GET /v1/jobs/{id}/events as text/event-stream). EventSource cannot carry the
+ * key in a header, and the key never goes in a URL or a cookie: the stream is read with fetch, and resumed with
+ * Last-Event-ID after a drop, as EventSource would. Each event re-reads the job (its attempts) and redraws.
+ */
+async function followJob(job, events, providers, hash) {
+  stopLive();
+  const state = { controller: new AbortController(), job, tick: undefined, reread: undefined };
+  live = state;
+  const current = () => live === state && location.hash === hash;
+  state.tick = setInterval(() => current() && renderJob(state.job, events, providers), 1000);
+  const reread = () => {
+    clearTimeout(state.reread);
+    state.reread = setTimeout(async () => {
+      const fresh = await api(`/v1/ops/jobs/${encodeURIComponent(job.id)}`).catch(() => null);
+      if (fresh && current()) {
+        state.job = fresh;
+        renderJob(fresh, events, providers);
+      }
+    }, 100);
+  };
+  let lastId = events.at(-1)?.id;
+  while (current()) {
+    try {
+      const headers = { Authorization: `Bearer ${key()}`, Accept: 'text/event-stream' };
+      if (lastId) headers['Last-Event-ID'] = lastId;
+      const url = `/v1/jobs/${encodeURIComponent(job.id)}/events`;
+      const res = await fetch(url, { headers, credentials: 'omit', cache: 'no-store', signal: state.controller.signal });
+      // 204: nothing more will come; another refusal is the JSON page's to show.
+      if (res.status === 204 || !res.ok || !res.body) break;
+      for await (const message of sseMessages(res.body)) {
+        if (!current()) return;
+        if (events.some((e) => e.id === message.id)) continue;
+        events.push(message.data);
+        lastId = message.id;
+        reread();
+      }
+    } catch {
+      if (state.controller.signal.aborted) return;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+  }
+  if (live === state) {
+    clearInterval(state.tick);
+    live = null;
   }
 }
 
