@@ -798,6 +798,9 @@ $('#batch-by-id').addEventListener('submit', (event) => {
 /** Items whose job is terminal, conflicts included (they have no job to wait for), of all the batch's items. */
 const batchDone = (batch) => batch.itemCount - batch.liveJobs;
 
+/** A batch in progress is read again every 3 s while its screen is shown. */
+let batchRefresh;
+
 async function loadBatches(id) {
   // The list needs jobs:read (the key's own owner); an operator key without it still opens any batch by id.
   const list = await api('/v1/batches?limit=20').catch((error) => error);
@@ -866,8 +869,9 @@ async function loadBatches(id) {
     ),
   );
   detail.hidden = false;
+  clearTimeout(batchRefresh);
   if (batch.status !== 'completed') {
-    refreshTimer = setTimeout(() => {
+    batchRefresh = setTimeout(() => {
       if (screenOf() === 'batches') loadBatches(id).catch(fail);
     }, 3000);
   }
