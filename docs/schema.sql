@@ -61,6 +61,7 @@ AS $function$
       DECLARE
         hit uuid[];
         done_batch uuid;
+        part integer;
       BEGIN
         SELECT array_agg(DISTINCT i.batch_id ORDER BY i.batch_id) INTO hit
           FROM settled_new n JOIN settled_old o ON o.id = n.id JOIN batch_items i ON i.job_id = n.id
@@ -84,6 +85,11 @@ AS $function$
           IF done_batch IS NOT NULL THEN
             PERFORM announce_batch_completed(done_batch);
           END IF;
+        END LOOP;
+        -- The batches' live streams (GET /v1/batches/:id/events) hear of it at commit, on every replica; 200 ids a
+        -- NOTIFY, as JobSignals sends them (a payload is limited to 8,000 bytes).
+        FOR part IN 0 .. (cardinality(hit) - 1) / 200 LOOP
+          PERFORM pg_notify('onejob_events', array_to_string(hit[part * 200 + 1 : (part + 1) * 200], ','));
         END LOOP;
         RETURN NULL;
       END $function$;

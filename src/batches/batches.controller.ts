@@ -1,12 +1,13 @@
-import { Body, Controller, Get, HttpCode, Param, Post, Query, Res } from '@nestjs/common';
+import { Body, Controller, Get, Headers, HttpCode, Param, Post, Query, Res } from '@nestjs/common';
 import { ApiBody, ApiCreatedResponse, ApiHeader, ApiOkResponse, ApiParam, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
 
 import { CurrentPrincipal, OwnerId, RequireAnyScope, RequireScopes } from '../auth/auth.decorators.js';
 import type { Principal } from '../auth/scopes.js';
-import { ApiEndpoint, headerRef } from '../common/api-docs.js';
+import { ApiEndpoint, ApiJsonOrEventStream, headerRef } from '../common/api-docs.js';
 import { UuidPipe } from '../common/uuid.pipe.js';
 import { IdempotencyKey, MAX_IDEMPOTENCY_KEY_LENGTH } from '../jobs/request-headers.js';
+import { sendEventStream, wantsEventStream } from '../streams/event-stream-reply.js';
 import {
   BatchCreatedView,
   BatchJobPageView,
@@ -17,7 +18,7 @@ import {
   toBatchSummaryView,
   toBatchView,
 } from './batch.view.js';
-import { CreateBatchDto, ListBatchesQueryDto, ListBatchJobsQueryDto } from './batches.dto.js';
+import { BatchEventsQueryDto, CreateBatchDto, ListBatchesQueryDto, ListBatchJobsQueryDto } from './batches.dto.js';
 import { BatchesService } from './batches.service.js';
 
 const batchId = ApiParam({ name: 'id', description: 'A batch id.', schema: { type: 'string', format: 'uuid' } });
@@ -102,6 +103,38 @@ export class BatchesController {
   @ApiOkResponse({ type: BatchView })
   async getBatch(@CurrentPrincipal() principal: Principal, @Param('id', UuidPipe) id: string): Promise<BatchView> {
     return toBatchView(await this.batches.find(readerOf(principal), id));
+  }
+
+  @Get(':id/events')
+  @RequireAnyScope('jobs:read', 'ops:read')
+  @batchId
+  @ApiEndpoint({
+    operationId: 'streamBatchEvents',
+    summary: "A batch's progress, live: a message each time more of its jobs are terminal, then batch.completed",
+    description:
+      "For the batch's owner (`jobs:read`) and for operators (`ops:read`, any owner); another owner's batch " +
+      'answers 404. With `Accept: text/event-stream`: a `batch.progress` message (`data:` the batch as GET ' +
+      '/v1/batches/{id} answers it) now and whenever more of its jobs are terminal, then one `batch.completed` ' +
+      'message, and the end. Ids only grow: resume with `Last-Event-ID` (or `?lastEventId=`). Without it, the ' +
+      'batch as JSON. 503 with Retry-After past MAX_STREAMS or MAX_STREAMS_PER_OWNER.',
+    problems: [badQuery, { status: 404, codes: ['not_found'] }],
+  })
+  @ApiJsonOrEventStream(BatchView, {
+    json: 'The batch now.',
+    stream: 'its progress, live.',
+    example: 'retry: 1000\n\nid: 7\nevent: batch.progress\ndata: {"id":"…","counts":{"succeeded":7,...}}\n\n',
+  })
+  async streamBatchEvents(
+    @CurrentPrincipal() principal: Principal,
+    @Param('id', UuidPipe) id: string,
+    @Query() query: BatchEventsQueryDto,
+    @Headers('accept') accept: string | undefined,
+    @Headers('last-event-id') lastEventId: string | undefined,
+    @Res() reply: FastifyReply,
+  ): Promise<void> {
+    if (!wantsEventStream(accept)) return void reply.send(toBatchView(await this.batches.find(readerOf(principal), id)));
+    const after = query.lastEventId ?? lastEventId;
+    sendEventStream(reply, await this.batches.streamProgress(principal.ownerId, readerOf(principal), id, after));
   }
 
   @Get(':id/jobs')

@@ -1,5 +1,5 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { IsIn, IsOptional } from 'class-validator';
+import { IsIn, IsOptional, IsString, Matches } from 'class-validator';
 
 import { PageQueryDto } from '../common/page-query.dto.js';
 import { JOB_STATUSES, type JobStatus } from '../ledger/job.types.js';
@@ -84,3 +84,16 @@ export class ListBatchJobsQueryDto extends PageQueryDto {
 }
 
 export class ListBatchesQueryDto extends PageQueryDto {}
+
+export class BatchEventsQueryDto {
+  @ApiPropertyOptional({
+    description:
+      'With `Accept: text/event-stream`: resume after this message id, as the `Last-Event-ID` header does (for ' +
+      'clients that cannot set headers). Ignored by the JSON answer.',
+    pattern: '^(0|[1-9]\\d{0,18})$',
+  })
+  @IsOptional()
+  @IsString()
+  @Matches(/^(0|[1-9]\d{0,18})$/, { message: 'lastEventId must be an event id' })
+  lastEventId?: string;
+}

@@ -2,12 +2,13 @@ import { Module } from '@nestjs/common';
 
 import { LedgerModule } from '../ledger/ledger.module.js';
 import { ProvidersModule } from '../providers/providers.module.js';
+import { StreamsModule } from '../streams/streams.module.js';
 import { UsageModule } from '../usage/usage.module.js';
 import { BatchesController } from './batches.controller.js';
 import { BatchesService } from './batches.service.js';
 
 @Module({
-  imports: [LedgerModule, ProvidersModule, UsageModule],
+  imports: [LedgerModule, ProvidersModule, StreamsModule, UsageModule],
   controllers: [BatchesController],
   providers: [BatchesService],
 })

@@ -14,9 +14,13 @@ import { JobSignals } from '../ledger/job-signals.js';
 import { LedgerFactory } from '../ledger/ledger.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { CatalogService } from '../providers/catalog.service.js';
+import type { LiveStream } from '../streams/live-stream.js';
+import { LiveStreams } from '../streams/live-streams.js';
+import { idAfter } from '../streams/stream-source.js';
 import { currentTraceparent } from '../telemetry/tracing.js';
 import { BudgetsService, worstCaseTokens } from '../usage/budgets.service.js';
 import { batchFingerprint } from './batch-fingerprint.js';
+import { BatchProgressSource, batchStreamIds } from './batch-progress-source.js';
 import { type BatchCatalog, type BatchCommand, validateBatch } from './batch-validation.js';
 import { BatchKeyReusedError } from './batches.errors.js';
 
@@ -50,7 +54,9 @@ export class BatchesService {
     private readonly signals: JobSignals,
     private readonly metrics: MetricsService,
     private readonly budgets: BudgetsService,
+    private readonly streams: LiveStreams,
   ) {
+    streams.addSweep((topics) => this.batches.latestStreamIds(topics));
     this.catalogView = {
       hasOperation: (name) => this.catalog.operation(name) !== undefined,
       hasProvider: (name) => this.catalog.provider(name) !== undefined,
@@ -179,6 +185,25 @@ export class BatchesService {
     const batch = await this.batches.findProgress(id, ownerId);
     if (!batch) throw new NotFoundError('Batch');
     return batch;
+  }
+
+  /**
+   * The batch's progress as a live stream (docs/design.md#live-streams), to the same readers as `find` (I7).
+   * Undefined when it is complete and `lastEventId` is its last message: the stream is over (204).
+   */
+  async streamProgress(
+    streamOwner: string,
+    ownerId: string | null,
+    id: string,
+    lastEventId: string | undefined,
+  ): Promise<LiveStream | undefined> {
+    if (lastEventId !== undefined && !/^(0|[1-9]\d{0,18})$/.test(lastEventId)) {
+      throw new ValidationFailedError([{ field: 'Last-Event-ID', message: 'must be an event id this stream sent' }]);
+    }
+    const batch = await this.find(ownerId, id);
+    const after = lastEventId === '0' ? undefined : lastEventId;
+    if (batch.completedAt && !idAfter(batchStreamIds(batch).completed, after)) return undefined;
+    return this.streams.start(streamOwner, new BatchProgressSource(id, () => this.find(ownerId, id)), after);
   }
 
   async listItems(

@@ -314,6 +314,23 @@ export class BatchesRepository {
     return rows[0] && batchProgressFromRow(rows[0]);
   }
 
+  /**
+   * The newest stream id of each of these batches (the live streams' sweep; ids that name no batch are skipped):
+   * its jobs plus one once it is complete, else its terminal jobs (BatchProgressSource's ids).
+   */
+  async latestStreamIds(ids: string[]): Promise<Map<string, string>> {
+    const rows = await rowsOf<{ id: string; latest: string }>(
+      this.dataSource.manager,
+      `SELECT b.id, (CASE WHEN b.completed_at IS NOT NULL THEN count(j.id) + 1
+                          ELSE count(j.id) FILTER (WHERE j.status IN ('succeeded', 'failed', 'cancelled')) END)::text AS latest
+         FROM batches b LEFT JOIN batch_items i ON i.batch_id = b.id LEFT JOIN jobs j ON j.id = i.job_id
+        WHERE b.id = ANY ($1::uuid[])
+        GROUP BY b.id`,
+      [ids],
+    );
+    return new Map(rows.map((r) => [r.id, r.latest]));
+  }
+
   /** Every item of a batch, in order: the answer a replay repeats. */
   async items(batchId: string): Promise<BatchItem[]> {
     const rows = await rowsOf<BatchItemRow>(

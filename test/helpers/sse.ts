@@ -17,9 +17,13 @@ export interface Follower {
   close(): void;
 }
 
-const KINDS = ['job', 'attempt'].flatMap((s) =>
-  ['pending', 'running', 'unknown', 'succeeded', 'failed', 'cancelled', 'starting'].map((to) => `${s}.${to}`),
-);
+const KINDS = [
+  ...['job', 'attempt'].flatMap((s) =>
+    ['pending', 'running', 'unknown', 'succeeded', 'failed', 'cancelled', 'starting'].map((to) => `${s}.${to}`),
+  ),
+  'batch.progress',
+  'batch.completed',
+];
 
 const following = new Set<{ close(): void }>();
 

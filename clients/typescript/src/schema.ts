@@ -136,6 +136,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/batches/{id}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A batch's progress, live: a message each time more of its jobs are terminal, then batch.completed
+         * @description For the batch's owner (`jobs:read`) and for operators (`ops:read`, any owner); another owner's batch answers 404. With `Accept: text/event-stream`: a `batch.progress` message (`data:` the batch as GET /v1/batches/{id} answers it) now and whenever more of its jobs are terminal, then one `batch.completed` message, and the end. Ids only grow: resume with `Last-Event-ID` (or `?lastEventId=`). Without it, the batch as JSON. 503 with Retry-After past MAX_STREAMS or MAX_STREAMS_PER_OWNER.
+         */
+        get: operations["streamBatchEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/batches/{id}/jobs": {
         parameters: {
             query?: never;
@@ -2311,6 +2331,122 @@ export interface operations {
             };
             /** @description problem+json with code unsupported_media_type */
             415: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code internal_error */
+            500: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code service_unavailable */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    streamBatchEvents: {
+        parameters: {
+            query?: {
+                /** @description With `Accept: text/event-stream`: resume after this message id, as the `Last-Event-ID` header does (for clients that cannot set headers). Ignored by the JSON answer. */
+                lastEventId?: string;
+            };
+            header?: {
+                /** @description With `Accept: text/event-stream`: resume after this event id (EventSource sends it on reconnect). */
+                "Last-Event-ID"?: string;
+            };
+            path: {
+                /** @description A batch id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The batch now. With `Accept: text/event-stream`: its progress, live. */
+            200: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchView"];
+                    /**
+                     * @example retry: 1000
+                     *
+                     *     id: 7
+                     *     event: batch.progress
+                     *     data: {"id":"…","counts":{"succeeded":7,...}}
+                     */
+                    "text/event-stream": string;
+                };
+            };
+            /** @description The stream is over: nothing follows Last-Event-ID, and nothing will (EventSource stops). */
+            204: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description problem+json with code validation_failed */
+            400: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code unauthorized */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code forbidden */
+            403: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code not_found */
+            404: {
                 headers: {
                     "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
