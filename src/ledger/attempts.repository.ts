@@ -95,6 +95,14 @@ const MARK_RUNNING = prepared(`WITH p AS (
        SELECT ${ATTEMPT_COLUMNS} FROM m`);
 
 /** The attempts table. Writes are reached only through the Ledger. */
+/**
+ * A provider status never goes back from an end (completed, failed, cancelled, incomplete, expired, unknowable) to
+ * queued or in_progress: a retrieve sent before a cancel may answer after it, and must not undo what the cancel said.
+ */
+const NEXT_PROVIDER_STATUS = (value: string) =>
+  `CASE WHEN ${value}::text IS NULL OR (${value}::text IN ('queued', 'in_progress') AND provider_status IS NOT NULL
+                 AND provider_status NOT IN ('queued', 'in_progress')) THEN provider_status ELSE ${value}::text END`;
+
 @Injectable()
 export class AttemptsRepository {
   constructor(private readonly dataSource: DataSource) {}
@@ -209,7 +217,7 @@ export class AttemptsRepository {
               outcome = COALESCE($3, outcome), error = COALESCE($4::jsonb, error), usage = COALESCE($5::jsonb, usage),
               provider_request_id = COALESCE($6, provider_request_id), result_digest = COALESCE($7, result_digest),
               finished_at = CASE WHEN $8 THEN COALESCE(finished_at, now()) ELSE finished_at END,
-              provider_status = COALESCE($9, provider_status), resolved_by = COALESCE($10, resolved_by)
+              provider_status = ${NEXT_PROVIDER_STATUS('$9')}, resolved_by = COALESCE($10, resolved_by)
         WHERE id = $1 RETURNING *`,
       [
         attemptId,
@@ -237,7 +245,10 @@ export class AttemptsRepository {
 
   /** What the provider last said of the request; the attempt's own status is not touched. */
   async noteProviderStatus(attemptId: string, providerStatus: string, manager: Queryable): Promise<void> {
-    await manager.query('UPDATE attempts SET provider_status = $2 WHERE id = $1', [attemptId, providerStatus]);
+    await manager.query(`UPDATE attempts SET provider_status = ${NEXT_PROVIDER_STATUS('$2')} WHERE id = $1`, [
+      attemptId,
+      providerStatus,
+    ]);
   }
 
   /**
