@@ -31,8 +31,9 @@ describe('operating the service: metrics, logs, roles', () => {
     let t: TestApp;
     let key: string;
     beforeAll(async () => {
+      // late-a answers 1.4 s after its deadline: time enough, on a loaded machine, for the failover to win first.
       const catalogFile = writeCatalog((c) => {
-        c.providers.push({ name: 'late-a', kind: 'simulated', model: 'a', timeoutMs: 100, hardTimeoutMs: 3000, onTimeout: 'failover', sideEffectFree: true, simulate: { latencyMs: 500 } });
+        c.providers.push({ name: 'late-a', kind: 'simulated', model: 'a', timeoutMs: 100, hardTimeoutMs: 3000, onTimeout: 'failover', sideEffectFree: true, simulate: { latencyMs: 1500 } });
         c.providers.push({ name: 'quick-b', kind: 'simulated', model: 'b', timeoutMs: 2000, simulate: { latencyMs: 10 } });
       });
       t = await startTestApp({ role: 'all', catalogFile, workerPollMs: 10, reconcileIntervalMs: 100 });
