@@ -168,7 +168,7 @@ export function batchTable(row: BatchRow): string {
     line('POST /v1/batches (201, committed)', row.batchMs, '1.00×'),
     line('replay of the same batch (200)', row.replayMs, ratio(row.replayMs)),
     line('single creates, 64 connections', row.singlesMs, ratio(row.singlesMs)),
-    line("pg-boss 10 `insert()`, singletonKey each", row.pgBossMs, ratio(row.pgBossMs)),
+    line('pg-boss 10 `insert()`, singletonKey each', row.pgBossMs, ratio(row.pgBossMs)),
     line("the batch's statements through `pg`", row.postgresMs, ratio(row.postgresMs)),
     '',
     `service RSS: ${row.rssBeforeMb} MB before, ${row.rssPeakDuringMb} MB at most during the case ` +

@@ -28,7 +28,19 @@ import { type OneSecondRow, oneSecondTable, pipelineOneSecond } from './pipeline
 import { resolutionCase, type ResolutionRow, resolutionTable } from './resolution.js';
 import { sseCase, type SseRow, sseTable } from './sse.js';
 
-const CASES = ['create', 'replay', 'get', 'storm', 'pipeline', 'pipeline-1s', 'capacity', 'fairness', 'batch', 'resolution', 'sse'] as const;
+const CASES = [
+  'create',
+  'replay',
+  'get',
+  'storm',
+  'pipeline',
+  'pipeline-1s',
+  'capacity',
+  'fairness',
+  'batch',
+  'resolution',
+  'sse',
+] as const;
 type Case = (typeof CASES)[number];
 
 interface Measure {
@@ -99,7 +111,11 @@ async function closedLoop(seconds: number, work: (loop: number, i: number) => Pr
 
 /** The ceiling names the statements the service names (database/prepared-statements.ts), unless told not to. */
 const NAMED = process.env.DB_PREPARED_STATEMENTS !== 'false';
-const statement = (sql: string, values?: unknown[]) => ({ name: NAMED ? statementName(sql) : undefined, text: sql, values });
+const statement = (sql: string, values?: unknown[]) => ({
+  name: NAMED ? statementName(sql) : undefined,
+  text: sql,
+  values,
+});
 
 function manager(client: pg.Pool | pg.PoolClient): Queryable {
   if (client instanceof pg.Pool) {
@@ -116,7 +132,9 @@ function manager(client: pg.Pool | pg.PoolClient): Queryable {
       },
     } as Queryable;
   }
-  return { query: async (sql: string, params?: unknown[]) => (await client.query(statement(sql, params))).rows } as Queryable;
+  return {
+    query: async (sql: string, params?: unknown[]) => (await client.query(statement(sql, params))).rows,
+  } as Queryable;
 }
 
 async function transaction(pool: pg.Pool, work: (m: Queryable) => Promise<void>): Promise<void> {
@@ -133,7 +151,12 @@ async function transaction(pool: pg.Pool, work: (m: Queryable) => Promise<void>)
   }
 }
 
-async function load(url: string, seconds: number, request: { method: 'GET' | 'POST'; path: (i: number) => string; key?: (i: number) => string; body?: string }, headers: Record<string, string>) {
+async function load(
+  url: string,
+  seconds: number,
+  request: { method: 'GET' | 'POST'; path: (i: number) => string; key?: (i: number) => string; body?: string },
+  headers: Record<string, string>,
+) {
   let i = 0;
   const result = await autocannon({
     url,
@@ -145,7 +168,12 @@ async function load(url: string, seconds: number, request: { method: 'GET' | 'PO
         setupRequest: (req: autocannon.Request) => {
           const n = i++;
           const extra: Record<string, string> = request.key ? { 'idempotency-key': request.key(n) } : {};
-          return { ...req, path: request.path(n), headers: { ...headers, ...extra }, ...(request.body ? { body: request.body } : {}) };
+          return {
+            ...req,
+            path: request.path(n),
+            headers: { ...headers, ...extra },
+            ...(request.body ? { body: request.body } : {}),
+          };
         },
       },
     ],
@@ -155,7 +183,13 @@ async function load(url: string, seconds: number, request: { method: 'GET' | 'PO
 
 /** pgbench's binary: on PATH, or in a Debian PostgreSQL's bin folder; undefined when there is none. */
 function pgbenchBinary(): string | undefined {
-  for (const candidate of ['pgbench', '/usr/lib/postgresql/18/bin/pgbench', '/usr/lib/postgresql/17/bin/pgbench', '/usr/lib/postgresql/16/bin/pgbench', '/usr/lib/postgresql/15/bin/pgbench']) {
+  for (const candidate of [
+    'pgbench',
+    '/usr/lib/postgresql/18/bin/pgbench',
+    '/usr/lib/postgresql/17/bin/pgbench',
+    '/usr/lib/postgresql/16/bin/pgbench',
+    '/usr/lib/postgresql/15/bin/pgbench',
+  ]) {
     if (spawnSync(candidate, ['--version'], { encoding: 'utf8' }).status === 0) return candidate;
   }
   return undefined;
@@ -166,14 +200,36 @@ function pgbenchBinary(): string | undefined {
  * `script` (the statements of one request) at the same concurrency. No Node, no driver: what the database alone
  * can do here.
  */
-function pgbenchCeiling(databaseUrl: string, script: string, seconds: number, mode: 'prepared' | 'extended' = 'prepared'): { tps: number; latencyMs: number } | undefined {
+function pgbenchCeiling(
+  databaseUrl: string,
+  script: string,
+  seconds: number,
+  mode: 'prepared' | 'extended' = 'prepared',
+): { tps: number; latencyMs: number } | undefined {
   const binary = pgbenchBinary();
   if (!binary) return undefined;
   const file = join(mkdtempSync(join(tmpdir(), 'onejob-pgbench-')), 'case.sql');
   writeFileSync(file, script);
-  const result = spawnSync(binary, ['-n', '-M', mode, '-c', String(connections), '-j', String(Math.min(connections, cpus().length)), '-T', String(seconds), '-f', file, databaseUrl], {
-    encoding: 'utf8',
-  });
+  const result = spawnSync(
+    binary,
+    [
+      '-n',
+      '-M',
+      mode,
+      '-c',
+      String(connections),
+      '-j',
+      String(Math.min(connections, cpus().length)),
+      '-T',
+      String(seconds),
+      '-f',
+      file,
+      databaseUrl,
+    ],
+    {
+      encoding: 'utf8',
+    },
+  );
   const tps = /tps = ([\d.]+) \(without initial connection time\)/.exec(result.stdout);
   const latency = /latency average = ([\d.]+) ms/.exec(result.stdout);
   if (!tps) {
@@ -227,7 +283,9 @@ function currentRssMb(child: ChildProcess): number {
 /** Service settings to try without editing the bench: DB_POOL_SIZE, WORKER_CONCURRENCY, WORKER_POLL_MS and DB_PREPARED_STATEMENTS pass through when set. */
 function passThrough(): Record<string, string> {
   const env: Record<string, string> = {};
-  for (const name of ['DB_POOL_SIZE', 'WORKER_CONCURRENCY', 'WORKER_POLL_MS', 'DB_PREPARED_STATEMENTS']) if (process.env[name]) env[name] = process.env[name]!;
+  for (const name of ['DB_POOL_SIZE', 'WORKER_CONCURRENCY', 'WORKER_POLL_MS', 'DB_PREPARED_STATEMENTS']) {
+    if (process.env[name]) env[name] = process.env[name]!;
+  }
   return env;
 }
 
@@ -241,7 +299,17 @@ async function startService(
   // BENCH_CPU_PROF=1: a V8 CPU profile of the service per phase, in bench/profiles/ (open it in Chrome DevTools).
   const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir=bench/profiles'] : [];
   const child = spawn(process.execPath, [...profile, script], {
-    env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl, ROLE: role, PORT: String(port), HOST: '127.0.0.1', CATALOG_FILE: 'bench/catalog.bench.yaml', LOG_LEVEL: process.env.LOG_LEVEL ?? 'info', ...passThrough(), ...extraEnv },
+    env: {
+      PATH: process.env.PATH ?? '',
+      DATABASE_URL: databaseUrl,
+      ROLE: role,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      CATALOG_FILE: 'bench/catalog.bench.yaml',
+      LOG_LEVEL: process.env.LOG_LEVEL ?? 'info',
+      ...passThrough(),
+      ...extraEnv,
+    },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   const url = `http://127.0.0.1:${port}`;
@@ -283,14 +351,24 @@ async function main(): Promise<void> {
   const pgCpu = () => (postmaster ? postgresCpuSeconds(postmaster) : 0);
 
   /** A case's floor: bench/floor.server.ts under the same load as the service. */
-  const measureFloor = async (databaseUrl: string, request: Parameters<typeof load>[2], env: Record<string, string> = {}): Promise<Row['floor']> => {
+  const measureFloor = async (
+    databaseUrl: string,
+    request: Parameters<typeof load>[2],
+    env: Record<string, string> = {},
+  ): Promise<Row['floor']> => {
     const floorServer = await startService(databaseUrl, 'api', env, 'dist/bench/floor.server.js');
     try {
       const cpu0 = processCpuSeconds(floorServer.child.pid!);
       const pg0 = pgCpu();
       const result = await load(floorServer.url, duration, request, { 'content-type': 'application/json' });
       const per1000 = (seconds: number) => Math.round((seconds / result.requests.total) * 1000 * 1000) / 1000;
-      return { ...measure(result), cpuPer1000: { process: per1000(processCpuSeconds(floorServer.child.pid!) - cpu0), postgres: postmaster ? per1000(pgCpu() - pg0) : null } };
+      return {
+        ...measure(result),
+        cpuPer1000: {
+          process: per1000(processCpuSeconds(floorServer.child.pid!) - cpu0),
+          postgres: postmaster ? per1000(pgCpu() - pg0) : null,
+        },
+      };
     } finally {
       await floorServer.stop();
     }
@@ -321,10 +399,14 @@ async function main(): Promise<void> {
 
   try {
     let service = await startService(databaseUrl, 'api');
-    const key = spawnSync(process.execPath, ['dist/src/auth/apikey.cli.js', 'create', '--owner', 'bench', '--scopes', 'jobs:write,jobs:read'], {
-      env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl },
-      encoding: 'utf8',
-    })
+    const key = spawnSync(
+      process.execPath,
+      ['dist/src/auth/apikey.cli.js', 'create', '--owner', 'bench', '--scopes', 'jobs:write,jobs:read'],
+      {
+        env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl },
+        encoding: 'utf8',
+      },
+    )
       .stdout.trim()
       .split('\n')
       .pop()!;
@@ -337,19 +419,37 @@ async function main(): Promise<void> {
     for (let i = 0; i < seedKeys.length; i += 50) {
       await Promise.all(
         seedKeys.slice(i, i + 50).map(async (k) => {
-          const res = await fetch(`${service.url}/v1/jobs`, { method: 'POST', headers: { ...headers, 'idempotency-key': k }, body: body('seed') });
+          const res = await fetch(`${service.url}/v1/jobs`, {
+            method: 'POST',
+            headers: { ...headers, 'idempotency-key': k },
+            body: body('seed'),
+          });
           seeded.push(((await res.json()) as { id: string }).id);
         }),
       );
     }
-    const seededRows: Array<{ id: string; idempotency_key: string }> = (await pool.query('SELECT id, idempotency_key FROM jobs')).rows;
+    const seededRows: Array<{ id: string; idempotency_key: string }> = (
+      await pool.query('SELECT id, idempotency_key FROM jobs')
+    ).rows;
     // pgbench picks seeded jobs by number.
-    await pool.query('CREATE TABLE bench_ids AS SELECT row_number() OVER (ORDER BY id)::int AS n, id, owner_id, idempotency_key FROM jobs');
+    await pool.query(
+      'CREATE TABLE bench_ids AS SELECT row_number() OVER (ORDER BY id)::int AS n, id, owner_id, idempotency_key FROM jobs',
+    );
     await pool.query('CREATE UNIQUE INDEX ON bench_ids (n)');
     const fingerprintOfSeed = (await pool.query('SELECT fingerprint FROM jobs LIMIT 1')).rows[0].fingerprint as string;
 
     for (const name of cases) {
-      if (name === 'pipeline' || name === 'pipeline-1s' || name === 'capacity' || name === 'fairness' || name === 'batch' || name === 'resolution' || name === 'sse') continue;
+      if (
+        name === 'pipeline' ||
+        name === 'pipeline-1s' ||
+        name === 'capacity' ||
+        name === 'fairness' ||
+        name === 'batch' ||
+        name === 'resolution' ||
+        name === 'sse'
+      ) {
+        continue;
+      }
       let serviceMeasure: Measure;
       let ceiling: Measure;
       let floor: Row['floor'];
@@ -360,40 +460,94 @@ async function main(): Promise<void> {
         const pg0 = pgCpu();
         const result = await load(svc.url, duration, request, headers);
         const per1000 = (seconds: number) => Math.round((seconds / result.requests.total) * 1000 * 1000) / 1000;
-        serviceCpu.set(name, { service: per1000(processCpuSeconds(svc.child.pid!) - cpu0), postgres: postmaster ? per1000(pgCpu() - pg0) : null });
+        serviceCpu.set(name, {
+          service: per1000(processCpuSeconds(svc.child.pid!) - cpu0),
+          postgres: postmaster ? per1000(pgCpu() - pg0) : null,
+        });
         return result;
       };
       if (name === 'create') {
-        serviceMeasure = measure(await measuredLoad({ method: 'POST', path: () => '/v1/jobs', key: (i) => `create-${run}-${i}`, body: body('bench') }));
-        ceiling = await closedLoop(duration, (loop, i) =>
-          jobs.insertJob({ ownerId: 'bench-ceiling', idempotencyKey: `c-${run}-${loop}-${i}`, fingerprint: 'f'.repeat(64), ...NEW_JOB }, manager(pool)).then(() => undefined),
+        serviceMeasure = measure(
+          await measuredLoad({
+            method: 'POST',
+            path: () => '/v1/jobs',
+            key: (i) => `create-${run}-${i}`,
+            body: body('bench'),
+          }),
         );
-        floor = await measureFloor(databaseUrl, { method: 'POST', path: () => '/v1/jobs', key: (i) => `floor-${run}-${i}`, body: body('bench') });
+        ceiling = await closedLoop(duration, (loop, i) =>
+          jobs
+            .insertJob(
+              {
+                ownerId: 'bench-ceiling',
+                idempotencyKey: `c-${run}-${loop}-${i}`,
+                fingerprint: 'f'.repeat(64),
+                ...NEW_JOB,
+              },
+              manager(pool),
+            )
+            .then(() => undefined),
+        );
+        floor = await measureFloor(databaseUrl, {
+          method: 'POST',
+          path: () => '/v1/jobs',
+          key: (i) => `floor-${run}-${i}`,
+          body: body('bench'),
+        });
       } else if (name === 'replay' || name === 'storm') {
         const keys = name === 'replay' ? seedKeys : seedKeys.slice(0, 10);
-        const result = await measuredLoad({ method: 'POST', path: () => '/v1/jobs', key: (i) => keys[i % keys.length], body: body('seed') });
+        const result = await measuredLoad({
+          method: 'POST',
+          path: () => '/v1/jobs',
+          key: (i) => keys[i % keys.length],
+          body: body('seed'),
+        });
         serviceMeasure = { ...measure(result), designed: '200 replays' };
-        const ceilingKeys = name === 'replay' ? seededRows.map((r) => r.idempotency_key) : seededRows.slice(0, 10).map((r) => r.idempotency_key);
+        const ceilingKeys =
+          name === 'replay'
+            ? seededRows.map((r) => r.idempotency_key)
+            : seededRows.slice(0, 10).map((r) => r.idempotency_key);
         const owner = (await pool.query('SELECT owner_id FROM jobs LIMIT 1')).rows[0].owner_id as string;
         ceiling = await closedLoop(duration, async (loop, i) => {
           const k = ceilingKeys[(loop * 7919 + i) % ceilingKeys.length];
           try {
-            await jobs.insertJob({ ownerId: owner, idempotencyKey: k, fingerprint: fingerprintOfSeed, ...NEW_JOB }, manager(pool));
+            await jobs.insertJob(
+              { ownerId: owner, idempotencyKey: k, fingerprint: fingerprintOfSeed, ...NEW_JOB },
+              manager(pool),
+            );
           } catch (error) {
             if (!(error instanceof DuplicateIdempotencyKeyError)) throw error;
             await jobs.findOwnedByKey(owner, k, manager(pool));
           }
         });
       } else {
-        serviceMeasure = measure(await measuredLoad({ method: 'GET', path: (i) => `/v1/jobs/${seeded[i % seeded.length]}` }));
+        serviceMeasure = measure(
+          await measuredLoad({ method: 'GET', path: (i) => `/v1/jobs/${seeded[i % seeded.length]}` }),
+        );
         const owner = (await pool.query('SELECT owner_id FROM jobs LIMIT 1')).rows[0].owner_id as string;
-        ceiling = await closedLoop(duration, (loop, i) => jobs.findOwnedById(owner, seeded[(loop * 7919 + i) % seeded.length], manager(pool)).then(() => undefined));
-        floor = await measureFloor(databaseUrl, { method: 'GET', path: (i) => `/v1/jobs/${seeded[i % seeded.length]}` }, { FLOOR_OWNER: owner });
+        ceiling = await closedLoop(duration, (loop, i) =>
+          jobs.findOwnedById(owner, seeded[(loop * 7919 + i) % seeded.length], manager(pool)).then(() => undefined),
+        );
+        floor = await measureFloor(
+          databaseUrl,
+          { method: 'GET', path: (i) => `/v1/jobs/${seeded[i % seeded.length]}` },
+          { FLOOR_OWNER: owner },
+        );
       }
       const script = name === 'create' || name === 'replay' || name === 'get' ? PGBENCH_SCRIPTS[name] : undefined;
       const postgres = script ? pgbenchCeiling(databaseUrl, script, duration) : undefined;
       const postgresUnnamed = script ? pgbenchCeiling(databaseUrl, script, duration, 'extended') : undefined;
-      rows.push({ case: name, service: serviceMeasure, ceiling, ratio: serviceMeasure.rps / ceiling.rps, postgres, postgresUnnamed, floor, cpuPer1000: serviceCpu.get(name), peakRssMb: peakRssMb(service.child) });
+      rows.push({
+        case: name,
+        service: serviceMeasure,
+        ceiling,
+        ratio: serviceMeasure.rps / ceiling.rps,
+        postgres,
+        postgresUnnamed,
+        floor,
+        cpuPer1000: serviceCpu.get(name),
+        peakRssMb: peakRssMb(service.child),
+      });
     }
     if (cases.includes('batch')) batch = await batchCase({ pool, databaseUrl, run, headers, service });
     const apiPeak = peakRssMb(service.child);
@@ -406,30 +560,69 @@ async function main(): Promise<void> {
       const started = Date.now();
       const cpu0 = processCpuSeconds(service.child.pid!);
       const pg0 = pgCpu();
-      const result = await load(service.url, duration, { method: 'POST', path: () => '/v1/jobs', key: (i) => `pipe-${run}-${i}`, body: body('pipeline') }, headers);
+      const result = await load(
+        service.url,
+        duration,
+        { method: 'POST', path: () => '/v1/jobs', key: (i) => `pipe-${run}-${i}`, body: body('pipeline') },
+        headers,
+      );
       const created = result['2xx'];
       let settled = 0;
       while (Date.now() - started < (duration + 60) * 1000) {
-        settled = (await pool.query(`SELECT count(*)::int AS n FROM jobs WHERE idempotency_key LIKE $1 AND status = 'succeeded'`, [`pipe-${run}-%`])).rows[0].n;
+        settled = (
+          await pool.query(
+            `SELECT count(*)::int AS n FROM jobs WHERE idempotency_key LIKE $1 AND status = 'succeeded'`,
+            [`pipe-${run}-%`],
+          )
+        ).rows[0].n;
         if (settled >= created) break;
         await new Promise((r) => setTimeout(r, 50));
       }
-      const lastSettled = (await pool.query(`SELECT max(completed_at) AS at FROM jobs WHERE idempotency_key LIKE $1`, [`pipe-${run}-%`])).rows[0].at as Date;
+      const lastSettled = (
+        await pool.query(`SELECT max(completed_at) AS at FROM jobs WHERE idempotency_key LIKE $1`, [`pipe-${run}-%`])
+      ).rows[0].at as Date;
       const seconds = (lastSettled.getTime() - started) / 1000;
       // p50/p99 are the creates' (ROLE=all, workers running them as they come): the create case as shipped.
-      const serviceMeasure: Measure = { rps: settled / seconds, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx, designed: `creates ${Math.round(result.requests.average)}/s with ROLE=all` };
+      const serviceMeasure: Measure = {
+        rps: settled / seconds,
+        p50: result.latency.p50,
+        p99: result.latency.p99,
+        non2xx: result.non2xx,
+        designed: `creates ${Math.round(result.requests.average)}/s with ROLE=all`,
+      };
       const per1000 = (cpu: number) => Math.round((cpu / Math.max(1, settled)) * 1000 * 1000) / 1000;
-      serviceCpu.set('pipeline', { service: per1000(processCpuSeconds(service.child.pid!) - cpu0), postgres: postmaster ? per1000(pgCpu() - pg0) : null });
+      serviceCpu.set('pipeline', {
+        service: per1000(processCpuSeconds(service.child.pid!) - cpu0),
+        postgres: postmaster ? per1000(pgCpu() - pg0) : null,
+      });
 
       // The same SQL as create, claim, mark running and settle, one job per cycle, through pg.
       const ceiling = await closedLoop(duration, async (loop, i) => {
-        await jobs.insertJob({ ownerId: 'bench-ceiling', idempotencyKey: `p-${run}-${loop}-${i}`, fingerprint: 'f'.repeat(64), ...NEW_JOB }, manager(pool));
+        await jobs.insertJob(
+          {
+            ownerId: 'bench-ceiling',
+            idempotencyKey: `p-${run}-${loop}-${i}`,
+            fingerprint: 'f'.repeat(64),
+            ...NEW_JOB,
+          },
+          manager(pool),
+        );
         let claimed: { jobId: string; attemptId: string } | undefined;
         await transaction(pool, async (m) => {
           const [job] = (await jobs.claimDue(1, { providers: [], rooms: [] }, m)).jobs;
           if (!job) return;
           const [attempt] = await attempts.insertClaimed(
-            [{ jobId: job.id, provider: 'bench-zero', jobVersion: job.version, timeoutMs: 5000, hardTimeoutMs: 10000, workerId: 'bench', jobFrom: job.status }],
+            [
+              {
+                jobId: job.id,
+                provider: 'bench-zero',
+                jobVersion: job.version,
+                timeoutMs: 5000,
+                hardTimeoutMs: 10000,
+                workerId: 'bench',
+                jobFrom: job.status,
+              },
+            ],
             m,
           );
           claimed = { jobId: job.id, attemptId: attempt.id };
@@ -450,7 +643,14 @@ async function main(): Promise<void> {
           manager(pool),
         );
       });
-      rows.push({ case: 'pipeline', service: serviceMeasure, ceiling, ratio: serviceMeasure.rps / ceiling.rps, cpuPer1000: serviceCpu.get('pipeline'), peakRssMb: peakRssMb(service.child) });
+      rows.push({
+        case: 'pipeline',
+        service: serviceMeasure,
+        ceiling,
+        ratio: serviceMeasure.rps / ceiling.rps,
+        cpuPer1000: serviceCpu.get('pipeline'),
+        peakRssMb: peakRssMb(service.child),
+      });
 
       if (args.soak) {
         // Steady creates and reads for --soak-seconds, resident memory sampled every 10 s.
@@ -458,14 +658,23 @@ async function main(): Promise<void> {
         const rssMb: number[] = [currentRssMb(service.child)];
         const sampler = setInterval(() => rssMb.push(currentRssMb(service.child)), 10_000);
         await Promise.all([
-          load(service.url, seconds, { method: 'POST', path: () => '/v1/jobs', key: (i) => `soak-${run}-${i}`, body: body('soak') }, headers),
+          load(
+            service.url,
+            seconds,
+            { method: 'POST', path: () => '/v1/jobs', key: (i) => `soak-${run}-${i}`, body: body('soak') },
+            headers,
+          ),
           load(service.url, seconds, { method: 'GET', path: (i) => `/v1/jobs/${seeded[i % seeded.length]}` }, headers),
         ]);
         clearInterval(sampler);
         rssMb.push(currentRssMb(service.child));
         const third = Math.max(1, Math.floor(rssMb.length / 3));
         const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-        soak = { seconds, rssMb: rssMb.map((x) => Math.round(x)), growthMb: Math.round(mean(rssMb.slice(-third)) - mean(rssMb.slice(1, 1 + third))) };
+        soak = {
+          seconds,
+          rssMb: rssMb.map((x) => Math.round(x)),
+          growthMb: Math.round(mean(rssMb.slice(-third)) - mean(rssMb.slice(1, 1 + third))),
+        };
       }
       await service.stop();
     }
@@ -484,7 +693,12 @@ async function main(): Promise<void> {
     }
 
     if (cases.includes('capacity')) {
-      capacity = await capacityCase({ pool, run, headers, startService: (role, extraEnv) => startService(databaseUrl, role, extraEnv) });
+      capacity = await capacityCase({
+        pool,
+        run,
+        headers,
+        startService: (role, extraEnv) => startService(databaseUrl, role, extraEnv),
+      });
     }
 
     if (cases.includes('fairness')) {
@@ -496,15 +710,27 @@ async function main(): Promise<void> {
           .stdout.trim()
           .split('\n')
           .pop()!;
-      fairness = await fairnessCase({ pool, run, createKey, startService: (role, extraEnv) => startService(databaseUrl, role, extraEnv) });
+      fairness = await fairnessCase({
+        pool,
+        run,
+        createKey,
+        startService: (role, extraEnv) => startService(databaseUrl, role, extraEnv),
+      });
     }
 
     if (cases.includes('resolution')) {
-      resolution = await resolutionCase({ pool, run, headers, databaseUrl, startService: (extraEnv) => startService(databaseUrl, 'all', extraEnv) });
+      resolution = await resolutionCase({
+        pool,
+        run,
+        headers,
+        databaseUrl,
+        startService: (extraEnv) => startService(databaseUrl, 'all', extraEnv),
+      });
     }
 
     if (cases.includes('sse')) {
-      const startSse = (role: 'api' | 'worker', extraEnv: Record<string, string>) => startService(databaseUrl, role, extraEnv);
+      const startSse = (role: 'api' | 'worker', extraEnv: Record<string, string>) =>
+        startService(databaseUrl, role, extraEnv);
       sse = await sseCase({ pool, databaseUrl, run, headers, startService: startSse, rssMb: currentRssMb });
     }
   } finally {
@@ -538,22 +764,42 @@ async function main(): Promise<void> {
           : '\n'),
     );
   }
-  if (oneSecond.length) process.stdout.write(`\npipeline-1s (simulated provider, 1 s latency; pg-boss 10 on the same PostgreSQL)\n\n${oneSecondTable(oneSecond)}\n`);
-  if (capacity) process.stdout.write(`\ncapacity (fake OpenAI server, 1 s latency, maxConcurrency 50, 3 worker processes + 1 API process)\n\n${capacityTable(capacity)}\n`);
-  if (fairness) process.stdout.write(`\nfairness (fake OpenAI server, 1 s latency, maxConcurrency 5, 3 worker processes + 1 API process)\n\n${fairnessTable(fairness)}\n`);
+  if (oneSecond.length) {
+    process.stdout.write(
+      `\npipeline-1s (simulated provider, 1 s latency; pg-boss 10 on the same PostgreSQL)\n\n${oneSecondTable(oneSecond)}\n`,
+    );
+  }
+  if (capacity) {
+    process.stdout.write(
+      `\ncapacity (fake OpenAI server, 1 s latency, maxConcurrency 50, 3 worker processes + 1 API process)\n\n${capacityTable(capacity)}\n`,
+    );
+  }
+  if (fairness) {
+    process.stdout.write(
+      `\nfairness (fake OpenAI server, 1 s latency, maxConcurrency 5, 3 worker processes + 1 API process)\n\n${fairnessTable(fairness)}\n`,
+    );
+  }
   if (batch) process.stdout.write(`\nbatch (ROLE=api, same run, same PostgreSQL)\n\n${batchTable(batch)}\n`);
   if (resolution) {
-    const what = 'OpenAI Responses in background mode (fake), timeout 1 s, answers at 3 s, RECONCILE_INTERVAL_MS 500, one ROLE=all process';
+    const what =
+      'OpenAI Responses in background mode (fake), timeout 1 s, answers at 3 s, RECONCILE_INTERVAL_MS 500, one ROLE=all process';
     process.stdout.write(`\nresolution (${what})\n\n${resolutionTable(resolution)}\n`);
   }
   if (sse) {
     const what = 'ROLE=api streams, ROLE=worker commits on bench-1s; then 1,000 idle streams in one API process';
     process.stdout.write(`\nsse (${what})\n\n${sseTable(sse)}\n`);
   }
-  if (soak) process.stdout.write(`\nsoak: ${soak.seconds} s, RSS samples (MB) ${soak.rssMb.join(' ')}, growth last third vs first third: ${soak.growthMb} MB\n`);
+  if (soak) {
+    process.stdout.write(
+      `\nsoak: ${soak.seconds} s, RSS samples (MB) ${soak.rssMb.join(' ')}, growth last third vs first third: ${soak.growthMb} MB\n`,
+    );
+  }
   mkdirSync('bench/results', { recursive: true });
   const file = args.out ?? `bench/results/${new Date().toISOString().slice(0, 10)}.json`;
-  writeFileSync(file, `${JSON.stringify({ at: new Date().toISOString(), connections, duration, cores: cpus().length, node: process.version, postgres: serverVersion, rows, oneSecond, capacity, fairness, batch, resolution, sse, soak }, null, 2)}\n`);
+  writeFileSync(
+    file,
+    `${JSON.stringify({ at: new Date().toISOString(), connections, duration, cores: cpus().length, node: process.version, postgres: serverVersion, rows, oneSecond, capacity, fairness, batch, resolution, sse, soak }, null, 2)}\n`,
+  );
   process.stdout.write(`\nwritten to ${file}\n`);
 }
 

@@ -104,13 +104,29 @@ export async function capacityCase(ctx: CapacityContext): Promise<CapacityRow> {
     const deadline = Date.now() + JOBS * 100 + 120_000;
     const sampler = (async () => {
       for (;;) {
-        if (Date.now() > deadline) throw new Error(`the capacity backlog did not settle in time (fake peak ${fake.maxInFlight})`);
-        const { n } = (await ctx.pool.query(`SELECT count(*)::int AS n FROM attempts WHERE status = 'running' AND provider = $1`, [PROVIDER])).rows[0];
+        if (Date.now() > deadline) {
+          throw new Error(`the capacity backlog did not settle in time (fake peak ${fake.maxInFlight})`);
+        }
+        const { n } = (
+          await ctx.pool.query(`SELECT count(*)::int AS n FROM attempts WHERE status = 'running' AND provider = $1`, [
+            PROVIDER,
+          ])
+        ).rows[0];
         runningPeak = Math.max(runningPeak, n);
-        const settled = (await ctx.pool.query(`SELECT count(*)::int AS n FROM jobs WHERE idempotency_key LIKE $1 AND status = 'succeeded'`, [`${prefix}-%`])).rows[0].n;
+        const settled = (
+          await ctx.pool.query(
+            `SELECT count(*)::int AS n FROM jobs WHERE idempotency_key LIKE $1 AND status = 'succeeded'`,
+            [`${prefix}-%`],
+          )
+        ).rows[0].n;
         if (settled < JOBS - 2 * MAX_CONCURRENCY) {
           // Steady state: where a slot's time goes (held by a lease vs. a request actually at the provider).
-          const { held } = (await ctx.pool.query(`SELECT count(*)::int AS held FROM provider_leases WHERE provider = $1 AND expires_at > now()`, [PROVIDER])).rows[0];
+          const { held } = (
+            await ctx.pool.query(
+              `SELECT count(*)::int AS held FROM provider_leases WHERE provider = $1 AND expires_at > now()`,
+              [PROVIDER],
+            )
+          ).rows[0];
           steady.push({ leases: held, atProvider: fake.inFlight });
         }
         if (settled >= JOBS) return;

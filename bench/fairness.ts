@@ -88,15 +88,26 @@ export async function fairnessCase(ctx: FairnessContext): Promise<FairnessRow> {
   const services: Service[] = [];
   const owners = ['fair-a', 'fair-b', 'fair-c'];
   const headers = Object.fromEntries(
-    owners.map((o) => [o, { authorization: `Bearer ${ctx.createKey(o, 'jobs:write,jobs:read')}`, 'content-type': 'application/json' }]),
+    owners.map((o) => [
+      o,
+      { authorization: `Bearer ${ctx.createKey(o, 'jobs:write,jobs:read')}`, 'content-type': 'application/json' },
+    ]),
   );
-  const admin = { authorization: `Bearer ${ctx.createKey('bench-admin', 'owners:write,ops:read')}`, 'content-type': 'application/json' };
+  const admin = {
+    authorization: `Bearer ${ctx.createKey('bench-admin', 'owners:write,ops:read')}`,
+    'content-type': 'application/json',
+  };
   const setShare = async (url: string, owner: string, weight: number, maxConcurrency: number | null) => {
-    const res = await fetch(`${url}/v1/ops/owners/${owner}`, { method: 'PUT', headers: admin, body: JSON.stringify({ weight, maxConcurrency }) });
+    const res = await fetch(`${url}/v1/ops/owners/${owner}`, {
+      method: 'PUT',
+      headers: admin,
+      body: JSON.stringify({ weight, maxConcurrency }),
+    });
     if (res.status !== 200) throw new Error(`PUT /v1/ops/owners answered ${res.status}`);
   };
   const drain = async () => {
-    await ctx.pool.query(`UPDATE jobs SET status = 'cancelled', version = version + 1, next_attempt_at = NULL, completed_at = now(), updated_at = now()
+    await ctx.pool
+      .query(`UPDATE jobs SET status = 'cancelled', version = version + 1, next_attempt_at = NULL, completed_at = now(), updated_at = now()
                            WHERE status IN ('pending', 'running', 'unknown')`);
     for (let i = 0; fake.inFlight > 0 && i < 200; i++) await sleep(100);
     fake.reset();
@@ -104,7 +115,12 @@ export async function fairnessCase(ctx: FairnessContext): Promise<FairnessRow> {
   };
   const arrivals = async () => {
     const seen = fake.requests.map((r) => ({ attemptId: String(r.headers['idempotency-key']), at: r.at }));
-    const rows = (await ctx.pool.query('SELECT a.id, j.owner_id FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE a.id = ANY($1::uuid[])', [seen.map((s) => s.attemptId)])).rows;
+    const rows = (
+      await ctx.pool.query(
+        'SELECT a.id, j.owner_id FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE a.id = ANY($1::uuid[])',
+        [seen.map((s) => s.attemptId)],
+      )
+    ).rows;
     const owner = new Map(rows.map((r) => [r.id as string, r.owner_id as string]));
     return seen.map((s) => ({ owner: owner.get(s.attemptId) ?? '?', at: s.at }));
   };
@@ -115,10 +131,28 @@ export async function fairnessCase(ctx: FairnessContext): Promise<FairnessRow> {
     for (let i = 0; i < WORKERS; i++) services.push(await ctx.startService('worker', env));
 
     // 1. A's backlog, then B's jobs one every 500 ms.
-    await createJobs(api.url, headers['fair-a'], { prefix: `fa-${ctx.run}`, count: BACKLOG, senders: 32, provider: PROVIDER, text: 'a' });
-    await createJobs(api.url, headers['fair-b'], { prefix: `fb-${ctx.run}`, count: 20, senders: 1, provider: PROVIDER, text: 'b', rate: 2 });
+    await createJobs(api.url, headers['fair-a'], {
+      prefix: `fa-${ctx.run}`,
+      count: BACKLOG,
+      senders: 32,
+      provider: PROVIDER,
+      text: 'a',
+    });
+    await createJobs(api.url, headers['fair-b'], {
+      prefix: `fb-${ctx.run}`,
+      count: 20,
+      senders: 1,
+      provider: PROVIDER,
+      text: 'b',
+      rate: 2,
+    });
     for (let i = 0; i < 100; i++) {
-      const { n } = (await ctx.pool.query(`SELECT count(*)::int AS n FROM jobs WHERE owner_id = 'fair-b' AND idempotency_key LIKE $1 AND status = 'succeeded'`, [`fb-${ctx.run}-%`])).rows[0];
+      const { n } = (
+        await ctx.pool.query(
+          `SELECT count(*)::int AS n FROM jobs WHERE owner_id = 'fair-b' AND idempotency_key LIKE $1 AND status = 'succeeded'`,
+          [`fb-${ctx.run}-%`],
+        )
+      ).rows[0];
       if (n >= 20) break;
       await sleep(200);
     }
@@ -129,19 +163,37 @@ export async function fairnessCase(ctx: FairnessContext): Promise<FairnessRow> {
         [`fb-${ctx.run}-%`],
       )
     ).rows.map((r) => Number(r.ms));
-    const { left } = (await ctx.pool.query(`SELECT count(*)::int AS left FROM jobs WHERE owner_id = 'fair-a' AND status = 'pending'`)).rows[0];
+    const { left } = (
+      await ctx.pool.query(`SELECT count(*)::int AS left FROM jobs WHERE owner_id = 'fair-a' AND status = 'pending'`)
+    ).rows[0];
     await drain();
 
     // 2. Three backlogs, held by a cap of 0 while they are created, then let go together.
     const shares: ShareRow[] = [];
-    for (const weights of [{ 'fair-a': 1, 'fair-b': 1, 'fair-c': 1 }, { 'fair-a': 2, 'fair-b': 1, 'fair-c': 1 }] as Array<Record<string, number>>) {
+    for (const weights of [
+      { 'fair-a': 1, 'fair-b': 1, 'fair-c': 1 },
+      { 'fair-a': 2, 'fair-b': 1, 'fair-c': 1 },
+    ] as Array<Record<string, number>>) {
       const backlogs: Record<string, number> = { 'fair-a': 1000, 'fair-b': 100, 'fair-c': 10 };
       for (const o of owners) await setShare(api.url, o, weights[o], 0);
       const tag = `${ctx.run}-${weights['fair-a']}`;
-      for (const o of owners) await createJobs(api.url, headers[o], { prefix: `${o}-${tag}`, count: backlogs[o], senders: 16, provider: PROVIDER, text: o });
+      for (const o of owners) {
+        await createJobs(api.url, headers[o], {
+          prefix: `${o}-${tag}`,
+          count: backlogs[o],
+          senders: 16,
+          provider: PROVIDER,
+          text: o,
+        });
+      }
       await Promise.all(owners.map((o) => setShare(api.url, o, weights[o], null)));
       for (let i = 0; i < 600; i++) {
-        const { n } = (await ctx.pool.query(`SELECT count(*)::int AS n FROM jobs WHERE idempotency_key LIKE $1 AND status = 'succeeded'`, [`fair-c-${tag}-%`])).rows[0];
+        const { n } = (
+          await ctx.pool.query(
+            `SELECT count(*)::int AS n FROM jobs WHERE idempotency_key LIKE $1 AND status = 'succeeded'`,
+            [`fair-c-${tag}-%`],
+          )
+        ).rows[0];
         if (n >= backlogs['fair-c']) break;
         await sleep(200);
       }
@@ -151,11 +203,17 @@ export async function fairnessCase(ctx: FairnessContext): Promise<FairnessRow> {
       const until = Math.min(...owners.map((o) => Math.max(...at(o))));
       const total = Object.values(weights).reduce((a, b) => a + b, 0);
       const targets = Object.fromEntries(owners.map((o) => [o, weights[o] / total]));
-      const shareOf = (window: typeof seen) => Object.fromEntries(owners.map((o) => [o, window.filter((s) => s.owner === o).length / Math.max(1, window.length)]));
-      const miss = (share: Record<string, number>) => Math.max(...owners.map((o) => Math.abs(share[o] - targets[o]) / targets[o])) * 100;
+      const shareOf = (window: typeof seen) =>
+        Object.fromEntries(
+          owners.map((o) => [o, window.filter((s) => s.owner === o).length / Math.max(1, window.length)]),
+        );
+      const miss = (share: Record<string, number>) =>
+        Math.max(...owners.map((o) => Math.abs(share[o] - targets[o]) / targets[o])) * 100;
       const inWindow = seen.filter((s) => s.at >= from && s.at <= until);
       const windowMisses: number[] = [];
-      for (let start = from; start + 10_000 <= until; start += 1000) windowMisses.push(miss(shareOf(inWindow.filter((s) => s.at >= start && s.at < start + 10_000))));
+      for (let start = from; start + 10_000 <= until; start += 1000) {
+        windowMisses.push(miss(shareOf(inWindow.filter((s) => s.at >= start && s.at < start + 10_000))));
+      }
       const share = shareOf(inWindow);
       shares.push({
         weights: owners.map((o) => weights[o]).join(':'),

@@ -59,7 +59,9 @@ interface StoredResponse {
 }
 
 /** OpenAI's error body: `{error: {message, type, param, code}}`. */
-const apiError = (message: string, type = 'invalid_request_error', code: string | null = null) => ({ error: { message, type, param: null, code } });
+const apiError = (message: string, type = 'invalid_request_error', code: string | null = null) => ({
+  error: { message, type, param: null, code },
+});
 
 /**
  * A real OpenAI-compatible chat-completions server on 127.0.0.1, answering from a script: the adapter tests
@@ -129,7 +131,9 @@ export class FakeOpenAiServer {
 
   /** The response created for an attempt (the adapter sends its id as `metadata.onejob_attempt`). */
   responseOf(attemptId: string): StoredResponse | undefined {
-    return [...this.responses.values()].find((r) => (r.body.metadata as Record<string, string> | undefined)?.onejob_attempt === attemptId);
+    return [...this.responses.values()].find(
+      (r) => (r.body.metadata as Record<string, string> | undefined)?.onejob_attempt === attemptId,
+    );
   }
 
   /** Every request waits this long before its answer (on top of a script's own `delayMs`). */
@@ -207,7 +211,8 @@ export class FakeOpenAiServer {
       this.listStored(new URL(req.url ?? '', 'http://fake').searchParams, seen, res, done);
       return;
     }
-    const script: Script = this.failing !== undefined ? { kind: 'status', status: this.failing } : (this.scripts.shift() ?? this.fallback);
+    const script: Script =
+      this.failing !== undefined ? { kind: 'status', status: this.failing } : (this.scripts.shift() ?? this.fallback);
     if (script.kind === 'hang') return;
     const delay = this.latency + ('delayMs' in script && script.delayMs ? script.delayMs : 0);
     if (delay) await new Promise((r) => setTimeout(r, delay));
@@ -244,7 +249,11 @@ export class FakeOpenAiServer {
     if (script.kind === 'status') {
       seen.status = script.status;
       res.writeHead(script.status, { 'content-type': 'application/json', ...script.headers });
-      res.end(JSON.stringify(script.body ?? { error: { message: `scripted ${script.status}`, type: 'scripted', code: null } }));
+      res.end(
+        JSON.stringify(
+          script.body ?? { error: { message: `scripted ${script.status}`, type: 'scripted', code: null } },
+        ),
+      );
       done();
       return;
     }
@@ -274,10 +283,20 @@ export class FakeOpenAiServer {
       return m ? [[m[1], v] as const] : [];
     });
     const limit = Number(query.get('limit') ?? 20);
-    const data = this.stored.filter((c) => wanted.every(([k, v]) => (c.metadata as Record<string, string>)[k] === v)).slice(0, limit);
+    const data = this.stored
+      .filter((c) => wanted.every(([k, v]) => (c.metadata as Record<string, string>)[k] === v))
+      .slice(0, limit);
     seen.status = 200;
     res.writeHead(200, { 'content-type': 'application/json' });
-    res.end(JSON.stringify({ object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: false }));
+    res.end(
+      JSON.stringify({
+        object: 'list',
+        data,
+        first_id: data[0]?.id ?? null,
+        last_id: data.at(-1)?.id ?? null,
+        has_more: false,
+      }),
+    );
     done();
   }
 
@@ -287,7 +306,13 @@ export class FakeOpenAiServer {
    * completed, failed, cancelled, incomplete; a second cancel returns the cancelled response (idempotent); a
    * cancel of a response that already ended is a 400; an id past retention (or never created) is a 404.
    */
-  private async handleResponses(method: string, path: string, seen: SeenRequest, res: ServerResponse, done: () => void): Promise<void> {
+  private async handleResponses(
+    method: string,
+    path: string,
+    seen: SeenRequest,
+    res: ServerResponse,
+    done: () => void,
+  ): Promise<void> {
     const send = (status: number, body: unknown) => {
       seen.status = status;
       seen.answeredAt = Date.now();
@@ -303,14 +328,25 @@ export class FakeOpenAiServer {
       const script = this.backgroundScripts.shift() ?? this.backgroundFallback;
       if (this.latency) await new Promise((r) => setTimeout(r, this.latency));
       if (script.hangCreate) return;
-      if (script.createStatus) return send(script.createStatus, apiError(`scripted ${script.createStatus}`, 'server_error'));
+      if (script.createStatus) {
+        return send(script.createStatus, apiError(`scripted ${script.createStatus}`, 'server_error'));
+      }
       if (seen.body.background !== true) return send(400, apiError('This fake serves background responses only.'));
-      const stored: StoredResponse = { id: `resp_${randomBytes(16).toString('hex')}`, createdAt: Date.now(), script, body: seen.body, retrieves: [], cancels: 0 };
+      const stored: StoredResponse = {
+        id: `resp_${randomBytes(16).toString('hex')}`,
+        createdAt: Date.now(),
+        script,
+        body: seen.body,
+        retrieves: [],
+        cancels: 0,
+      };
       this.responses.set(stored.id, stored);
       return send(200, this.responseBody(stored));
     }
     const stored = id ? this.responses.get(id) : undefined;
-    if (!stored || Date.now() - stored.createdAt > this.retentionMs) return send(404, apiError(`Response with id '${id}' not found.`));
+    if (!stored || Date.now() - stored.createdAt > this.retentionMs) {
+      return send(404, apiError(`Response with id '${id}' not found.`));
+    }
     if (method === 'GET' && !cancel) {
       this.counters.retrieves++;
       stored.retrieves.push(Date.now());
@@ -341,7 +377,13 @@ export class FakeOpenAiServer {
   private responseBody(stored: StoredResponse): Record<string, unknown> {
     const status = this.statusOf(stored);
     const text = JSON.stringify(stored.script.content ?? { summary: 'fine' });
-    const message = { type: 'message', id: `msg_${stored.id.slice(5)}`, status: 'completed', role: 'assistant', content: [{ type: 'output_text', text, annotations: [] }] };
+    const message = {
+      type: 'message',
+      id: `msg_${stored.id.slice(5)}`,
+      status: 'completed',
+      role: 'assistant',
+      content: [{ type: 'output_text', text, annotations: [] }],
+    };
     const ended = status === 'completed' || status === 'incomplete';
     return {
       id: stored.id,
@@ -363,7 +405,13 @@ export class FakeOpenAiServer {
       tools: [],
       top_p: 1,
       usage: ended
-        ? { input_tokens: 17, input_tokens_details: { cached_tokens: 0 }, output_tokens: 5, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 22 }
+        ? {
+            input_tokens: 17,
+            input_tokens_details: { cached_tokens: 0 },
+            output_tokens: 5,
+            output_tokens_details: { reasoning_tokens: 0 },
+            total_tokens: 22,
+          }
         : null,
     };
   }
@@ -378,10 +426,14 @@ export class FakeOpenAiServer {
       if (!res.write(text)) await new Promise((resolve) => (res.once('drain', resolve), res.once('close', resolve)));
     };
     // The summary is a JSON string inside the message content, itself a JSON string: `x` needs no escaping.
-    await write(`{"id":"chatcmpl-${number}","object":"chat.completion","created":0,"model":"fake","choices":[{"index":0,`);
+    await write(
+      `{"id":"chatcmpl-${number}","object":"chat.completion","created":0,"model":"fake","choices":[{"index":0,`,
+    );
     await write('"message":{"role":"assistant","content":"{\\"summary\\":\\"');
     const chunk = 'x'.repeat(65_536);
-    for (let left = bytes; left > 0 && !res.destroyed; left -= chunk.length) await write(chunk.slice(0, Math.min(left, chunk.length)));
+    for (let left = bytes; left > 0 && !res.destroyed; left -= chunk.length) {
+      await write(chunk.slice(0, Math.min(left, chunk.length)));
+    }
     if (res.destroyed) return;
     res.end('\\"}"},"finish_reason":"stop"}],"usage":{"prompt_tokens":17,"completion_tokens":5,"total_tokens":22}}');
   }

@@ -21,23 +21,47 @@ const schema = {
   body: {
     type: 'object',
     required: ['operation', 'input'],
-    properties: { operation: { type: 'string' }, input: { type: 'object' }, providers: { type: 'array', items: { type: 'string' } } },
+    properties: {
+      operation: { type: 'string' },
+      input: { type: 'object' },
+      providers: { type: 'array', items: { type: 'string' } },
+    },
   },
 };
 
 app.post<{ Body: { operation: string; input: object } }>('/v1/jobs', { schema }, async (request, reply) => {
   const key = request.headers['idempotency-key'];
-  const values = ['bench-floor', key, 'f'.repeat(64), request.body.operation, JSON.stringify(request.body.input), ['bench-zero'], null, null];
+  const values = [
+    'bench-floor',
+    key,
+    'f'.repeat(64),
+    request.body.operation,
+    JSON.stringify(request.body.input),
+    ['bench-zero'],
+    null,
+    null,
+  ];
   const { rows } = await pool.query({ name: named ? statementName(INSERT_JOB) : undefined, text: INSERT_JOB, values });
   void reply.code(201).header('Location', `/v1/jobs/${rows[0].id}`);
   return rows[0];
 });
 app.get<{ Params: { id: string } }>('/v1/jobs/:id', async (request) => {
   const values = [request.params.id, process.env.FLOOR_OWNER];
-  const { rows } = await pool.query({ name: named ? statementName(FIND_OWNED_BY_ID) : undefined, text: FIND_OWNED_BY_ID, values });
+  const { rows } = await pool.query({
+    name: named ? statementName(FIND_OWNED_BY_ID) : undefined,
+    text: FIND_OWNED_BY_ID,
+    values,
+  });
   return rows[0];
 });
 app.get('/health/ready', async () => ({ status: 'ok' }));
 
 await app.listen({ port: Number(process.env.PORT), host: '127.0.0.1' });
-process.on('SIGTERM', () => void app.close().then(() => pool.end()).then(() => process.exit(0)));
+process.on(
+  'SIGTERM',
+  () =>
+    void app
+      .close()
+      .then(() => pool.end())
+      .then(() => process.exit(0)),
+);

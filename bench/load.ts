@@ -5,7 +5,8 @@ export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve
 
 export function percentiles(values: number[]): { p50: number; p99: number } {
   const sorted = [...values].sort((a, b) => a - b);
-  const at = (p: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] : 0);
+  const at = (p: number) =>
+    sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] : 0;
   return { p50: Math.round(at(50)), p99: Math.round(at(99)) };
 }
 
@@ -28,11 +29,15 @@ export interface Backlog {
  */
 function post(url: URL, agent: Agent, headers: Record<string, string>, body: string): Promise<number> {
   return new Promise((resolve, reject) => {
-    const request = httpRequest(url, { method: 'POST', agent, headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) } }, (response) => {
-      response.resume();
-      response.on('end', () => resolve(response.statusCode ?? 0));
-      response.on('error', reject);
-    });
+    const request = httpRequest(
+      url,
+      { method: 'POST', agent, headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) } },
+      (response) => {
+        response.resume();
+        response.on('end', () => resolve(response.statusCode ?? 0));
+        response.on('error', reject);
+      },
+    );
     request.on('error', reject);
     request.end(body);
   });

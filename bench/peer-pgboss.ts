@@ -44,7 +44,9 @@ async function main(): Promise<void> {
       done += batch.length;
       if (done >= jobs) setTimeout(resolve, 100);
     };
-    for (let i = 0; i < workers; i++) void boss.work(queue, { batchSize: Number(values.batch), pollingIntervalSeconds: 0.5 }, handler);
+    for (let i = 0; i < workers; i++) {
+      void boss.work(queue, { batchSize: Number(values.batch), pollingIntervalSeconds: 0.5 }, handler);
+    }
   });
   const started = Date.now();
   const rate = Number(values.rate);
@@ -64,7 +66,9 @@ async function main(): Promise<void> {
   await sleep(1000);
   await boss.stop({ graceful: true, wait: true, timeout: 10_000 });
   const cpu = process.cpuUsage();
-  process.stdout.write(`${JSON.stringify({ peakInFlight: peak, jobs: done, cpuSeconds: (cpu.user + cpu.system) / 1e6 })}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ peakInFlight: peak, jobs: done, cpuSeconds: (cpu.user + cpu.system) / 1e6 })}\n`,
+  );
 }
 
 main().catch((error: Error) => {

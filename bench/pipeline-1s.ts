@@ -50,7 +50,12 @@ const LATENCY_MS = 1000;
 const DEFAULT_WINDOW = 256;
 
 /** Polls `count()` until it reaches `target`, sampling `inFlight()` for the peak. */
-async function until(target: number, count: () => Promise<number>, inFlight: () => Promise<number>, timeoutMs: number): Promise<number> {
+async function until(
+  target: number,
+  count: () => Promise<number>,
+  inFlight: () => Promise<number>,
+  timeoutMs: number,
+): Promise<number> {
   let peak = 0;
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
@@ -61,17 +66,42 @@ async function until(target: number, count: () => Promise<number>, inFlight: () 
   throw new Error(`only ${await count()} of ${target} settled in time`);
 }
 
-async function onejobPhase(ctx: OneSecondContext, service: Service, phase: OneSecondRow['phase'], window: number, jobs: number, rate: number): Promise<OneSecondRow> {
+async function onejobPhase(
+  ctx: OneSecondContext,
+  service: Service,
+  phase: OneSecondRow['phase'],
+  window: number,
+  jobs: number,
+  rate: number,
+): Promise<OneSecondRow> {
   const prefix = `p1s-${ctx.run}-${phase.replace(/\W/g, '')}`;
   const cpu0 = processCpuSeconds(service.child.pid!);
   const pg0 = ctx.postmaster ? postgresCpuSeconds(ctx.postmaster) : 0;
   const sampler = until(
     jobs,
-    async () => (await ctx.pool.query(`SELECT count(*)::int AS n FROM jobs WHERE idempotency_key LIKE $1 AND status = 'succeeded'`, [`${prefix}-%`])).rows[0].n,
-    async () => (await ctx.pool.query(`SELECT count(*)::int AS n FROM attempts WHERE status = 'running' AND provider = 'bench-1s'`)).rows[0].n,
+    async () =>
+      (
+        await ctx.pool.query(
+          `SELECT count(*)::int AS n FROM jobs WHERE idempotency_key LIKE $1 AND status = 'succeeded'`,
+          [`${prefix}-%`],
+        )
+      ).rows[0].n,
+    async () =>
+      (
+        await ctx.pool.query(
+          `SELECT count(*)::int AS n FROM attempts WHERE status = 'running' AND provider = 'bench-1s'`,
+        )
+      ).rows[0].n,
     jobs * 50 + 120_000,
   );
-  await createJobs(service.url, ctx.headers, { prefix, count: jobs, senders: rate > 0 ? 16 : 64, provider: 'bench-1s', text: 'one second', rate });
+  await createJobs(service.url, ctx.headers, {
+    prefix,
+    count: jobs,
+    senders: rate > 0 ? 16 : 64,
+    provider: 'bench-1s',
+    text: 'one second',
+    rate,
+  });
   const peakInFlight = await sampler;
   const cpu = processCpuSeconds(service.child.pid!) - cpu0;
   const pgCpu = ctx.postmaster ? postgresCpuSeconds(ctx.postmaster) - pg0 : null;
@@ -106,23 +136,50 @@ function summarize(
     inFlightCap: window,
     jobs: rows.length,
     settledPerSecond: Math.round((rows.length / ((last - first) / 1000)) * 10) / 10,
-    startedPerSecondAfterCreates: startedAfter.length >= 100 ? Math.round((startedAfter.length / ((lastStarted - lastCreated) / 1000)) * 10) / 10 : null,
+    startedPerSecondAfterCreates:
+      startedAfter.length >= 100
+        ? Math.round((startedAfter.length / ((lastStarted - lastCreated) / 1000)) * 10) / 10
+        : null,
     ideal: window / (LATENCY_MS / 1000),
     createdToStartedMs: percentiles(rows.map((r) => r.started.getTime() - r.created.getTime())),
     createdToSettledMs: percentiles(rows.map((r) => r.completed.getTime() - r.created.getTime())),
     peakInFlight,
-    cpuMsPerJob: { process: Math.round((cpu * 1000 * 100) / rows.length) / 100, postgres: pgCpu === null ? null : Math.round((pgCpu * 1000 * 100) / rows.length) / 100 },
+    cpuMsPerJob: {
+      process: Math.round((cpu * 1000 * 100) / rows.length) / 100,
+      postgres: pgCpu === null ? null : Math.round((pgCpu * 1000 * 100) / rows.length) / 100,
+    },
     peakRssMb: rss === null ? null : Math.round(rss),
   };
 }
 
-async function pgBossPhase(ctx: OneSecondContext, phase: OneSecondRow['phase'], jobs: number, rate: number): Promise<OneSecondRow> {
+async function pgBossPhase(
+  ctx: OneSecondContext,
+  phase: OneSecondRow['phase'],
+  jobs: number,
+  rate: number,
+): Promise<OneSecondRow> {
   const queue = `bench_${ctx.run}_${phase.replace(/\W/g, '')}`;
   const workers = DEFAULT_WINDOW / 8;
   const pg0 = ctx.postmaster ? postgresCpuSeconds(ctx.postmaster) : 0;
   const child = spawn(
     process.execPath,
-    ['dist/bench/peer-pgboss.js', '--url', ctx.databaseUrl, '--jobs', String(jobs), '--workers', String(workers), '--batch', '8', '--queue', queue, '--rate', String(rate), '--senders', rate > 0 ? '16' : '64'],
+    [
+      'dist/bench/peer-pgboss.js',
+      '--url',
+      ctx.databaseUrl,
+      '--jobs',
+      String(jobs),
+      '--workers',
+      String(workers),
+      '--batch',
+      '8',
+      '--queue',
+      queue,
+      '--rate',
+      String(rate),
+      '--senders',
+      rate > 0 ? '16' : '64',
+    ],
     { stdio: ['ignore', 'pipe', 'inherit'] },
   );
   let out = '';
@@ -132,7 +189,10 @@ async function pgBossPhase(ctx: OneSecondContext, phase: OneSecondRow['phase'], 
   const peer = JSON.parse(out.trim().split('\n').pop()!) as { peakInFlight: number; cpuSeconds: number };
   const pgCpu = ctx.postmaster ? postgresCpuSeconds(ctx.postmaster) - pg0 : null;
   const rows: Array<{ created: Date; started: Date; completed: Date }> = (
-    await ctx.pool.query(`SELECT created_on AS created, started_on AS started, completed_on AS completed FROM pgboss.job WHERE name = $1 AND state = 'completed'`, [queue])
+    await ctx.pool.query(
+      `SELECT created_on AS created, started_on AS started, completed_on AS completed FROM pgboss.job WHERE name = $1 AND state = 'completed'`,
+      [queue],
+    )
   ).rows;
   return summarize('pg-boss', phase, DEFAULT_WINDOW, rows, peer.peakInFlight, peer.cpuSeconds, pgCpu, null);
 }

@@ -64,7 +64,16 @@ const RATE = 50;
 
 function resolutionCatalog(fakeUrl: string): string {
   const catalog = parse(readFileSync('bench/catalog.bench.yaml', 'utf8')) as { providers: unknown[] };
-  const base = { kind: 'openai', api: 'responses', model: 'gpt-4o-mini', baseUrl: fakeUrl, apiKeyEnv: 'BENCH_FAKE_OPENAI_KEY', timeoutMs: TIMEOUT_MS, hardTimeoutMs: 5000, pollIntervalMs: 1000 };
+  const base = {
+    kind: 'openai',
+    api: 'responses',
+    model: 'gpt-4o-mini',
+    baseUrl: fakeUrl,
+    apiKeyEnv: 'BENCH_FAKE_OPENAI_KEY',
+    timeoutMs: TIMEOUT_MS,
+    hardTimeoutMs: 5000,
+    pollIntervalMs: 1000,
+  };
   catalog.providers.push({ name: 'bench-bg-hold', ...base });
   catalog.providers.push({ name: 'bench-bg-failover', ...base, onTimeout: 'failover', sideEffectFree: true });
   const file = join(mkdtempSync(join(tmpdir(), 'onejob-bench-resolution-')), 'catalog.yaml');
@@ -75,14 +84,24 @@ function resolutionCatalog(fakeUrl: string): string {
 export async function resolutionCase(ctx: ResolutionContext): Promise<ResolutionRow[]> {
   const fake = await new FakeOpenAiServer().start();
   await ctx.pool.query('UPDATE jobs SET next_attempt_at = NULL WHERE next_attempt_at IS NOT NULL');
-  const env = { CATALOG_FILE: resolutionCatalog(fake.url), BENCH_FAKE_OPENAI_KEY: 'sk-bench', RECONCILE_INTERVAL_MS: String(RECONCILE_MS), WORKER_CONCURRENCY: '256', DB_POOL_SIZE: '40' };
+  const env = {
+    CATALOG_FILE: resolutionCatalog(fake.url),
+    BENCH_FAKE_OPENAI_KEY: 'sk-bench',
+    RECONCILE_INTERVAL_MS: String(RECONCILE_MS),
+    WORKER_CONCURRENCY: '256',
+    DB_POOL_SIZE: '40',
+  };
   const service = await ctx.startService(env);
   try {
     // failover needs a certified fallback (I6): certify bench-zero for the operation, with an admin key.
-    const admin = spawnSync(process.execPath, ['dist/src/auth/apikey.cli.js', 'create', '--owner', 'bench-admin', '--scopes', 'providers:certify'], {
-      env: { PATH: process.env.PATH ?? '', DATABASE_URL: ctx.databaseUrl },
-      encoding: 'utf8',
-    })
+    const admin = spawnSync(
+      process.execPath,
+      ['dist/src/auth/apikey.cli.js', 'create', '--owner', 'bench-admin', '--scopes', 'providers:certify'],
+      {
+        env: { PATH: process.env.PATH ?? '', DATABASE_URL: ctx.databaseUrl },
+        encoding: 'utf8',
+      },
+    )
       .stdout.trim()
       .split('\n')
       .pop()!;
@@ -98,7 +117,15 @@ export async function resolutionCase(ctx: ResolutionContext): Promise<Resolution
       fake.alwaysBackground({ afterMs: ANSWER_MS });
       const prefix = `res-${policy}-${ctx.run}`;
       const primary = policy === 'hold' ? 'bench-bg-hold' : 'bench-bg-failover';
-      await createJobs(service.url, ctx.headers, { prefix, count: JOBS, senders: 8, rate: RATE, provider: primary, providers: policy === 'hold' ? [primary] : [primary, 'bench-zero'], text: policy });
+      await createJobs(service.url, ctx.headers, {
+        prefix,
+        count: JOBS,
+        senders: 8,
+        rate: RATE,
+        provider: primary,
+        providers: policy === 'hold' ? [primary] : [primary, 'bench-zero'],
+        text: policy,
+      });
       const until = Date.now() + 120_000;
       // Done when every job is terminal or waits for an operator (its create call never returned an id, on a
       // loaded machine: unknowable; or the provider forgot it: expired): the one ambiguity left, counted below.
@@ -115,12 +142,24 @@ export async function resolutionCase(ctx: ResolutionContext): Promise<Resolution
         ).rows[0];
         leftToOperator = waiting;
         if (n + waiting >= JOBS) break;
-        if (Date.now() > until) throw new Error(`resolution ${policy}: ${n} of ${JOBS} jobs settled in time, ${waiting} left to an operator`);
+        if (Date.now() > until) {
+          throw new Error(`resolution ${policy}: ${n} of ${JOBS} jobs settled in time, ${waiting} left to an operator`);
+        }
         await sleep(200);
       }
       const settledRetrieves = fake.counters.retrieves;
       await sleep(RECONCILE_MS * 3);
-      const attempts: Array<{ id: string; job_status: string; winner: boolean; number: number; deadline: Date; finished: Date | null; created: Date; completed: Date; resolved_by: string | null }> = (
+      const attempts: Array<{
+        id: string;
+        job_status: string;
+        winner: boolean;
+        number: number;
+        deadline: Date;
+        finished: Date | null;
+        created: Date;
+        completed: Date;
+        resolved_by: string | null;
+      }> = (
         await ctx.pool.query(
           `SELECT a.id, j.status AS job_status, j.completed_by = a.id AS winner, a.number, a.deadline_at AS deadline, a.finished_at AS finished,
                   j.created_at AS created, j.completed_at AS completed, a.resolved_by
@@ -129,14 +168,17 @@ export async function resolutionCase(ctx: ResolutionContext): Promise<Resolution
         )
       ).rows;
       const firsts = attempts.filter((a) => a.number === 1);
-      const lookups = firsts.map((a) => (fake.responseOf(a.id)?.retrieves ?? []).filter((at) => at >= a.deadline.getTime()));
+      const lookups = firsts.map((a) =>
+        (fake.responseOf(a.id)?.retrieves ?? []).filter((at) => at >= a.deadline.getTime()),
+      );
       const gaps = lookups.flatMap((times) => times.slice(1).map((at, i) => at - times[i]));
       // (An attempt that never reached the fake, e.g. not sent before its deadline on a loaded machine, has no response.)
       const resolveAfter = firsts.flatMap((a) => {
         const stored = fake.responseOf(a.id);
         return a.finished && stored ? [a.finished.getTime() - (stored.createdAt + ANSWER_MS)] : [];
       });
-      const expected = policy === 'hold' ? firsts.filter((a) => a.winner) : attempts.filter((a) => a.number === 2 && a.winner);
+      const expected =
+        policy === 'hold' ? firsts.filter((a) => a.winner) : attempts.filter((a) => a.number === 2 && a.winner);
       const resolvedBy: Record<string, number> = {};
       for (const a of firsts) if (a.resolved_by) resolvedBy[a.resolved_by] = (resolvedBy[a.resolved_by] ?? 0) + 1;
       const sorted = [...resolveAfter].sort((a, b) => a - b);
@@ -174,7 +216,11 @@ export function resolutionTable(rows: ResolutionRow[]): string {
     '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|',
     ...rows.map(
       (r) =>
-        `| ${r.policy} | ${r.jobs} | ${r.succeeded} | ${r.leftToOperator} | ${r.expectedWinner} | ${r.policy === 'hold' ? `${r.resolveAfterAnswerMs.p50} / ${r.resolveAfterAnswerMs.p99} / ${r.resolveAfterAnswerMs.max}` : 'n/a'} | ${r.createdToSettledMs.p50} / ${r.createdToSettledMs.p99} | ${r.retrievesPerUnknown.mean} / ${r.retrievesPerUnknown.max} | ${r.minLookupGapMs ?? 'n/a'} | ${r.retrievesAfterSettled} | ${r.cancels} | ${Object.entries(r.resolvedBy).map(([k, v]) => `${k} ${v}`).join(', ')} |`,
+        `| ${r.policy} | ${r.jobs} | ${r.succeeded} | ${r.leftToOperator} | ${r.expectedWinner} | ${r.policy === 'hold' ? `${r.resolveAfterAnswerMs.p50} / ${r.resolveAfterAnswerMs.p99} / ${r.resolveAfterAnswerMs.max}` : 'n/a'} | ${r.createdToSettledMs.p50} / ${r.createdToSettledMs.p99} | ${r.retrievesPerUnknown.mean} / ${r.retrievesPerUnknown.max} | ${r.minLookupGapMs ?? 'n/a'} | ${r.retrievesAfterSettled} | ${r.cancels} | ${Object.entries(
+          r.resolvedBy,
+        )
+          .map(([k, v]) => `${k} ${v}`)
+          .join(', ')} |`,
     ),
   ].join('\n');
 }

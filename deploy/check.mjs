@@ -49,7 +49,9 @@ rmSync(scratch, { recursive: true, force: true });
 const dir = join(here, 'kubernetes');
 const documents = readdirSync(dir)
   .filter((file) => file.endsWith('.yaml'))
-  .flatMap((file) => parseAllDocuments(readFileSync(join(dir, file), 'utf8')).map((doc) => ({ file, object: doc.toJS() })));
+  .flatMap((file) =>
+    parseAllDocuments(readFileSync(join(dir, file), 'utf8')).map((doc) => ({ file, object: doc.toJS() })),
+  );
 const problems = await validateManifests(documents);
 for (const problem of problems) console.error(problem);
 if (problems.length) failed = true;

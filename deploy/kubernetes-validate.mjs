@@ -21,7 +21,9 @@ export async function validateManifests(documents) {
     const where = `${file}: ${type} ${object?.metadata?.name ?? '(no name)'}`;
     const module = MODELS[type];
     if (!module) {
-      problems.push(`${where}: no schema known for this apiVersion and kind (add it to deploy/kubernetes-validate.mjs)`);
+      problems.push(
+        `${where}: no schema known for this apiVersion and kind (add it to deploy/kubernetes-validate.mjs)`,
+      );
       continue;
     }
     const Model = Object.values(await import(module))[0];

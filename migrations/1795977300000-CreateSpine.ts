@@ -41,7 +41,9 @@ export class CreateSpine1795977300000 implements MigrationInterface {
         CONSTRAINT "CHK_jobs_version" CHECK (version >= 0)
       )`);
     await queryRunner.query(`CREATE INDEX "IDX_jobs_owner_created" ON jobs (owner_id, created_at DESC, id DESC)`);
-    await queryRunner.query(`CREATE INDEX "IDX_jobs_owner_status_created" ON jobs (owner_id, status, created_at DESC, id DESC)`);
+    await queryRunner.query(
+      `CREATE INDEX "IDX_jobs_owner_status_created" ON jobs (owner_id, status, created_at DESC, id DESC)`,
+    );
     await queryRunner.query(`
       CREATE TABLE job_events (
         id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

@@ -33,7 +33,9 @@ export class CreateAttempts1795977500000 implements MigrationInterface {
     await queryRunner.query(
       `CREATE UNIQUE INDEX "UQ_attempts_one_live_per_job" ON attempts (job_id) WHERE status IN ('starting', 'running', 'unknown')`,
     );
-    await queryRunner.query(`CREATE INDEX "IDX_attempts_live_deadline" ON attempts (deadline_at) WHERE status IN ('starting', 'running', 'unknown')`);
+    await queryRunner.query(
+      `CREATE INDEX "IDX_attempts_live_deadline" ON attempts (deadline_at) WHERE status IN ('starting', 'running', 'unknown')`,
+    );
     await queryRunner.query(`ALTER TABLE jobs ADD COLUMN next_attempt_at timestamptz DEFAULT now()`);
     await queryRunner.query(`CREATE INDEX "IDX_jobs_due" ON jobs (next_attempt_at) WHERE next_attempt_at IS NOT NULL`);
     await queryRunner.query(

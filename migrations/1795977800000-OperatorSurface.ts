@@ -14,8 +14,12 @@ export class OperatorSurface1795977800000 implements MigrationInterface {
 
   async up(queryRunner: QueryRunner): Promise<void> {
     await queryRunner.query(`ALTER TABLE api_keys DROP CONSTRAINT "CHK_api_keys_scopes"`);
-    await queryRunner.query(`ALTER TABLE api_keys ADD CONSTRAINT "CHK_api_keys_scopes" CHECK (scopes <@ ARRAY[${SCOPES_AFTER}]::text[])`);
-    await queryRunner.query(`ALTER TABLE api_keys ADD COLUMN expires_at timestamptz, ADD COLUMN last_used_at timestamptz`);
+    await queryRunner.query(
+      `ALTER TABLE api_keys ADD CONSTRAINT "CHK_api_keys_scopes" CHECK (scopes <@ ARRAY[${SCOPES_AFTER}]::text[])`,
+    );
+    await queryRunner.query(
+      `ALTER TABLE api_keys ADD COLUMN expires_at timestamptz, ADD COLUMN last_used_at timestamptz`,
+    );
     await queryRunner.query(`ALTER TABLE job_events ADD COLUMN actor_key_id uuid, ADD COLUMN actor_owner text`);
     await queryRunner.query(`CREATE INDEX "IDX_jobs_created" ON jobs (created_at DESC, id DESC)`);
     await queryRunner.query(`CREATE INDEX "IDX_jobs_completed_brin" ON jobs USING brin (completed_at)`);
@@ -30,6 +34,8 @@ export class OperatorSurface1795977800000 implements MigrationInterface {
     await queryRunner.query(`ALTER TABLE api_keys DROP COLUMN last_used_at, DROP COLUMN expires_at`);
     await queryRunner.query(`UPDATE api_keys SET scopes = array_remove(scopes, 'ops:read')`);
     await queryRunner.query(`ALTER TABLE api_keys DROP CONSTRAINT "CHK_api_keys_scopes"`);
-    await queryRunner.query(`ALTER TABLE api_keys ADD CONSTRAINT "CHK_api_keys_scopes" CHECK (scopes <@ ARRAY[${SCOPES_BEFORE}]::text[])`);
+    await queryRunner.query(
+      `ALTER TABLE api_keys ADD CONSTRAINT "CHK_api_keys_scopes" CHECK (scopes <@ ARRAY[${SCOPES_BEFORE}]::text[])`,
+    );
   }
 }

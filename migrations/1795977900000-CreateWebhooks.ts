@@ -30,7 +30,9 @@ export class CreateWebhooks1795977900000 implements MigrationInterface {
           cardinality(events) >= 1 AND events <@ ARRAY['job.succeeded', 'job.failed', 'job.cancelled', 'attempt.unknown']::text[])
       )`);
     // The outbox INSERT ... SELECT looks endpoints up by owner on every settlement: an index-only miss when none.
-    await queryRunner.query(`CREATE INDEX "IDX_webhook_endpoints_owner" ON webhook_endpoints (owner_id) WHERE status = 'enabled'`);
+    await queryRunner.query(
+      `CREATE INDEX "IDX_webhook_endpoints_owner" ON webhook_endpoints (owner_id) WHERE status = 'enabled'`,
+    );
     await queryRunner.query(`
       CREATE TABLE webhook_deliveries (
         id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
@@ -51,8 +53,12 @@ export class CreateWebhooks1795977900000 implements MigrationInterface {
         CONSTRAINT "CHK_webhook_deliveries_status" CHECK (status IN ('pending', 'succeeded', 'failed')),
         CONSTRAINT "CHK_webhook_deliveries_attempts" CHECK (attempts >= 0)
       )`);
-    await queryRunner.query(`CREATE INDEX "IDX_webhook_deliveries_due" ON webhook_deliveries (next_attempt_at) WHERE status = 'pending'`);
-    await queryRunner.query(`CREATE INDEX "IDX_webhook_deliveries_endpoint" ON webhook_deliveries (endpoint_id, created_at DESC, id DESC)`);
+    await queryRunner.query(
+      `CREATE INDEX "IDX_webhook_deliveries_due" ON webhook_deliveries (next_attempt_at) WHERE status = 'pending'`,
+    );
+    await queryRunner.query(
+      `CREATE INDEX "IDX_webhook_deliveries_endpoint" ON webhook_deliveries (endpoint_id, created_at DESC, id DESC)`,
+    );
     await queryRunner.query(`CREATE INDEX "IDX_webhook_deliveries_job" ON webhook_deliveries (job_id)`);
     await queryRunner.query(`
       CREATE TABLE webhook_delivery_attempts (
@@ -65,7 +71,9 @@ export class CreateWebhooks1795977900000 implements MigrationInterface {
         at timestamptz NOT NULL DEFAULT now(),
         CONSTRAINT "FK_webhook_delivery_attempts_delivery" FOREIGN KEY (delivery_id) REFERENCES webhook_deliveries (id) ON DELETE CASCADE
       )`);
-    await queryRunner.query(`CREATE INDEX "IDX_webhook_delivery_attempts_delivery" ON webhook_delivery_attempts (delivery_id, id)`);
+    await queryRunner.query(
+      `CREATE INDEX "IDX_webhook_delivery_attempts_delivery" ON webhook_delivery_attempts (delivery_id, id)`,
+    );
   }
 
   async down(queryRunner: QueryRunner): Promise<void> {

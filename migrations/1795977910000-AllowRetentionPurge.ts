@@ -17,7 +17,9 @@ export class AllowRetentionPurge1795977910000 implements MigrationInterface {
         END IF;
         RAISE EXCEPTION 'job_events is append-only' USING ERRCODE = 'insufficient_privilege';
       END $$`);
-    await queryRunner.query(`CREATE INDEX "IDX_jobs_completed_at" ON jobs (completed_at) WHERE completed_at IS NOT NULL`);
+    await queryRunner.query(
+      `CREATE INDEX "IDX_jobs_completed_at" ON jobs (completed_at) WHERE completed_at IS NOT NULL`,
+    );
   }
 
   async down(queryRunner: QueryRunner): Promise<void> {

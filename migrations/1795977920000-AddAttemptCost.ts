@@ -20,7 +20,9 @@ export class AddAttemptCost1795977920000 implements MigrationInterface {
         updated_at timestamptz NOT NULL DEFAULT now(),
         CONSTRAINT "CHK_provider_prices_non_negative" CHECK (input_per_mtok >= 0 AND output_per_mtok >= 0)
       )`);
-    await queryRunner.query(`ALTER TABLE attempts ADD COLUMN cost numeric(18, 8), ADD COLUMN cost_currency character(3)`);
+    await queryRunner.query(
+      `ALTER TABLE attempts ADD COLUMN cost numeric(18, 8), ADD COLUMN cost_currency character(3)`,
+    );
     await queryRunner.query(`
       CREATE FUNCTION attempts_price_usage() RETURNS trigger LANGUAGE plpgsql AS $$
       DECLARE

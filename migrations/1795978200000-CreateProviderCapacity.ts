@@ -39,7 +39,9 @@ export class CreateProviderCapacity1795978200000 implements MigrationInterface {
     // The claim's scan of due jobs never walks past a backlog waiting for capacity: waiting jobs have an index of
     // their own, per provider, read only up to the room the provider has.
     await queryRunner.query(`DROP INDEX "IDX_jobs_due"`);
-    await queryRunner.query(`CREATE INDEX "IDX_jobs_due" ON jobs (next_attempt_at) WHERE next_attempt_at IS NOT NULL AND waiting_for IS NULL`);
+    await queryRunner.query(
+      `CREATE INDEX "IDX_jobs_due" ON jobs (next_attempt_at) WHERE next_attempt_at IS NOT NULL AND waiting_for IS NULL`,
+    );
     await queryRunner.query(
       `CREATE INDEX "IDX_jobs_waiting" ON jobs (waiting_for, next_attempt_at) WHERE next_attempt_at IS NOT NULL AND waiting_for IS NOT NULL`,
     );

@@ -10,7 +10,9 @@ export class AddJobBudgetReservation1795978300000 implements MigrationInterface 
   name = 'AddJobBudgetReservation1795978300000';
 
   async up(queryRunner: QueryRunner): Promise<void> {
-    await queryRunner.query(`ALTER TABLE jobs ADD COLUMN reserved_cost numeric(18, 8), ADD COLUMN reserved_currency character(3)`);
+    await queryRunner.query(
+      `ALTER TABLE jobs ADD COLUMN reserved_cost numeric(18, 8), ADD COLUMN reserved_currency character(3)`,
+    );
   }
 
   async down(queryRunner: QueryRunner): Promise<void> {

@@ -13,13 +13,19 @@ export class AddBudgetsScope1795978310000 implements MigrationInterface {
 
   async up(queryRunner: QueryRunner): Promise<void> {
     await queryRunner.query(`ALTER TABLE api_keys DROP CONSTRAINT "CHK_api_keys_scopes"`);
-    await queryRunner.query(`ALTER TABLE api_keys ADD CONSTRAINT "CHK_api_keys_scopes" CHECK (scopes <@ ARRAY[${SCOPES_AFTER}]::text[])`);
-    await queryRunner.query(`UPDATE api_keys SET scopes = scopes || 'budgets:write'::text WHERE scopes @> ARRAY[${SCOPES_BEFORE}]::text[]`);
+    await queryRunner.query(
+      `ALTER TABLE api_keys ADD CONSTRAINT "CHK_api_keys_scopes" CHECK (scopes <@ ARRAY[${SCOPES_AFTER}]::text[])`,
+    );
+    await queryRunner.query(
+      `UPDATE api_keys SET scopes = scopes || 'budgets:write'::text WHERE scopes @> ARRAY[${SCOPES_BEFORE}]::text[]`,
+    );
   }
 
   async down(queryRunner: QueryRunner): Promise<void> {
     await queryRunner.query(`UPDATE api_keys SET scopes = array_remove(scopes, 'budgets:write')`);
     await queryRunner.query(`ALTER TABLE api_keys DROP CONSTRAINT "CHK_api_keys_scopes"`);
-    await queryRunner.query(`ALTER TABLE api_keys ADD CONSTRAINT "CHK_api_keys_scopes" CHECK (scopes <@ ARRAY[${SCOPES_BEFORE}]::text[])`);
+    await queryRunner.query(
+      `ALTER TABLE api_keys ADD CONSTRAINT "CHK_api_keys_scopes" CHECK (scopes <@ ARRAY[${SCOPES_BEFORE}]::text[])`,
+    );
   }
 }

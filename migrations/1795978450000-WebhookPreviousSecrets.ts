@@ -14,11 +14,15 @@ export class WebhookPreviousSecrets1795978450000 implements MigrationInterface {
       UPDATE webhook_endpoints
          SET previous_secrets = jsonb_build_array(jsonb_build_object('secret', previous_secret, 'expiresAt', previous_secret_expires_at))
        WHERE previous_secret IS NOT NULL AND previous_secret_expires_at > now()`);
-    await queryRunner.query(`ALTER TABLE webhook_endpoints DROP COLUMN previous_secret, DROP COLUMN previous_secret_expires_at`);
+    await queryRunner.query(
+      `ALTER TABLE webhook_endpoints DROP COLUMN previous_secret, DROP COLUMN previous_secret_expires_at`,
+    );
   }
 
   async down(queryRunner: QueryRunner): Promise<void> {
-    await queryRunner.query(`ALTER TABLE webhook_endpoints ADD COLUMN previous_secret text, ADD COLUMN previous_secret_expires_at timestamptz`);
+    await queryRunner.query(
+      `ALTER TABLE webhook_endpoints ADD COLUMN previous_secret text, ADD COLUMN previous_secret_expires_at timestamptz`,
+    );
     // Only one previous secret fits the old shape: the one that lasts longest.
     await queryRunner.query(`
       WITH last AS (

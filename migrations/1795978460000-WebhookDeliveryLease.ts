@@ -10,7 +10,9 @@ export class WebhookDeliveryLease1795978460000 implements MigrationInterface {
 
   async up(queryRunner: QueryRunner): Promise<void> {
     await queryRunner.query(`ALTER TABLE webhook_deliveries ADD COLUMN leased_until timestamptz`);
-    await queryRunner.query(`CREATE INDEX "IDX_webhook_deliveries_leased" ON webhook_deliveries (owner_id) WHERE leased_until IS NOT NULL`);
+    await queryRunner.query(
+      `CREATE INDEX "IDX_webhook_deliveries_leased" ON webhook_deliveries (owner_id) WHERE leased_until IS NOT NULL`,
+    );
   }
 
   async down(queryRunner: QueryRunner): Promise<void> {

@@ -47,14 +47,20 @@ export class CreateOwnerShares1795978710000 implements MigrationInterface {
         WHERE next_attempt_at IS NOT NULL AND waiting_for IS NOT NULL`,
     );
     await queryRunner.query(`ALTER TABLE api_keys DROP CONSTRAINT "CHK_api_keys_scopes"`);
-    await queryRunner.query(`ALTER TABLE api_keys ADD CONSTRAINT "CHK_api_keys_scopes" CHECK (scopes <@ ARRAY[${SCOPES_AFTER}]::text[])`);
-    await queryRunner.query(`UPDATE api_keys SET scopes = scopes || 'owners:write'::text WHERE scopes @> ARRAY[${SCOPES_BEFORE}]::text[]`);
+    await queryRunner.query(
+      `ALTER TABLE api_keys ADD CONSTRAINT "CHK_api_keys_scopes" CHECK (scopes <@ ARRAY[${SCOPES_AFTER}]::text[])`,
+    );
+    await queryRunner.query(
+      `UPDATE api_keys SET scopes = scopes || 'owners:write'::text WHERE scopes @> ARRAY[${SCOPES_BEFORE}]::text[]`,
+    );
   }
 
   async down(queryRunner: QueryRunner): Promise<void> {
     await queryRunner.query(`UPDATE api_keys SET scopes = array_remove(scopes, 'owners:write')`);
     await queryRunner.query(`ALTER TABLE api_keys DROP CONSTRAINT "CHK_api_keys_scopes"`);
-    await queryRunner.query(`ALTER TABLE api_keys ADD CONSTRAINT "CHK_api_keys_scopes" CHECK (scopes <@ ARRAY[${SCOPES_BEFORE}]::text[])`);
+    await queryRunner.query(
+      `ALTER TABLE api_keys ADD CONSTRAINT "CHK_api_keys_scopes" CHECK (scopes <@ ARRAY[${SCOPES_BEFORE}]::text[])`,
+    );
     await queryRunner.query(`DROP INDEX "IDX_jobs_waiting_owner"`);
     await queryRunner.query(`DROP INDEX "IDX_jobs_due_owner"`);
     await queryRunner.query(`DROP TABLE owner_share_changes`);

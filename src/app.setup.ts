@@ -78,7 +78,12 @@ export function createAdapter(env: Pick<Env, 'bodyLimitBytes'>): FastifyAdapter 
     clientErrorHandler: writeParserProblem,
     // Fastify refuses a malformed or over-long path before any Nest handler runs: answer problem+json too.
     frameworkErrors: (error: Error, request: FastifyRequest, reply: FastifyReply) =>
-      sendProblem(request, reply, { status: 400, code: 'validation_failed', detail: 'The request path is malformed or too long.', errors: [{ field: 'path', message: error.message.replace(/'.*'/, 'the path') }] }),
+      sendProblem(request, reply, {
+        status: 400,
+        code: 'validation_failed',
+        detail: 'The request path is malformed or too long.',
+        errors: [{ field: 'path', message: error.message.replace(/'.*'/, 'the path') }],
+      }),
     // Accept the caller's X-Request-Id when it is sane, otherwise make one.
     genReqId: (request: { headers: Record<string, string | string[] | undefined> }) => {
       const header = request.headers['x-request-id'];
@@ -99,7 +104,9 @@ export function buildOpenApiDocument(app: NestFastifyApplication): OpenAPIObject
     .addServer('/', 'The service that serves this document')
     .addBearerAuth({ type: 'http', scheme: 'bearer', description: 'API key: `Authorization: Bearer <key>`' })
     .build();
-  return completeDocument(SwaggerModule.createDocument(app, config, { operationIdFactory: (_controller, method) => method }));
+  return completeDocument(
+    SwaggerModule.createDocument(app, config, { operationIdFactory: (_controller, method) => method }),
+  );
 }
 
 /** Everything a running app needs beyond its modules; main.ts and every test call this, so tests run the app users run. */
@@ -181,10 +188,19 @@ export async function configureApp(app: NestFastifyApplication): Promise<void> {
   const requests = app.get(AppLogger, { strict: false })?.pino?.child({ context: 'http' });
   fastify.addHook('onResponse', async (request, reply) => {
     const route = request.routeOptions?.url;
-    metrics.httpDuration.observe({ method: request.method, route: route ?? 'unmatched', status: String(reply.statusCode) }, reply.elapsedTime / 1000);
+    metrics.httpDuration.observe(
+      { method: request.method, route: route ?? 'unmatched', status: String(reply.statusCode) },
+      reply.elapsedTime / 1000,
+    );
     if (route === '/health/live' || route === '/health/ready' || route === '/metrics') return;
     requests?.info(
-      { requestId: request.id, req: { method: request.method, url: request.url.split('?')[0] }, route: route ?? null, status: reply.statusCode, latencyMs: Math.round(reply.elapsedTime * 10) / 10 },
+      {
+        requestId: request.id,
+        req: { method: request.method, url: request.url.split('?')[0] },
+        route: route ?? null,
+        status: reply.statusCode,
+        latencyMs: Math.round(reply.elapsedTime * 10) / 10,
+      },
       reply.statusCode >= 500 ? 'request failed' : 'request completed',
     );
   });

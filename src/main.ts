@@ -27,7 +27,9 @@ async function announceDemoKey(keys: ApiKeysService, dataDir: string, logger: Lo
   if (first) {
     writeFileSync(file, `${first.key}\n`, { mode: 0o600 });
     chmodSync(file, 0o600);
-    logger.log(`First start of the embedded database: created a demo API key with every scope (owner "demo"), kept in ${file}. It is shown once:`);
+    logger.log(
+      `First start of the embedded database: created a demo API key with every scope (owner "demo"), kept in ${file}. It is shown once:`,
+    );
     process.stdout.write(`${first.key}\n`);
   } else if (existsSync(file)) {
     logger.log(`The demo API key made at the first start is in ${file} (npm run apikey -- list shows every key)`);
@@ -51,7 +53,11 @@ async function bootstrap(): Promise<void> {
     void Promise.resolve(embedded?.stop()).finally(() => process.exit(0));
   };
   if (!env.databaseUrl) {
-    embedded = await startEmbeddedPostgres({ dataDir: env.dataDir, database: 'onejob', notice: (line) => logger.warn(line) });
+    embedded = await startEmbeddedPostgres({
+      dataDir: env.dataDir,
+      database: 'onejob',
+      notice: (line) => logger.warn(line),
+    });
     forgetEmbedded = recordRunningEmbedded(env.dataDir, embedded.url);
     logger.log(`DATABASE_URL is unset: started an embedded PostgreSQL in ${env.dataDir}`);
   }

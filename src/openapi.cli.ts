@@ -17,10 +17,14 @@ function stableStringify(value: unknown): string {
 
 async function render(): Promise<string> {
   // Preview mode reads the module graph and route metadata without creating providers: no database needed.
-  const app = await NestFactory.create<NestFastifyApplication>(AppModule.forRoot({ databaseUrl: 'postgres://unused/none' }), createAdapter(parseEnv({})), {
-    preview: true,
-    logger: false,
-  });
+  const app = await NestFactory.create<NestFastifyApplication>(
+    AppModule.forRoot({ databaseUrl: 'postgres://unused/none' }),
+    createAdapter(parseEnv({})),
+    {
+      preview: true,
+      logger: false,
+    },
+  );
   await configureApp(app);
   const document = buildOpenApiDocument(app);
   await app.close();

@@ -7,8 +7,14 @@ import { createTestDatabase, type TestDatabase } from './helpers/database.js';
 import { spawnService, waitUntilReady } from './helpers/process.js';
 
 /** `onejob apikey ...` as an operator runs it: the built CLI through bin/onejob.js, which never builds. */
-async function onejob(args: string[], env: Record<string, string>): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, ['bin/onejob.js', ...args], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+async function onejob(
+  args: string[],
+  env: Record<string, string>,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, ['bin/onejob.js', ...args], {
+    env: { PATH: process.env.PATH ?? '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
@@ -25,7 +31,10 @@ describe('the first API key of a container (onejob apikey bootstrap)', () => {
     const client = new pg.Client({ connectionString: db.url });
     await client.connect();
     try {
-      return (await client.query('SELECT owner_id, scopes FROM api_keys')).rows as Array<{ owner_id: string; scopes: string[] }>;
+      return (await client.query('SELECT owner_id, scopes FROM api_keys')).rows as Array<{
+        owner_id: string;
+        scopes: string[];
+      }>;
     } finally {
       await client.end();
     }
@@ -37,7 +46,10 @@ describe('the first API key of a container (onejob apikey bootstrap)', () => {
   afterEach(() => db.drop());
 
   it('makes one key between two bootstraps started together, prints it once, and changes nothing on a later run', async () => {
-    const [a, b] = await Promise.all([onejob(['apikey', 'bootstrap'], { DATABASE_URL: db.url }), onejob(['apikey', 'bootstrap'], { DATABASE_URL: db.url })]);
+    const [a, b] = await Promise.all([
+      onejob(['apikey', 'bootstrap'], { DATABASE_URL: db.url }),
+      onejob(['apikey', 'bootstrap'], { DATABASE_URL: db.url }),
+    ]);
     expect([a.code, b.code]).toEqual([0, 0]);
     const printed = [a, b].map((run) => run.stdout.trim()).filter(Boolean);
     expect(printed).toHaveLength(1);
@@ -64,12 +76,18 @@ describe('the first API key of a container (onejob apikey bootstrap)', () => {
 
   it("stores the operator's ONEJOB_BOOTSTRAP_KEY without printing it, and refuses a malformed one without echoing it", async () => {
     const secret = `oj_${'k'.repeat(40)}`;
-    const run = await onejob(['apikey', 'bootstrap', '--owner', 'platform', '--scopes', 'ops:read,attempts:resolve'], { DATABASE_URL: db.url, ONEJOB_BOOTSTRAP_KEY: secret });
+    const run = await onejob(['apikey', 'bootstrap', '--owner', 'platform', '--scopes', 'ops:read,attempts:resolve'], {
+      DATABASE_URL: db.url,
+      ONEJOB_BOOTSTRAP_KEY: secret,
+    });
     expect(run.code).toBe(0);
     expect(run.stdout + run.stderr).not.toContain(secret);
     expect(await keys()).toEqual([{ owner_id: 'platform', scopes: ['ops:read', 'attempts:resolve'] }]);
 
-    const bad = await onejob(['apikey', 'bootstrap'], { DATABASE_URL: db.url, ONEJOB_BOOTSTRAP_KEY: 'not-a-key-hunter2' });
+    const bad = await onejob(['apikey', 'bootstrap'], {
+      DATABASE_URL: db.url,
+      ONEJOB_BOOTSTRAP_KEY: 'not-a-key-hunter2',
+    });
     expect(bad.code).toBe(1);
     expect(bad.stderr).toContain('ONEJOB_BOOTSTRAP_KEY');
     expect(bad.stderr).not.toContain('hunter2');

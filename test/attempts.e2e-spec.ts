@@ -3,29 +3,62 @@ import { bearer, startTestApp } from './helpers/app.js';
 import { provider, type RawCatalog, writeCatalog } from './helpers/catalog.js';
 import { sleep, waitFor } from './helpers/wait.js';
 
-type JobBody = { id: string; status: string; version: number; result: unknown; completedBy: string | null; attempts: Array<Record<string, any>> };
+type JobBody = {
+  id: string;
+  status: string;
+  version: number;
+  result: unknown;
+  completedBy: string | null;
+  attempts: Array<Record<string, any>>;
+};
 
 /** A running service (API, workers, reconciler) on its own database with a catalog variant. */
 async function startService(mutate: (catalog: RawCatalog) => void = () => undefined, reconcileIntervalMs = 100) {
-  const t = await startTestApp({ role: 'all', catalogFile: writeCatalog(mutate), workerPollMs: 10, reconcileIntervalMs, workerConcurrency: 8 });
+  const t = await startTestApp({
+    role: 'all',
+    catalogFile: writeCatalog(mutate),
+    workerPollMs: 10,
+    reconcileIntervalMs,
+    workerConcurrency: 8,
+  });
   const key = await t.key('owner-attempts');
   const api = {
     t,
     key,
     create: async (idempotencyKey: string, providers?: string[], text = 'The quick brown fox.') => {
-      const res = await t.http().post('/v1/jobs').set(bearer(key)).set('Idempotency-Key', idempotencyKey).send({ operation: 'summarize', input: { text }, ...(providers ? { providers } : {}) });
+      const res = await t
+        .http()
+        .post('/v1/jobs')
+        .set(bearer(key))
+        .set('Idempotency-Key', idempotencyKey)
+        .send({ operation: 'summarize', input: { text }, ...(providers ? { providers } : {}) });
       expect(res.status).toBe(201);
       return res.body as JobBody;
     },
     job: async (id: string) => (await t.http().get(`/v1/jobs/${id}`).set(bearer(key))).body as JobBody,
-    until: (id: string, done: (job: JobBody) => boolean, timeoutMs = 10_000) => waitFor(() => api.job(id), done, timeoutMs),
+    until: (id: string, done: (job: JobBody) => boolean, timeoutMs = 10_000) =>
+      waitFor(() => api.job(id), done, timeoutMs),
     certify: async (name: string) => {
-      const res = await t.http().post(`/v1/providers/${name}/certifications`).set(bearer(key)).send({ operation: 'summarize' });
+      const res = await t
+        .http()
+        .post(`/v1/providers/${name}/certifications`)
+        .set(bearer(key))
+        .send({ operation: 'summarize' });
       expect(res.body.passed).toBe(true);
     },
     events: (jobId: string) =>
-      t.dataSource.query('SELECT subject, attempt_id, from_status, to_status, reason, detail FROM job_events WHERE job_id = $1 ORDER BY id', [jobId]) as Promise<
-        Array<{ subject: string; attempt_id: string | null; from_status: string | null; to_status: string; reason: string; detail: any }>
+      t.dataSource.query(
+        'SELECT subject, attempt_id, from_status, to_status, reason, detail FROM job_events WHERE job_id = $1 ORDER BY id',
+        [jobId],
+      ) as Promise<
+        Array<{
+          subject: string;
+          attempt_id: string | null;
+          from_status: string | null;
+          to_status: string;
+          reason: string;
+          detail: any;
+        }>
       >,
   };
   return api;
@@ -38,7 +71,14 @@ describe('the four seed cases: the contract with the rest of the system', () => 
     const s = await startService();
     try {
       const responses = await Promise.all(
-        Array.from({ length: 50 }, () => s.t.http().post('/v1/jobs').set(bearer(s.key)).set('Idempotency-Key', 'click').send({ operation: 'summarize', input: { text: 'once' } })),
+        Array.from({ length: 50 }, () =>
+          s.t
+            .http()
+            .post('/v1/jobs')
+            .set(bearer(s.key))
+            .set('Idempotency-Key', 'click')
+            .send({ operation: 'summarize', input: { text: 'once' } }),
+        ),
       );
       expect(new Set(responses.map((r) => r.body.id)).size).toBe(1);
       expect(responses.every((r) => r.status === 201 || r.status === 200)).toBe(true);
@@ -46,7 +86,9 @@ describe('the four seed cases: the contract with the rest of the system', () => 
       expect(job.status).toBe('succeeded');
       expect(job.attempts).toHaveLength(1);
       await sleep(300); // workers keep polling: still one attempt
-      const rows = await s.t.dataSource.query('SELECT (SELECT count(*) FROM jobs)::int AS jobs, (SELECT count(*) FROM attempts)::int AS attempts');
+      const rows = await s.t.dataSource.query(
+        'SELECT (SELECT count(*) FROM jobs)::int AS jobs, (SELECT count(*) FROM attempts)::int AS attempts',
+      );
       expect(rows[0]).toEqual({ jobs: 1, attempts: 1 });
     } finally {
       await s.t.close();
@@ -57,7 +99,12 @@ describe('the four seed cases: the contract with the rest of the system', () => 
     const s = await startService();
     try {
       const first = await s.create('same-key');
-      const res = await s.t.http().post('/v1/jobs').set(bearer(s.key)).set('Idempotency-Key', 'same-key').send({ operation: 'summarize', input: { text: 'other' } });
+      const res = await s.t
+        .http()
+        .post('/v1/jobs')
+        .set(bearer(s.key))
+        .set('Idempotency-Key', 'same-key')
+        .send({ operation: 'summarize', input: { text: 'other' } });
       expect(res.status).toBe(409);
       expect(res.body.code).toBe('idempotency_key_reused');
       expect(res.body.id).toBeUndefined();
@@ -95,7 +142,11 @@ describe('the four seed cases: the contract with the rest of the system', () => 
       expect(held.status).toBe('unknown');
       expect(held.attempts.map((a) => a.status)).toEqual(['unknown']);
 
-      const resolved = await s.t.http().post(`/v1/attempts/${held.attempts[0].id}/resolve`).set(bearer(s.key)).send({ status: 'cancelled', reason: 'operator: provider confirmed the request was dropped' });
+      const resolved = await s.t
+        .http()
+        .post(`/v1/attempts/${held.attempts[0].id}/resolve`)
+        .set(bearer(s.key))
+        .send({ status: 'cancelled', reason: 'operator: provider confirmed the request was dropped' });
       expect(resolved.status).toBe(200);
       const done = await s.until(created.id, terminal);
       expect(done.status).toBe('succeeded');
@@ -103,7 +154,9 @@ describe('the four seed cases: the contract with the rest of the system', () => 
         ['sim-hang', 'cancelled', null],
         ['sim-fallback', 'succeeded', 'won'],
       ]);
-      const reasons = (await s.events(created.id)).map((e) => `${e.subject}:${e.from_status}->${e.to_status}:${e.reason}`);
+      const reasons = (await s.events(created.id)).map(
+        (e) => `${e.subject}:${e.from_status}->${e.to_status}:${e.reason}`,
+      );
       expect(reasons).toContain('attempt:running->unknown:deadline_passed');
       expect(reasons).toContain('job:running->unknown:deadline_passed');
       expect(reasons).toContain('attempt:unknown->cancelled:resolved_by_operator');
@@ -128,7 +181,11 @@ describe('the four seed cases: the contract with the rest of the system', () => 
     it('refuses to resolve an attempt that is not unknown', async () => {
       const created = await s.create('quick-1');
       const done = await s.until(created.id, terminal);
-      const res = await s.t.http().post(`/v1/attempts/${done.attempts[0].id}/resolve`).set(bearer(s.key)).send({ status: 'failed', reason: 'x' });
+      const res = await s.t
+        .http()
+        .post(`/v1/attempts/${done.attempts[0].id}/resolve`)
+        .set(bearer(s.key))
+        .send({ status: 'failed', reason: 'x' });
       expect(res.status).toBe(409);
       expect(res.body.code).toBe('attempt_not_unknown');
     });
@@ -136,8 +193,23 @@ describe('the four seed cases: the contract with the rest of the system', () => 
 
   it('4. reverse-order completion: the fallback sent second and back first wins; the late primary is discarded', async () => {
     const s = await startService((c) => {
-      c.providers.push({ name: 'slow-a', kind: 'simulated', model: 'a', timeoutMs: 200, hardTimeoutMs: 5000, onTimeout: 'failover', sideEffectFree: true, simulate: { latencyMs: 1500 } });
-      c.providers.push({ name: 'fast-b', kind: 'simulated', model: 'b', timeoutMs: 2000, simulate: { latencyMs: 100 } });
+      c.providers.push({
+        name: 'slow-a',
+        kind: 'simulated',
+        model: 'a',
+        timeoutMs: 200,
+        hardTimeoutMs: 5000,
+        onTimeout: 'failover',
+        sideEffectFree: true,
+        simulate: { latencyMs: 1500 },
+      });
+      c.providers.push({
+        name: 'fast-b',
+        kind: 'simulated',
+        model: 'b',
+        timeoutMs: 2000,
+        simulate: { latencyMs: 100 },
+      });
     });
     try {
       await s.certify('fast-b');
@@ -160,7 +232,9 @@ describe('the four seed cases: the contract with the rest of the system', () => 
       const discarded = (await s.events(created.id)).find((e) => e.reason === 'result_discarded');
       expect(discarded).toMatchObject({ attempt_id: a.id, to_status: 'succeeded' });
       expect(discarded!.detail).toMatchObject({ readVersion: 0, jobVersion: 1, winner: b.id });
-      const stored = await s.t.dataSource.query(`SELECT count(*)::int AS n FROM job_events WHERE detail::text LIKE '%a: Summarize%'`);
+      const stored = await s.t.dataSource.query(
+        `SELECT count(*)::int AS n FROM job_events WHERE detail::text LIKE '%a: Summarize%'`,
+      );
       expect(stored[0].n).toBe(0); // the loser's payload is written nowhere
       const metrics = await s.t.http().get('/metrics');
       expect(metrics.text).toMatch(/onejob_settlement_races_total\{provider="slow-a"\} 1/);
@@ -173,8 +247,23 @@ describe('the four seed cases: the contract with the rest of the system', () => 
     const s = await startService((c) => {
       // slow-a answers 1.3 s after its soft deadline: time for the failover to be claimed and sent on a loaded
       // machine (with 400 ms it once was not, under the full suite), and still long before slower-b answers.
-      c.providers.push({ name: 'slow-a', kind: 'simulated', model: 'a', timeoutMs: 200, hardTimeoutMs: 5000, onTimeout: 'failover', sideEffectFree: true, simulate: { latencyMs: 1500 } });
-      c.providers.push({ name: 'slower-b', kind: 'simulated', model: 'b', timeoutMs: 5000, simulate: { latencyMs: 3000 } });
+      c.providers.push({
+        name: 'slow-a',
+        kind: 'simulated',
+        model: 'a',
+        timeoutMs: 200,
+        hardTimeoutMs: 5000,
+        onTimeout: 'failover',
+        sideEffectFree: true,
+        simulate: { latencyMs: 1500 },
+      });
+      c.providers.push({
+        name: 'slower-b',
+        kind: 'simulated',
+        model: 'b',
+        timeoutMs: 5000,
+        simulate: { latencyMs: 3000 },
+      });
     });
     try {
       await s.certify('slower-b');
@@ -185,7 +274,12 @@ describe('the four seed cases: the contract with the rest of the system', () => 
       expect(a).toMatchObject({ provider: 'slow-a', status: 'succeeded', outcome: 'won' });
       expect(JSON.stringify(won.result)).toContain('a: Summarize');
       const settled = await s.until(created.id, (j) => j.attempts[1]?.outcome !== null, 5000);
-      expect(settled.attempts[1]).toMatchObject({ id: b.id, provider: 'slower-b', status: 'succeeded', outcome: 'discarded' });
+      expect(settled.attempts[1]).toMatchObject({
+        id: b.id,
+        provider: 'slower-b',
+        status: 'succeeded',
+        outcome: 'discarded',
+      });
       expect(settled).toMatchObject({ version: 1, completedBy: a.id, result: won.result });
     } finally {
       await s.t.close();
@@ -199,7 +293,8 @@ describe('attempts beyond the seed cases', () => {
     try {
       // This process's gauge counts calls to the provider (up before the call, down when it returns).
       const metrics = s.t.app.get(MetricsService);
-      const inFlight = async () => (await metrics.providerInflight.get()).values.find((v) => v.labels.provider === 'sim-primary')?.value ?? 0;
+      const inFlight = async () =>
+        (await metrics.providerInflight.get()).values.find((v) => v.labels.provider === 'sim-primary')?.value ?? 0;
       let most = 0;
       let sampling = true;
       const sampler = (async () => {
@@ -240,7 +335,16 @@ describe('attempts beyond the seed cases', () => {
 
   it('never switches to a fallback that is not certified: a failover provider holds unknown instead', async () => {
     const s = await startService((c) => {
-      c.providers.push({ name: 'hang-failover', kind: 'simulated', model: 'h', timeoutMs: 200, hardTimeoutMs: 600, onTimeout: 'failover', sideEffectFree: true, simulate: { outcome: 'timeout' } });
+      c.providers.push({
+        name: 'hang-failover',
+        kind: 'simulated',
+        model: 'h',
+        timeoutMs: 200,
+        hardTimeoutMs: 600,
+        onTimeout: 'failover',
+        sideEffectFree: true,
+        simulate: { outcome: 'timeout' },
+      });
     });
     try {
       const created = await s.create('uncertified', ['hang-failover', 'sim-fallback']);
@@ -290,7 +394,10 @@ describe('attempts beyond the seed cases', () => {
       const created = await s.create('contract', ['sim-invalid']);
       const done = await s.until(created.id, terminal);
       expect(done).toMatchObject({ status: 'failed', result: null });
-      expect(done.attempts[0]).toMatchObject({ status: 'failed', error: { reason: 'contract_violation', retryable: false } });
+      expect(done.attempts[0]).toMatchObject({
+        status: 'failed',
+        error: { reason: 'contract_violation', retryable: false },
+      });
     } finally {
       await s.t.close();
     }
@@ -299,11 +406,23 @@ describe('attempts beyond the seed cases', () => {
   it('holds the answer with Prefer: wait until the job is terminal', async () => {
     const s = await startService();
     try {
-      const res = await s.t.http().post('/v1/jobs').set(bearer(s.key)).set('Idempotency-Key', 'wait').set('Prefer', 'wait=5').send({ operation: 'summarize', input: { text: 'w' } });
+      const res = await s.t
+        .http()
+        .post('/v1/jobs')
+        .set(bearer(s.key))
+        .set('Idempotency-Key', 'wait')
+        .set('Prefer', 'wait=5')
+        .send({ operation: 'summarize', input: { text: 'w' } });
       expect(res.status).toBe(201);
       expect(res.headers['preference-applied']).toBe('wait=5');
       expect(res.body.status).toBe('succeeded');
-      const replay = await s.t.http().post('/v1/jobs').set(bearer(s.key)).set('Idempotency-Key', 'wait').set('Prefer', 'wait=5').send({ operation: 'summarize', input: { text: 'w' } });
+      const replay = await s.t
+        .http()
+        .post('/v1/jobs')
+        .set(bearer(s.key))
+        .set('Idempotency-Key', 'wait')
+        .set('Prefer', 'wait=5')
+        .send({ operation: 'summarize', input: { text: 'w' } });
       expect(replay.status).toBe(200);
       expect(replay.body.status).toBe('succeeded');
     } finally {

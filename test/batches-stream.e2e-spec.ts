@@ -3,7 +3,11 @@ import { writeCatalog } from './helpers/catalog.js';
 import { follow } from './helpers/sse.js';
 
 const items = (prefix: string, n: number) =>
-  Array.from({ length: n }, (_, i) => ({ key: `${prefix}-${i}`, operation: 'summarize', input: { text: `${prefix} ${i}` } }));
+  Array.from({ length: n }, (_, i) => ({
+    key: `${prefix}-${i}`,
+    operation: 'summarize',
+    input: { text: `${prefix} ${i}` },
+  }));
 
 interface BatchData {
   id: string;
@@ -19,11 +23,23 @@ describe("a batch's live progress (GET /v1/batches/:id/events, Accept: text/even
   beforeAll(async () => {
     // Jobs that take a while, one worker slot at a time: the batch's jobs end one by one while the stream is open.
     const catalogFile = writeCatalog((c) => {
-      c.providers.push({ name: 'sim-steady', kind: 'simulated', model: 'sim-s', timeoutMs: 5000, simulate: { latencyMs: 250, outcome: 'success' } });
+      c.providers.push({
+        name: 'sim-steady',
+        kind: 'simulated',
+        model: 'sim-s',
+        timeoutMs: 5000,
+        simulate: { latencyMs: 250, outcome: 'success' },
+      });
       const summarize = c.operations.find((o: { name: string }) => o.name === 'summarize');
       summarize.providers = ['sim-steady'];
     });
-    t = await startTestApp({ role: 'all', catalogFile, workerPollMs: 20, workerConcurrency: 2, streamHeartbeatMs: 200 });
+    t = await startTestApp({
+      role: 'all',
+      catalogFile,
+      workerPollMs: 20,
+      workerConcurrency: 2,
+      streamHeartbeatMs: 200,
+    });
     key = await t.key('owner-batch-stream');
   }, 60_000);
 
@@ -32,7 +48,12 @@ describe("a batch's live progress (GET /v1/batches/:id/events, Accept: text/even
   });
 
   const post = (batchKey: string, n: number) =>
-    t.http().post('/v1/batches').set(bearer(key)).set('Idempotency-Key', batchKey).send({ items: items(batchKey, n) });
+    t
+      .http()
+      .post('/v1/batches')
+      .set(bearer(key))
+      .set('Idempotency-Key', batchKey)
+      .send({ items: items(batchKey, n) });
 
   it('sends progress as jobs end, each id once and growing, then batch.completed, then stops; resumes after an id', async () => {
     const created = await post('live', 8);
@@ -62,7 +83,12 @@ describe("a batch's live progress (GET /v1/batches/:id/events, Accept: text/even
       ['9', 'batch.completed'],
     ]);
     // After its last message the stream is over: 204, nothing sent.
-    const done = await t.http().get(`/v1/batches/${batchId}/events`).set(bearer(key)).set('Accept', 'text/event-stream').set('Last-Event-ID', '9');
+    const done = await t
+      .http()
+      .get(`/v1/batches/${batchId}/events`)
+      .set(bearer(key))
+      .set('Accept', 'text/event-stream')
+      .set('Last-Event-ID', '9');
     expect(done.status).toBe(204);
   }, 60_000);
 
@@ -73,9 +99,17 @@ describe("a batch's live progress (GET /v1/batches/:id/events, Accept: text/even
     expect(json.status).toBe(200);
     expect(json.body).toMatchObject({ id: batchId, itemCount: 1 });
     const stranger = await t.key('owner-stranger', ['jobs:read']);
-    const hidden = await t.http().get(`/v1/batches/${batchId}/events`).set(bearer(stranger)).set('Accept', 'text/event-stream');
+    const hidden = await t
+      .http()
+      .get(`/v1/batches/${batchId}/events`)
+      .set(bearer(stranger))
+      .set('Accept', 'text/event-stream');
     expect(hidden.status).toBe(404);
-    const bad = await t.http().get(`/v1/batches/${batchId}/events?lastEventId=x`).set(bearer(key)).set('Accept', 'text/event-stream');
+    const bad = await t
+      .http()
+      .get(`/v1/batches/${batchId}/events?lastEventId=x`)
+      .set(bearer(key))
+      .set('Accept', 'text/event-stream');
     expect(bad.status).toBe(400);
   });
 });

@@ -34,7 +34,12 @@ const items = (prefix: string, n: number, providers?: string[]) =>
     ...(providers ? { providers } : {}),
   }));
 const postBatch = (t: TestApp, key: string, batchKey: string, body: unknown) =>
-  t.http().post('/v1/batches').set(bearer(key)).set('Idempotency-Key', batchKey).send(body as object);
+  t
+    .http()
+    .post('/v1/batches')
+    .set(bearer(key))
+    .set('Idempotency-Key', batchKey)
+    .send(body as object);
 
 describe('batch.completed: announced once, in the transaction that makes the last job terminal (I10)', () => {
   it('is written with the last settlement, sent once; a batch of finished jobs announces as it commits', async () => {
@@ -47,7 +52,11 @@ describe('batch.completed: announced once, in the transaction that makes the las
       expect(created.status).toBe(201);
       const batchId = created.body.id as string;
 
-      await waitFor(async () => completions(receiver.received, batchId).length, (n) => n >= 1, 30_000);
+      await waitFor(
+        async () => completions(receiver.received, batchId).length,
+        (n) => n >= 1,
+        30_000,
+      );
       const [delivery] = await t.dataSource.query(
         `SELECT d.created_at, b.completed_at AS batch_completed_at,
                 (SELECT array_agg(j.completed_at) FROM batch_items i JOIN jobs j ON j.id = i.job_id
@@ -82,7 +91,11 @@ describe('batch.completed: announced once, in the transaction that makes the las
       const again = await postBatch(t, key, 'hooked-again', { items: items('h', 12) });
       expect(again.status).toBe(201);
       expect(again.body).toMatchObject({ status: 'completed', liveJobs: 0 });
-      await waitFor(async () => completions(receiver.received, again.body.id).length, (n) => n >= 1, 10_000);
+      await waitFor(
+        async () => completions(receiver.received, again.body.id).length,
+        (n) => n >= 1,
+        10_000,
+      );
       await sleep(500);
       expect(completions(receiver.received, batchId)).toHaveLength(1);
       expect(completions(receiver.received, again.body.id)).toHaveLength(1);
@@ -143,7 +156,11 @@ describe('batch.completed: announced once, in the transaction that makes the las
         (rows) => rows[0].n === 3,
         30_000,
       );
-      await waitFor(async () => completions(receiver.received, batchId).length, (n) => n >= 1, 10_000);
+      await waitFor(
+        async () => completions(receiver.received, batchId).length,
+        (n) => n >= 1,
+        10_000,
+      );
       await sleep(500);
       expect(completions(receiver.received, batchId)).toHaveLength(1);
       expect(completions(receiver.received, batchId)[0].body.data.counts).toMatchObject({ succeeded: 3 });

@@ -29,7 +29,12 @@ describe('batches: thousands of intents in one request, each still exactly one j
   });
 
   const post = (batchKey: string, body: unknown, apiKey = key) =>
-    t.http().post('/v1/batches').set(bearer(apiKey)).set('Idempotency-Key', batchKey).send(body as object);
+    t
+      .http()
+      .post('/v1/batches')
+      .set(bearer(apiKey))
+      .set('Idempotency-Key', batchKey)
+      .send(body as object);
 
   it('gives 20 concurrent identical batches one batch and one job per item key', async () => {
     const body = { items: items('c', 200), metadata: { source: 'race' } };
@@ -97,7 +102,7 @@ describe('batches: thousands of intents in one request, each still exactly one j
     expect(single.body.id).toBe(byKey.get('s-7'));
   });
 
-  it('leaves a conflicting item\'s job untouched and creates the rest', async () => {
+  it("leaves a conflicting item's job untouched and creates the rest", async () => {
     const existing = await t
       .http()
       .post('/v1/jobs')
@@ -156,7 +161,11 @@ describe('batches: thousands of intents in one request, each still exactly one j
       ].sort(),
     );
     expect(await counts(t)).toEqual({ batches: 0, items: 0, jobs: 0, events: 0 });
-    const missing = await t.http().post('/v1/batches').set(bearer(key)).send({ items: items('m', 1) });
+    const missing = await t
+      .http()
+      .post('/v1/batches')
+      .set(bearer(key))
+      .send({ items: items('m', 1) });
     expect(missing.status).toBe(400);
     expect(missing.body.code).toBe('idempotency_key_missing');
   }, 30_000);
@@ -246,7 +255,11 @@ describe('batches under a budget: the worst case reserved whole, or the batch re
       const budget = (monthlyLimit: number) =>
         t.http().put('/v1/budget').set(bearer(key)).send({ monthlyLimit, currency: 'USD' });
       expect((await budget(1000)).status).toBe(200);
-      const single = await t.http().post('/v1/jobs').set(bearer(key)).set('Idempotency-Key', 'one')
+      const single = await t
+        .http()
+        .post('/v1/jobs')
+        .set(bearer(key))
+        .set('Idempotency-Key', 'one')
         .send({ operation: 'summarize', input: same('one', 1)[0].input });
       expect(single.status).toBe(201);
       const worst = (await t.http().get('/v1/budget').set(bearer(key))).body.reserved as number;

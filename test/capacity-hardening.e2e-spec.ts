@@ -52,14 +52,25 @@ describe('provider pauses and the breaker (hardening)', () => {
         openai('fake-paused', paused),
         openai('fake-floor', floor, { maxAttempts: 1, maxDeferrals: 3 }),
         // A half-open window (hardTimeoutMs + 5 s = 13 s) much longer than the probe's answer (1 s).
-        openai('fake-flappy', flappy, { maxAttempts: 1, hardTimeoutMs: 8000, breaker: { failures: 2, windowMs: 30_000, cooldownMs: 1000 } }),
+        openai('fake-flappy', flappy, {
+          maxAttempts: 1,
+          hardTimeoutMs: 8000,
+          breaker: { failures: 2, windowMs: 30_000, cooldownMs: 1000 },
+        }),
         openai('fake-sick', sick, { maxAttempts: 1, breaker: { failures: 1, windowMs: 60_000, cooldownMs: 60_000 } }),
       );
     });
     db = await createTestDatabase();
-    t = await startTestApp({ role: 'all', catalogFile, workerPollMs: POLL_MS, reconcileIntervalMs: 200, workerConcurrency: 8 }, db);
+    t = await startTestApp(
+      { role: 'all', catalogFile, workerPollMs: POLL_MS, reconcileIntervalMs: 200, workerConcurrency: 8 },
+      db,
+    );
     key = await t.key('owner-pauses', ['jobs:write', 'jobs:read', 'providers:certify']);
-    const certified = await t.http().post('/v1/providers/sim-fallback/certifications').set(bearer(key)).send({ operation: 'summarize' });
+    const certified = await t
+      .http()
+      .post('/v1/providers/sim-fallback/certifications')
+      .set(bearer(key))
+      .send({ operation: 'summarize' });
     expect(certified.body.passed).toBe(true);
   });
   afterAll(async () => {
@@ -79,13 +90,18 @@ describe('provider pauses and the breaker (hardening)', () => {
     return res.body as JobBody;
   };
   const job = async (id: string) => (await t.http().get(`/v1/jobs/${id}`).set(bearer(key))).body as JobBody;
-  const until = (id: string, done: (job: JobBody) => boolean, timeoutMs = 10_000) => waitFor(() => job(id), done, timeoutMs);
+  const until = (id: string, done: (job: JobBody) => boolean, timeoutMs = 10_000) =>
+    waitFor(() => job(id), done, timeoutMs);
   const pausedUntil = async (provider: string) => {
-    const providers = (await t.http().get('/v1/providers').set(bearer(key))).body as Array<{ name: string; capacity: { pausedUntil: string | null } }>;
+    const providers = (await t.http().get('/v1/providers').set(bearer(key))).body as Array<{
+      name: string;
+      capacity: { pausedUntil: string | null };
+    }>;
     return providers.find((p) => p.name === provider)!.capacity.pausedUntil;
   };
   /** What an operator does to end a pause early (docs/operations.md#runbook-a-provider-keeps-throttling). */
-  const clearPause = (provider: string) => t.dataSource.query(`UPDATE provider_state SET paused_until = NULL WHERE provider = $1`, [provider]);
+  const clearPause = (provider: string) =>
+    t.dataSource.query(`UPDATE provider_state SET paused_until = NULL WHERE provider = $1`, [provider]);
 
   describe('a long Retry-After (item 5)', () => {
     const hourLong = { kind: 'status' as const, status: 429, headers: { 'retry-after': '1000000000' } };
@@ -113,7 +129,9 @@ describe('provider pauses and the breaker (hardening)', () => {
       paused.reset();
       paused.script(hourLong);
       // The job that met the 429: its next attempt waits for the pause, and it is no longer `running`.
-      const limited = await until((await create('pause-alone-1', ['fake-paused'])).id, (j) => j.attempts.some((a) => a.status === 'failed'));
+      const limited = await until((await create('pause-alone-1', ['fake-paused'])).id, (j) =>
+        j.attempts.some((a) => a.status === 'failed'),
+      );
       const born = await create('pause-alone-2', ['fake-paused']);
       await sleep(1_000);
       const [waitingAfter429, waitingNew] = await Promise.all([job(limited.id), job(born.id)]);
@@ -171,7 +189,11 @@ describe('provider pauses and the breaker (hardening)', () => {
       let worker: TestApp | undefined;
       try {
         const ownerKey = await api.key('owner-queued', ['jobs:write', 'jobs:read']);
-        const created = await api.http().post('/v1/jobs').set(bearer(ownerKey)).set('Idempotency-Key', 'queued-then-paused')
+        const created = await api
+          .http()
+          .post('/v1/jobs')
+          .set(bearer(ownerKey))
+          .set('Idempotency-Key', 'queued-then-paused')
           .send({ operation: 'summarize', input: { text: 'queued' }, providers: ['fake-paused'] });
         expect(created.status).toBe(201);
         const queued = await api.http().post(`/v1/jobs/${created.body.id}/attempts`).set(bearer(ownerKey)).send({});
@@ -182,7 +204,12 @@ describe('provider pauses and the breaker (hardening)', () => {
         worker = await startTestApp({ role: 'worker', catalogFile, workerPollMs: POLL_MS }, own);
         // Else the pause would be over before any worker could send the call, and this would prove nothing.
         expect(Date.now()).toBeLessThan(new Date(pauseEnd).getTime() - 1_000);
-        const read = () => api.http().get(`/v1/jobs/${created.body.id}`).set(bearer(ownerKey)).then((r) => r.body as JobBody);
+        const read = () =>
+          api
+            .http()
+            .get(`/v1/jobs/${created.body.id}`)
+            .set(bearer(ownerKey))
+            .then((r) => r.body as JobBody);
         const done = await waitFor(read, terminal, 15_000);
         expect(done.status).toBe('succeeded');
         expect(done.attempts).toHaveLength(1);
@@ -227,7 +254,12 @@ describe('provider pauses and the breaker (hardening)', () => {
         { kind: 'status', status: 429, headers: { 'retry-after-ms': '0' } },
       );
       const done = await until((await create('floor-1', ['fake-floor'])).id, terminal, 15_000);
-      expect(done.attempts.map((a) => a.error?.reason ?? a.status)).toEqual(['rate_limited', 'rate_limited', 'rate_limited', 'succeeded']);
+      expect(done.attempts.map((a) => a.error?.reason ?? a.status)).toEqual([
+        'rate_limited',
+        'rate_limited',
+        'rate_limited',
+        'succeeded',
+      ]);
       const arrivals = floor.arrivals();
       expect(arrivals).toHaveLength(4);
       for (let i = 1; i < arrivals.length; i++) expect(arrivals[i] - arrivals[i - 1]).toBeGreaterThanOrEqual(990);

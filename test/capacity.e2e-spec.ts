@@ -6,31 +6,78 @@ import { waitFor } from './helpers/wait.js';
 // Provider capacity in one process with simulated providers (docs/design.md#capacity). The same rules across
 // several worker processes and a real HTTP provider: test/race/capacity.race-spec.ts.
 
-type JobBody = { id: string; status: string; error?: { reason: string }; attempts: Array<{ provider: string; status: string; startedAt: string | null; error?: { reason: string } | null }> };
+type JobBody = {
+  id: string;
+  status: string;
+  error?: { reason: string };
+  attempts: Array<{ provider: string; status: string; startedAt: string | null; error?: { reason: string } | null }>;
+};
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const terminal = (job: JobBody) => ['succeeded', 'failed', 'cancelled'].includes(job.status);
 
-const CAPPED = { name: 'sim-capped', kind: 'simulated', model: 'c', timeoutMs: 3000, maxConcurrency: 3, simulate: { latencyMs: 500 } };
-const LIMITED = { name: 'sim-limited', kind: 'simulated', model: 'l', timeoutMs: 3000, maxAttempts: 1, maxDeferrals: 2, simulate: { latencyMs: 5, outcome: 'error', errorStatus: 429, retryAfterMs: 800 } };
-const BROKEN = { name: 'sim-broken', kind: 'simulated', model: 'b', timeoutMs: 3000, maxAttempts: 1, breaker: { failures: 2, windowMs: 10_000, cooldownMs: 1500 }, simulate: { latencyMs: 5, outcome: 'error', errorStatus: 500 } };
+const CAPPED = {
+  name: 'sim-capped',
+  kind: 'simulated',
+  model: 'c',
+  timeoutMs: 3000,
+  maxConcurrency: 3,
+  simulate: { latencyMs: 500 },
+};
+const LIMITED = {
+  name: 'sim-limited',
+  kind: 'simulated',
+  model: 'l',
+  timeoutMs: 3000,
+  maxAttempts: 1,
+  maxDeferrals: 2,
+  simulate: { latencyMs: 5, outcome: 'error', errorStatus: 429, retryAfterMs: 800 },
+};
+const BROKEN = {
+  name: 'sim-broken',
+  kind: 'simulated',
+  model: 'b',
+  timeoutMs: 3000,
+  maxAttempts: 1,
+  breaker: { failures: 2, windowMs: 10_000, cooldownMs: 1500 },
+  simulate: { latencyMs: 5, outcome: 'error', errorStatus: 500 },
+};
 
 async function startService() {
   const catalogFile = writeCatalog((c: RawCatalog) => c.providers.push(CAPPED, LIMITED, BROKEN));
-  const t: TestApp = await startTestApp({ role: 'all', catalogFile, workerPollMs: 50, reconcileIntervalMs: 200, workerConcurrency: 16 });
+  const t: TestApp = await startTestApp({
+    role: 'all',
+    catalogFile,
+    workerPollMs: 50,
+    reconcileIntervalMs: 200,
+    workerConcurrency: 16,
+  });
   const key = await t.key('owner-capacity', ['jobs:write', 'jobs:read', 'providers:certify']);
   const s = {
     t,
     create: async (idempotencyKey: string, providers: string[]) => {
-      const res = await t.http().post('/v1/jobs').set(bearer(key)).set('Idempotency-Key', idempotencyKey).send({ operation: 'summarize', input: { text: idempotencyKey }, providers });
+      const res = await t
+        .http()
+        .post('/v1/jobs')
+        .set(bearer(key))
+        .set('Idempotency-Key', idempotencyKey)
+        .send({ operation: 'summarize', input: { text: idempotencyKey }, providers });
       expect(res.status).toBe(201);
       return res.body as JobBody;
     },
     job: async (id: string) => (await t.http().get(`/v1/jobs/${id}`).set(bearer(key))).body as JobBody,
-    until: (id: string, done: (job: JobBody) => boolean, timeoutMs = 15_000) => waitFor(() => s.job(id), done, timeoutMs),
-    provider: async (name: string) => ((await t.http().get('/v1/providers').set(bearer(key))).body as Array<{ name: string; capacity: any }>).find((p) => p.name === name)!.capacity,
+    until: (id: string, done: (job: JobBody) => boolean, timeoutMs = 15_000) =>
+      waitFor(() => s.job(id), done, timeoutMs),
+    provider: async (name: string) =>
+      ((await t.http().get('/v1/providers').set(bearer(key))).body as Array<{ name: string; capacity: any }>).find(
+        (p) => p.name === name,
+      )!.capacity,
     certify: async (name: string) => {
-      const res = await t.http().post(`/v1/providers/${name}/certifications`).set(bearer(key)).send({ operation: 'summarize' });
+      const res = await t
+        .http()
+        .post(`/v1/providers/${name}/certifications`)
+        .set(bearer(key))
+        .send({ operation: 'summarize' });
       expect(res.body.passed).toBe(true);
     },
   };
@@ -52,7 +99,8 @@ describe('provider capacity (one process)', () => {
     // database's `running` count is not that: a call returns before its settlement moves the attempt on, and its
     // lease may already carry the next call.
     const metrics = s.t.app.get(MetricsService);
-    const inFlight = async () => (await metrics.providerInflight.get()).values.find((v) => v.labels.provider === 'sim-capped')?.value ?? 0;
+    const inFlight = async () =>
+      (await metrics.providerInflight.get()).values.find((v) => v.labels.provider === 'sim-capped')?.value ?? 0;
     let most = 0;
     let mostLeases = 0;
     let leaseSlack = Infinity;
@@ -92,7 +140,11 @@ describe('provider capacity (one process)', () => {
     expect(Number.isFinite(leaseSlack)).toBe(true); // leases were seen
     expect(leaseSlack).toBeGreaterThanOrEqual(4_999);
     // Every lease is given back (the release runs beside the settlement, so it may land just after it).
-    const leases = await waitFor(async () => (await s.t.dataSource.query(`SELECT count(*)::int AS n FROM provider_leases`))[0].n as number, (n) => n === 0, 3_000);
+    const leases = await waitFor(
+      async () => (await s.t.dataSource.query(`SELECT count(*)::int AS n FROM provider_leases`))[0].n as number,
+      (n) => n === 0,
+      3_000,
+    );
     expect(leases).toBe(0);
   });
 

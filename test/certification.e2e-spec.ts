@@ -12,7 +12,15 @@ describe('certification before failover (I6)', () => {
 
   const withFake = (mutate?: (c: any) => void) =>
     writeCatalog((catalog) => {
-      catalog.providers.push({ name: 'fake-openai', kind: 'openai', model: 'gpt-4o-mini', baseUrl: fake.url, apiKeyEnv: 'FAKE_OPENAI_KEY', timeoutMs: 1000, hardTimeoutMs: 2000 });
+      catalog.providers.push({
+        name: 'fake-openai',
+        kind: 'openai',
+        model: 'gpt-4o-mini',
+        baseUrl: fake.url,
+        apiKeyEnv: 'FAKE_OPENAI_KEY',
+        timeoutMs: 1000,
+        hardTimeoutMs: 2000,
+      });
       mutate?.(catalog);
     });
 
@@ -38,7 +46,13 @@ describe('certification before failover (I6)', () => {
     fake.always({ kind: 'json', content: { summary: 'ok' } });
     const res = await certify('fake-openai');
     expect(res.status).toBe(201);
-    expect(res.body).toMatchObject({ provider: 'fake-openai', operation: 'summarize', passed: true, render: { passed: true }, tokens: { passed: true, counter: 'tiktoken' } });
+    expect(res.body).toMatchObject({
+      provider: 'fake-openai',
+      operation: 'summarize',
+      passed: true,
+      render: { passed: true },
+      tokens: { passed: true, counter: 'tiktoken' },
+    });
     expect(res.body.cases).toHaveLength(2);
     expect(res.body.cases[0]).toMatchObject({ passed: true, usage: { promptTokens: 17, completionTokens: 5 } });
     expect(fake.requests).toHaveLength(2);
@@ -50,7 +64,11 @@ describe('certification before failover (I6)', () => {
     const res = await certify('fake-openai');
     expect(res.status).toBe(201);
     expect(res.body.passed).toBe(false);
-    expect(res.body.cases[0].errors).toEqual(expect.arrayContaining([expect.objectContaining({ field: 'output.hallucinated', message: 'must NOT have additional properties' })]));
+    expect(res.body.cases[0].errors).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ field: 'output.hallucinated', message: 'must NOT have additional properties' }),
+      ]),
+    );
   });
 
   it('fails a provider that answers malformed JSON', async () => {
@@ -69,7 +87,10 @@ describe('certification before failover (I6)', () => {
   it('reports a template that references a variable the input lacks, and calls no provider', async () => {
     const res = await certify('fake-openai', 'titled');
     expect(res.body.passed).toBe(false);
-    expect(res.body.render).toEqual({ passed: false, errors: ['prompt.user references {{title}}, which the input does not have'] });
+    expect(res.body.render).toEqual({
+      passed: false,
+      errors: ['prompt.user references {{title}}, which the input does not have'],
+    });
     expect(res.body.cases).toEqual([]);
     expect(fake.requests).toHaveLength(0);
   });
@@ -86,7 +107,9 @@ describe('certification before failover (I6)', () => {
     await certify('sim-fallback').expect(201);
     const listed = await t.http().get('/v1/providers').set(bearer(admin)).expect(200);
     const fallback = listed.body.find((p: { name: string }) => p.name === 'sim-fallback');
-    expect(fallback.certifications).toEqual([expect.objectContaining({ operation: 'summarize', passed: true, current: true, certified: true })]);
+    expect(fallback.certifications).toEqual([
+      expect.objectContaining({ operation: 'summarize', passed: true, current: true, certified: true }),
+    ]);
 
     // The same database, a catalog whose prompt changed: the stored report no longer matches the contract.
     const changed = withFake((c) => (c.operations[0].prompt.user = 'Summarise briefly: {{text}}'));
@@ -94,7 +117,9 @@ describe('certification before failover (I6)', () => {
     try {
       const after = await other.http().get('/v1/providers').set(bearer(admin)).expect(200);
       const stale = after.body.find((p: { name: string }) => p.name === 'sim-fallback');
-      expect(stale.certifications).toEqual([expect.objectContaining({ operation: 'summarize', passed: true, current: false, certified: false })]);
+      expect(stale.certifications).toEqual([
+        expect.objectContaining({ operation: 'summarize', passed: true, current: false, certified: false }),
+      ]);
     } finally {
       await other.close();
     }

@@ -21,7 +21,12 @@ const ms = (value: number) => (value < 1000 ? `${Math.round(value)} ms` : `${(va
 /** A time written the other way: 12 h (with am/pm) or a locale's date (1/12/2026, 12/1/2026). */
 const OTHER_TIME_FORMAT = /\d\s?(am|pm|AM|PM)\b|\d{1,2}\/\d{1,2}\/\d{4}/;
 
-interface ApiEvent { at: string; attemptId: string | null; reason: string; to: string }
+interface ApiEvent {
+  at: string;
+  attemptId: string | null;
+  reason: string;
+  to: string;
+}
 
 const browserFound = existsSync(CHROMIUM);
 if (!browserFound) {
@@ -33,8 +38,9 @@ if (!browserFound) {
 
 describe('the console in a real browser', () => {
   if (!browserFound) {
-    if (process.env.CI === 'true') it('needs a browser in CI', () => expect(`${CHROMIUM} exists`).toBe('a browser was found'));
-    else it.skip(`needs ${CHROMIUM} (apt-get install -y chromium)`, () => undefined);
+    if (process.env.CI === 'true') {
+      it('needs a browser in CI', () => expect(`${CHROMIUM} exists`).toBe('a browser was found'));
+    } else it.skip(`needs ${CHROMIUM} (apt-get install -y chromium)`, () => undefined);
     return;
   }
 
@@ -78,9 +84,21 @@ describe('the console in a real browser', () => {
     });
     page = browser.pages()[0] ?? (await browser.newPage());
     // A Content-Security-Policy violation or a script error is a console bug: collect them and fail at the end.
-    page.on('console', (message) => message.type() === 'error' && !message.text().startsWith('Failed to load resource') && problems.push(message.text()));
+    page.on(
+      'console',
+      (message) =>
+        message.type() === 'error' &&
+        !message.text().startsWith('Failed to load resource') &&
+        problems.push(message.text()),
+    );
     // API refusals are the console's to show; a missing asset is a bug.
-    page.on('response', (response) => response.status() >= 400 && !response.url().includes('/v1/') && problems.push(`${response.status()} ${response.url()}`));
+    page.on(
+      'response',
+      (response) =>
+        response.status() >= 400 &&
+        !response.url().includes('/v1/') &&
+        problems.push(`${response.status()} ${response.url()}`),
+    );
     page.on('pageerror', (error) => problems.push(error.message));
     page.on('request', (request) => {
       if (!request.url().startsWith(t.baseUrl)) problems.push(`request outside the service: ${request.url()}`);
@@ -103,7 +121,10 @@ describe('the console in a real browser', () => {
       .send({ operation: 'summarize', input: { text: 'hang, then fall back' }, providers });
     expect(created.status).toBe(201);
     const jobId: string = created.body.id;
-    const job = await waitFor(async () => (await t.http().get(`/v1/jobs/${jobId}`).set(bearer(ownerKey))).body, (j) => j.status === 'unknown');
+    const job = await waitFor(
+      async () => (await t.http().get(`/v1/jobs/${jobId}`).set(bearer(ownerKey))).body,
+      (j) => j.status === 'unknown',
+    );
     return { jobId, attemptId: job.attempts[0].id as string };
   }
 
@@ -115,7 +136,10 @@ describe('the console in a real browser', () => {
 
   /** Fails when the page scrolls sideways: something on it is wider than the 420 px window. */
   async function fitsTheWindow() {
-    const w = (await page.evaluate('({ page: document.documentElement.scrollWidth, window: window.innerWidth })')) as { page: number; window: number };
+    const w = (await page.evaluate('({ page: document.documentElement.scrollWidth, window: window.innerWidth })')) as {
+      page: number;
+      window: number;
+    };
     expect(w.window).toBe(420);
     // A scrollbar that takes room (not an overlay one) makes the page narrower than the window, never wider.
     expect(w.page).toBeLessThanOrEqual(w.window);
@@ -126,7 +150,11 @@ describe('the console in a real browser', () => {
 
   beforeAll(async () => {
     const admin = await t.key('admin', ['providers:certify']);
-    const certified = await t.http().post('/v1/providers/sim-fallback/certifications').set(bearer(admin)).send({ operation: 'summarize' });
+    const certified = await t
+      .http()
+      .post('/v1/providers/sim-fallback/certifications')
+      .set(bearer(admin))
+      .send({ operation: 'summarize' });
     expect(certified.body.passed).toBe(true);
     alice = await t.key('alice', ['jobs:write', 'jobs:read']);
     operatorKey = await t.key('ops-team', ['ops:read', 'attempts:resolve']);
@@ -146,8 +174,12 @@ describe('the console in a real browser', () => {
     await expect(row.textContent()).resolves.toContain(attemptId);
     await expect(row.textContent()).resolves.toContain('summarize');
     await expect(row.locator('.effect').textContent()).resolves.toMatch(/sim-fallback takes over/);
-    await expect(row.locator('select option[value="failed"]').textContent()).resolves.toMatch(/late result is discarded/);
-    await expect(row.locator('select option[value="cancelled"]').textContent()).resolves.toMatch(/late result may still win/);
+    await expect(row.locator('select option[value="failed"]').textContent()).resolves.toMatch(
+      /late result is discarded/,
+    );
+    await expect(row.locator('select option[value="cancelled"]').textContent()).resolves.toMatch(
+      /late result may still win/,
+    );
     expect(page.url()).not.toContain(operatorKey);
     await expect(page.evaluate('sessionStorage.getItem("onejob.apiKey")')).resolves.toBe(operatorKey);
     await expect(page.context().cookies()).resolves.toEqual([]);
@@ -162,7 +194,9 @@ describe('the console in a real browser', () => {
     // Its hard timeout (1 s on sim-hang) passes: no result will come by itself (the page re-reads a live job).
     await hung.locator('.label', { hasText: /no result by its hard timeout at \d\d:\d\d:\d\d UTC/ }).waitFor();
     const hungText = (await hung.locator('.label').textContent())!;
-    expect(hungText).toContain(`#1 sim-hang · unknown since ${utc(wentUnknown.at)} · deadline passed at ${utc(waiting.deadlineAt)}`);
+    expect(hungText).toContain(
+      `#1 sim-hang · unknown since ${utc(wentUnknown.at)} · deadline passed at ${utc(waiting.deadlineAt)}`,
+    );
     expect(hungText).not.toContain('running for');
     await page.goto(`${t.baseUrl}/console/#queue`);
     await row.waitFor();
@@ -180,7 +214,11 @@ describe('the console in a real browser', () => {
     await page.getByLabel('Idempotency key').fill('console-hang');
     await page.getByLabel('Idempotency key').press('Enter');
     await page.locator('#job-status', { hasText: 'succeeded' }).waitFor({ timeout: 15_000 });
-    await page.locator('#job-events tbody tr', { hasText: 'sim-fallback' }).or(page.locator('#job-events tbody tr', { hasText: 'won' })).first().waitFor();
+    await page
+      .locator('#job-events tbody tr', { hasText: 'sim-fallback' })
+      .or(page.locator('#job-events tbody tr', { hasText: 'won' }))
+      .first()
+      .waitFor();
     const attempts = page.locator('#job-timeline .attempt');
     await expect(attempts.count()).resolves.toBe(2);
     await expect(attempts.nth(0).textContent()).resolves.toMatch(/#1 sim-hang · cancelled/);
@@ -192,8 +230,12 @@ describe('the console in a real browser', () => {
     await expect(resolution.textContent()).resolves.toContain('ops-team');
     await expect(resolution.textContent()).resolves.toContain('provider support: request never arrived');
     // One time format: 24 h, ISO-like, UTC said.
-    await expect(page.locator('#job-summary').textContent()).resolves.toMatch(/Created\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC/);
-    await expect(page.locator('#job-events tbody tr td').first().textContent()).resolves.toMatch(/^\d{2}:\d{2}:\d{2} UTC$/);
+    await expect(page.locator('#job-summary').textContent()).resolves.toMatch(
+      /Created\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC/,
+    );
+    await expect(page.locator('#job-events tbody tr td').first().textContent()).resolves.toMatch(
+      /^\d{2}:\d{2}:\d{2} UTC$/,
+    );
     await expect(page.locator('main').innerText()).resolves.not.toMatch(OTHER_TIME_FORMAT);
     await page.screenshot({ path: `${SHOTS}/2-job.png` });
     await page.screenshot({ path: `${SHOTS}/2-job-full.png`, fullPage: true });
@@ -211,8 +253,12 @@ describe('the console in a real browser', () => {
     await expect(page.locator('#activity-totals').textContent()).resolves.toMatch(/1 created, 1 succeeded/);
     // The chart's time axis and legend in the same format (uPlot's default is 12 h in the local zone).
     await page.locator('#chart-jobs .u-over').hover();
-    await expect(page.locator('#chart-jobs .u-legend .u-series').first().textContent()).resolves.toMatch(/\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC/);
-    await expect(page.locator('#screen-activity figcaption').first().textContent()).resolves.toMatch(/\d{2}:\d{2} to \d{2}:\d{2} UTC/);
+    await expect(page.locator('#chart-jobs .u-legend .u-series').first().textContent()).resolves.toMatch(
+      /\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC/,
+    );
+    await expect(page.locator('#screen-activity figcaption').first().textContent()).resolves.toMatch(
+      /\d{2}:\d{2} to \d{2}:\d{2} UTC/,
+    );
     await expect(page.locator('main').innerText()).resolves.not.toMatch(OTHER_TIME_FORMAT);
     await page.screenshot({ path: `${SHOTS}/4-activity.png` });
 
@@ -231,7 +277,11 @@ describe('the console in a real browser', () => {
     // No click: the queue polls while it is on screen (every few seconds; 20 s of slack on a loaded machine).
     const row = page.locator('#queue-table tbody tr', { has: page.locator(`a[href="#job/${jobId}"]`) });
     await row.waitFor({ timeout: 20_000 });
-    const resolved = await t.http().post(`/v1/attempts/${attemptId}/resolve`).set(bearer(operatorKey)).send({ status: 'cancelled', reason: 'elsewhere' });
+    const resolved = await t
+      .http()
+      .post(`/v1/attempts/${attemptId}/resolve`)
+      .set(bearer(operatorKey))
+      .send({ status: 'cancelled', reason: 'elsewhere' });
     expect(resolved.status).toBe(200);
     await row.waitFor({ state: 'detached', timeout: 20_000 });
     await page.locator('#queue-empty').waitFor();
@@ -257,7 +307,9 @@ describe('the console in a real browser', () => {
     await form.getByRole('button', { name: 'Resolve' }).click();
     await page.locator('#job-status', { hasText: 'failed' }).waitFor({ timeout: 15_000 });
     await expect(hung.locator('form.resolve').count()).resolves.toBe(0);
-    await expect(hung.textContent()).resolves.toMatch(/#1 sim-hang · failed by ops-team at \d\d:\d\d:\d\d UTC · “provider logs: never received”/);
+    await expect(hung.textContent()).resolves.toMatch(
+      /#1 sim-hang · failed by ops-team at \d\d:\d\d:\d\d UTC · “provider logs: never received”/,
+    );
     const final = await t.http().get(`/v1/jobs/${jobId}`).set(bearer(alice));
     expect([final.body.status, final.body.attempts[0].status]).toEqual(['failed', 'failed']);
     expect(problems).toEqual([]);
@@ -269,7 +321,11 @@ describe('the console in a real browser', () => {
       .post('/v1/jobs')
       .set(bearer(alice))
       .set('Idempotency-Key', 'console-late')
-      .send({ operation: 'summarize', input: { text: 'late, then discarded' }, providers: ['sim-late', 'sim-fallback'] });
+      .send({
+        operation: 'summarize',
+        input: { text: 'late, then discarded' },
+        providers: ['sim-late', 'sim-fallback'],
+      });
     const jobId: string = created.body.id;
     const job = await waitFor(
       async () => (await t.http().get(`/v1/jobs/${jobId}`).set(bearer(alice))).body,
@@ -315,9 +371,18 @@ describe('the console in a real browser', () => {
     expect(problems).toEqual([]);
   }, 60_000);
 
-  it('shows a batch with its progress to an operator, and lists an owner\'s own batches', async () => {
-    const items = ['one', 'two', 'three'].map((k) => ({ key: `console-batch-${k}`, operation: 'summarize', input: { text: k } }));
-    const created = await t.http().post('/v1/batches').set(bearer(alice)).set('Idempotency-Key', 'console-batch').send({ items });
+  it("shows a batch with its progress to an operator, and lists an owner's own batches", async () => {
+    const items = ['one', 'two', 'three'].map((k) => ({
+      key: `console-batch-${k}`,
+      operation: 'summarize',
+      input: { text: k },
+    }));
+    const created = await t
+      .http()
+      .post('/v1/batches')
+      .set(bearer(alice))
+      .set('Idempotency-Key', 'console-batch')
+      .send({ items });
     expect(created.status).toBe(201);
     const batchId: string = created.body.id;
     await logIn(operatorKey);
@@ -325,14 +390,18 @@ describe('the console in a real browser', () => {
     await page.locator('#batch-detail-id', { hasText: batchId }).waitFor();
     await page.locator('#batches-empty', { hasText: 'no jobs:read' }).waitFor();
     // The screen refreshes by itself until every job is terminal.
-    await page.locator('#batch-progress-text', { hasText: '3 of 3 items done (completed)' }).waitFor({ timeout: 20_000 });
+    await page
+      .locator('#batch-progress-text', { hasText: '3 of 3 items done (completed)' })
+      .waitFor({ timeout: 20_000 });
     await expect(page.locator('#batch-jobs tbody tr').count()).resolves.toBe(3);
     await expect(page.locator('#batch-summary').textContent()).resolves.toContain('3 succeeded');
     await page.screenshot({ path: `${SHOTS}/batch.png`, fullPage: true });
     await logIn(alice);
     await page.goto(`${t.baseUrl}/console/#batches`);
     await page.locator('#batches-table tbody tr', { hasText: 'console-batch' }).waitFor();
-    await expect(page.locator('#batches-table tbody tr', { hasText: 'console-batch' }).textContent()).resolves.toContain('3 / 3');
+    await expect(
+      page.locator('#batches-table tbody tr', { hasText: 'console-batch' }).textContent(),
+    ).resolves.toContain('3 / 3');
     expect(problems).toEqual([]);
   }, 60_000);
 
@@ -371,7 +440,7 @@ describe('the console in a real browser', () => {
     expect(problems).toEqual([]);
   }, 60_000);
 
-  it('serves the page with a strict Content-Security-Policy and answers a bad key with the API\'s own refusal', async () => {
+  it("serves the page with a strict Content-Security-Policy and answers a bad key with the API's own refusal", async () => {
     const res = await t.http().get('/console/');
     expect(res.status).toBe(200);
     expect(res.headers['content-security-policy']).toContain("default-src 'none'");

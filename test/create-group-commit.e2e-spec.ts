@@ -55,16 +55,32 @@ describe('creates in groups', () => {
       job('b', 'existing-1'),
     ];
     const answers = await Promise.allSettled(requests.map((r) => jobs.insertJob(r)));
-    const created = answers.flatMap((a, i) => (a.status === 'fulfilled' ? [{ request: requests[i], job: a.value }] : []));
-    const collided = answers.flatMap((a, i) => (a.status === 'rejected' ? [{ request: requests[i], error: a.reason as unknown }] : []));
+    const created = answers.flatMap((a, i) =>
+      a.status === 'fulfilled' ? [{ request: requests[i], job: a.value }] : [],
+    );
+    const collided = answers.flatMap((a, i) =>
+      a.status === 'rejected' ? [{ request: requests[i], error: a.reason as unknown }] : [],
+    );
 
     expect(collided.every((c) => c.error instanceof DuplicateIdempotencyKeyError)).toBe(true);
     // Exactly one creation per (owner, key); every other request for a key collided.
-    const keys = (list: Array<{ request: NewJob }>) => list.map((c) => `${c.request.ownerId}/${c.request.idempotencyKey}`).sort();
-    expect(keys(created)).toEqual([...new Set(requests.map((r) => `${r.ownerId}/${r.idempotencyKey}`))].filter((k) => !k.startsWith('a/existing')).sort());
+    const keys = (list: Array<{ request: NewJob }>) =>
+      list.map((c) => `${c.request.ownerId}/${c.request.idempotencyKey}`).sort();
+    expect(keys(created)).toEqual(
+      [...new Set(requests.map((r) => `${r.ownerId}/${r.idempotencyKey}`))]
+        .filter((k) => !k.startsWith('a/existing'))
+        .sort(),
+    );
     expect(collided).toHaveLength(40 + 8);
     // Each answer is its own row.
-    for (const { request, job: row } of created) expect(row).toMatchObject({ ownerId: request.ownerId, idempotencyKey: request.idempotencyKey, input: request.input, status: 'pending' });
+    for (const { request, job: row } of created) {
+      expect(row).toMatchObject({
+        ownerId: request.ownerId,
+        idempotencyKey: request.idempotencyKey,
+        input: request.input,
+        status: 'pending',
+      });
+    }
 
     const [{ rows, events }] = await dataSource.query(
       `SELECT (SELECT count(*)::int FROM jobs) AS rows,

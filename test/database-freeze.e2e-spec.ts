@@ -49,7 +49,10 @@ describe('a frozen database (SIGSTOP): requests fail fast with 503 and Retry-Aft
     // The postmaster: stopping it stops new connections; its backends are stopped below as well.
     pid = Number(readFileSync(join(databaseDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
     // The default bounds (DB_QUERY_TIMEOUT_MS 16 s for background work, DB_REQUEST_TIMEOUT_MS for requests).
-    t = await startTestApp({ dbPoolSize: 4 }, { name: 'onejob_freeze', url: `${url}/onejob_freeze`, drop: async () => undefined });
+    t = await startTestApp(
+      { dbPoolSize: 4 },
+      { name: 'onejob_freeze', url: `${url}/onejob_freeze`, drop: async () => undefined },
+    );
     key = await t.key('owner-freeze');
   }, 60_000);
 
@@ -62,7 +65,11 @@ describe('a frozen database (SIGSTOP): requests fail fast with 503 and Retry-Aft
 
   /** The postmaster and every backend it forked (their parent pid is the postmaster's). */
   function clusterPids(): number[] {
-    const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+    const children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8')
+      .trim()
+      .split(/\s+/)
+      .filter(Boolean)
+      .map(Number);
     return [pid, ...children];
   }
   const signalCluster = (signal: NodeJS.Signals) => clusterPids().forEach((p) => process.kill(p, signal));
@@ -70,7 +77,12 @@ describe('a frozen database (SIGSTOP): requests fail fast with 503 and Retry-Aft
   const timed = async (request: () => Promise<Response>) => {
     const started = Date.now();
     const res = await request();
-    return { status: res.status, retryAfter: res.headers.get('retry-after'), code: ((await res.json()) as { code?: string }).code, ms: Date.now() - started };
+    return {
+      status: res.status,
+      retryAfter: res.headers.get('retry-after'),
+      code: ((await res.json()) as { code?: string }).code,
+      ms: Date.now() - started,
+    };
   };
 
   it('answers in-flight and new requests with 503 + Retry-After within 5 s by default, though background queries keep 16 s, then recovers', async () => {
@@ -81,7 +93,9 @@ describe('a frozen database (SIGSTOP): requests fail fast with 503 and Retry-Aft
     frozen = true;
     const headers = { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' };
     const answers = await Promise.all([
-      ...Array.from({ length: 6 }, () => timed(() => fetch(`${t.baseUrl}/v1/jobs`, { headers, signal: AbortSignal.timeout(15_000) }))),
+      ...Array.from({ length: 6 }, () =>
+        timed(() => fetch(`${t.baseUrl}/v1/jobs`, { headers, signal: AbortSignal.timeout(15_000) })),
+      ),
       ...Array.from({ length: 3 }, (_, i) =>
         timed(() =>
           fetch(`${t.baseUrl}/v1/jobs`, {
@@ -104,7 +118,12 @@ describe('a frozen database (SIGSTOP): requests fail fast with 503 and Retry-Aft
     signalCluster('SIGCONT');
     frozen = false;
     await waitFor(
-      () => t.http().get('/v1/jobs').set(bearer(key)).then((r) => r.status),
+      () =>
+        t
+          .http()
+          .get('/v1/jobs')
+          .set(bearer(key))
+          .then((r) => r.status),
       (status) => status === 200,
       20_000,
       200,

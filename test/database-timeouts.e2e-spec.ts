@@ -11,7 +11,9 @@ describe('query timeout (client-side, pooler-safe)', () => {
   beforeAll(async () => {
     database = await createTestDatabase();
     // One connection: a timed-out query left on it would hold up the next caller.
-    dataSource = await new DataSource(dataSourceOptions({ url: database.url, poolSize: 1, queryTimeoutMs: 300 })).initialize();
+    dataSource = await new DataSource(
+      dataSourceOptions({ url: database.url, poolSize: 1, queryTimeoutMs: 300 }),
+    ).initialize();
   });
   afterAll(async () => {
     await dataSource.destroy();

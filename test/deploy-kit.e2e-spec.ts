@@ -18,7 +18,10 @@ const KUBERNETES = 'deploy/kubernetes';
 const documents = readdirSync(KUBERNETES)
   .filter((file) => file.endsWith('.yaml'))
   .flatMap((file) =>
-    parseAllDocuments(readFileSync(join(KUBERNETES, file), 'utf8')).map((doc) => ({ file, object: doc.toJS() as K8sObject })),
+    parseAllDocuments(readFileSync(join(KUBERNETES, file), 'utf8')).map((doc) => ({
+      file,
+      object: doc.toJS() as K8sObject,
+    })),
   );
 
 interface K8sObject {
@@ -29,7 +32,9 @@ interface K8sObject {
 }
 
 const alertExpressions = (): string[] => {
-  const rules = parse(readFileSync('deploy/prometheus/alerts.yml', 'utf8')) as { groups: { rules: { expr: string }[] }[] };
+  const rules = parse(readFileSync('deploy/prometheus/alerts.yml', 'utf8')) as {
+    groups: { rules: { expr: string }[] }[];
+  };
   return rules.groups.flatMap((g) => g.rules.map((r) => r.expr));
 };
 const dashboardExpressions = (): string[] => {
@@ -93,9 +98,19 @@ describe('the platform kit (deploy/)', () => {
     );
     expect(() => validateCatalog(parse(configMaps.get('onejob-catalog')!['catalog.yaml']))).not.toThrow();
     for (const { object } of documents.filter((d) => d.object.kind === 'Deployment')) {
-      const env = Object.fromEntries((object.spec!.template!.spec.containers[0].env ?? []).map((e) => [e.name, e.value]));
-      const parsed = parseEnv({ ...configMaps.get('onejob-env'), ...env, DATABASE_URL: 'postgres://u:p@db:5432/onejob' });
-      expect(parsed).toMatchObject({ metricsPort: 9464, migrationsRun: false, catalogFile: '/etc/onejob/catalog.yaml' });
+      const env = Object.fromEntries(
+        (object.spec!.template!.spec.containers[0].env ?? []).map((e) => [e.name, e.value]),
+      );
+      const parsed = parseEnv({
+        ...configMaps.get('onejob-env'),
+        ...env,
+        DATABASE_URL: 'postgres://u:p@db:5432/onejob',
+      });
+      expect(parsed).toMatchObject({
+        metricsPort: 9464,
+        migrationsRun: false,
+        catalogFile: '/etc/onejob/catalog.yaml',
+      });
       expect(['api', 'worker']).toContain(parsed.role);
     }
   });

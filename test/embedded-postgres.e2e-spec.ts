@@ -64,7 +64,12 @@ describe('the embedded PostgreSQL of a data directory', () => {
     dirs.push(dir);
     const service = await spawnService({ DATA_DIR: dir, CATALOG_FILE: TEST_CATALOG });
     // The server is up and the service is migrating, not yet listening: Node's default would end at once.
-    await waitFor(async () => postmasterState(join(dir, 'pg')).state, (state) => state === 'in-use', 60_000, 5);
+    await waitFor(
+      async () => postmasterState(join(dir, 'pg')).state,
+      (state) => state === 'in-use',
+      60_000,
+      5,
+    );
     service.kill('SIGTERM');
     expect(await service.exited).toEqual({ code: 0, signal: null });
     expect(postmasterState(join(dir, 'pg'))).toEqual({ state: 'none' });
@@ -84,7 +89,9 @@ describe('the embedded PostgreSQL of a data directory', () => {
     const second = await spawnService(env);
     try {
       await waitUntilReady(second, 60_000);
-      expect(second.output()).toContain(`stopping the PostgreSQL (pid ${orphanPid}) left running by a onejob that was killed`);
+      expect(second.output()).toContain(
+        `stopping the PostgreSQL (pid ${orphanPid}) left running by a onejob that was killed`,
+      );
       expect(postmasterPid(dir)).not.toBe(orphanPid);
       expect(postmasterState(join(dir, 'pg'))).toMatchObject({ state: 'in-use' });
     } finally {

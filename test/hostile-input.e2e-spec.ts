@@ -36,7 +36,11 @@ describe('hostile text, wide bodies and parser-level refusals', () => {
         temperature: 0,
         maxTokens: 30,
         prompt: { user: 'Score {{text}}' },
-        inputSchema: { type: 'object', required: ['text', 'score'], properties: { text: { type: 'string' }, score: { type: 'number' } } },
+        inputSchema: {
+          type: 'object',
+          required: ['text', 'score'],
+          properties: { text: { type: 'string' }, score: { type: 'number' } },
+        },
         outputSchema: { type: 'object', required: ['summary'], properties: { summary: { type: 'string' } } },
         providers: ['sim-primary'],
         goldenCases: [{ input: { text: 'x', score: 1 } }],
@@ -59,13 +63,18 @@ describe('hostile text, wide bodies and parser-level refusals', () => {
       .set(headers)
       .send(raw);
   // Jobs of the refused requests' owner: the accepted cases below write with another owner.
-  const jobCount = async () => (await t.dataSource.query("SELECT count(*)::int AS n FROM jobs WHERE owner_id = 'owner-hostile'"))[0].n as number;
+  const jobCount = async () =>
+    (await t.dataSource.query("SELECT count(*)::int AS n FROM jobs WHERE owner_id = 'owner-hostile'"))[0].n as number;
 
   describe('text PostgreSQL cannot store (issue 11 item 5)', () => {
     it.each([
       ['a NUL character', '{"operation":"summarize","input":{"text":"a\\u0000b"}}', 'input.text'],
       ['a lone high surrogate', '{"operation":"summarize","input":{"text":"a\\ud800b"}}', 'input.text'],
-      ['a lone low surrogate in an array', '{"operation":"titled","input":{"text":"x","tags":["ok","\\udc00"]}}', 'input.tags[1]'],
+      [
+        'a lone low surrogate in an array',
+        '{"operation":"titled","input":{"text":"x","tags":["ok","\\udc00"]}}',
+        'input.tags[1]',
+      ],
       ['a NUL in a key', '{"operation":"titled","input":{"text":"x","a\\u0000":1}}', 'input'],
       ['a NUL in the operation name', '{"operation":"sum\\u0000","input":{"text":"x"}}', 'operation'],
     ])('refuses %s with 422 validation_failed naming the field', async (_name, raw, field) => {
@@ -167,14 +176,21 @@ describe('hostile text, wide bodies and parser-level refusals', () => {
       },
     );
 
-    it.each(['constructor', 'toString', 'valueOf'])('refuses a body member named %s like any unknown one', async (name) => {
-      const res = await post(`{"operation":"summarize","input":{"text":"x"},"${name}":1}`);
-      expect({ status: res.status, code: res.body.code }).toEqual({ status: 400, code: 'validation_failed' });
-      expect(await jobCount()).toBe(0);
-    });
+    it.each(['constructor', 'toString', 'valueOf'])(
+      'refuses a body member named %s like any unknown one',
+      async (name) => {
+        const res = await post(`{"operation":"summarize","input":{"text":"x"},"${name}":1}`);
+        expect({ status: res.status, code: res.body.code }).toEqual({ status: 400, code: 'validation_failed' });
+        expect(await jobCount()).toBe(0);
+      },
+    );
 
     it('refuses a body that is not valid UTF-8 with 400 instead of storing U+FFFD', async () => {
-      const bytes = Buffer.concat([Buffer.from('{"operation":"summarize","input":{"text":"a'), Buffer.from([0xc3, 0x28]), Buffer.from('"}}')]);
+      const bytes = Buffer.concat([
+        Buffer.from('{"operation":"summarize","input":{"text":"a'),
+        Buffer.from([0xc3, 0x28]),
+        Buffer.from('"}}'),
+      ]);
       const res = await post(bytes);
       expect({ status: res.status, code: res.body.code }).toEqual({ status: 400, code: 'validation_failed' });
       expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
@@ -182,13 +198,19 @@ describe('hostile text, wide bodies and parser-level refusals', () => {
     });
 
     it('refuses a charset other than UTF-8 with 400', async () => {
-      const res = await post(Buffer.from('{"operation":"summarize","input":{"text":"caf\xe9"}}', 'latin1'), { 'Content-Type': 'application/json; charset=iso-8859-1' });
+      const res = await post(Buffer.from('{"operation":"summarize","input":{"text":"caf\xe9"}}', 'latin1'), {
+        'Content-Type': 'application/json; charset=iso-8859-1',
+      });
       expect({ status: res.status, code: res.body.code }).toEqual({ status: 400, code: 'validation_failed' });
       expect(await jobCount()).toBe(0);
     });
 
     it('accepts an explicit charset=utf-8', async () => {
-      const res = await post(JSON.stringify({ operation: 'summarize', input: { text: 'café' } }), { 'Content-Type': 'application/json; charset=UTF-8' }, okKey);
+      const res = await post(
+        JSON.stringify({ operation: 'summarize', input: { text: 'café' } }),
+        { 'Content-Type': 'application/json; charset=UTF-8' },
+        okKey,
+      );
       expect(res.status).toBe(201);
       expect(res.body.input.text).toBe('café');
     });

@@ -16,7 +16,12 @@ describe('POST /v1/jobs: one job per intent at the door', () => {
   });
 
   const post = (idempotencyKey: string, payload: unknown = body, apiKey = key) =>
-    t.http().post('/v1/jobs').set(bearer(apiKey)).set('Idempotency-Key', idempotencyKey).send(payload as object);
+    t
+      .http()
+      .post('/v1/jobs')
+      .set(bearer(apiKey))
+      .set('Idempotency-Key', idempotencyKey)
+      .send(payload as object);
 
   it('returns the same job id to 50 concurrent requests with one key, one 201 and 49 replays', async () => {
     const responses = await Promise.all(Array.from({ length: 50 }, () => post('double-click')));
@@ -152,7 +157,12 @@ describe('GET /v1/jobs: keyset pagination', () => {
   it('walks every job exactly once, newest first, and filters by status', async () => {
     const created: string[] = [];
     for (let i = 0; i < 7; i++) {
-      const res = await t.http().post('/v1/jobs').set(bearer(key)).set('Idempotency-Key', `page-${i}`).send({ operation: 'summarize', input: { text: `t${i}` } });
+      const res = await t
+        .http()
+        .post('/v1/jobs')
+        .set(bearer(key))
+        .set('Idempotency-Key', `page-${i}`)
+        .send({ operation: 'summarize', input: { text: `t${i}` } });
       created.push(res.body.id);
     }
     await t.http().post(`/v1/jobs/${created[2]}/cancel`).set(bearer(key)).expect(200);
@@ -179,7 +189,11 @@ describe('GET /v1/jobs: keyset pagination', () => {
   it('refuses a forged cursor, a bad limit and an unknown status with 400', async () => {
     for (const query of ['cursor=bm90LWEtdXVpZA', 'limit=0', 'limit=101', 'limit=abc', 'status=done', 'other=1']) {
       const res = await t.http().get(`/v1/jobs?${query}`).set(bearer(key));
-      expect({ query, status: res.status, code: res.body.code }).toEqual({ query, status: 400, code: 'validation_failed' });
+      expect({ query, status: res.status, code: res.body.code }).toEqual({
+        query,
+        status: 400,
+        code: 'validation_failed',
+      });
     }
   });
 });

@@ -124,7 +124,10 @@ describe("live streams in Chromium: its EventSource, and the console's live time
     await page.goto(`${t.baseUrl}/console/#job/${jobId}`);
     await page.locator('#job-status', { hasText: 'succeeded' }).waitFor({ timeout: 20_000 });
     const all = await timeline(jobId);
-    await waitFor(() => page.locator('#job-events tbody tr').count(), (n) => n === all.length);
+    await waitFor(
+      () => page.locator('#job-events tbody tr').count(),
+      (n) => n === all.length,
+    );
     // One read of the pages when the job was opened; the rest came over the stream.
     expect(pages).toHaveLength(1);
     expect(streams.length).toBeGreaterThanOrEqual(1);

@@ -73,7 +73,10 @@ describe('a live stream of a job (GET /v1/jobs/:id/events, Accept: text/event-st
     try {
       const jobId = await createJob(t, key, ['sim-slow']);
       const follower = follow(`http://127.0.0.1:${proxy.port}/v1/jobs/${jobId}/events`, key);
-      await waitFor(async () => follower.messages.length, (n) => n >= 1);
+      await waitFor(
+        async () => follower.messages.length,
+        (n) => n >= 1,
+      );
       await proxy.cut();
       const before = follower.messages.length;
       await proxy.restore();
@@ -92,7 +95,12 @@ describe('a live stream of a job (GET /v1/jobs/:id/events, Accept: text/event-st
 
   it('resumes after ?lastEventId= as after the header; 204 once a finished job has nothing more', async () => {
     const jobId = await createJob(t, key);
-    const status = () => t.http().get(`/v1/jobs/${jobId}`).set(bearer(key)).then((r) => r.body.status as string);
+    const status = () =>
+      t
+        .http()
+        .get(`/v1/jobs/${jobId}`)
+        .set(bearer(key))
+        .then((r) => r.body.status as string);
     await waitFor(status, (s) => s === 'succeeded');
     const all = await timeline(t, key, jobId);
     const url = `${t.baseUrl}/v1/jobs/${jobId}/events`;
@@ -165,7 +173,10 @@ describe('a live stream of a job (GET /v1/jobs/:id/events, Accept: text/event-st
       full.close();
       expect(full.status).toBe(503);
       open.shift()!();
-      await waitFor(async () => (await hold(0)).status, (status) => status === 200);
+      await waitFor(
+        async () => (await hold(0)).status,
+        (status) => status === 200,
+      );
     } finally {
       for (const close of open) close();
     }
@@ -190,7 +201,10 @@ describe('a job events writer that does not lock the job (the running mark) comm
     const attempts = queued.body.attempts as Array<{ id: string; status: string }>;
     const attemptId = attempts.find((a) => a.status === 'starting')!.id;
     const follower = follow(`${t.baseUrl}/v1/jobs/${jobId}/events`, key);
-    await waitFor(async () => follower.messages.length, (n) => n >= 2);
+    await waitFor(
+      async () => follower.messages.length,
+      (n) => n >= 2,
+    );
 
     // Another writer of the job (as the Ledger writes: the job's row lock first, its event at the end) is under way.
     const holder = new pg.Client({ connectionString: t.database.url });
@@ -229,7 +243,10 @@ describe('a job events writer that does not lock the job (the running mark) comm
     );
     expect(BigInt(rows[0].id)).toBeGreaterThan(BigInt(heldId));
     const all = await timeline(t, key, jobId);
-    await waitFor(async () => follower.messages.length, (n) => n >= all.length);
+    await waitFor(
+      async () => follower.messages.length,
+      (n) => n >= all.length,
+    );
     follower.close();
     expect(follower.messages.map((m) => m.id)).toEqual(all);
   });

@@ -1,4 +1,3 @@
- 
 import pg from 'pg';
 
 import { FakeOpenAiServer } from './fakes/fake-openai.server.js';
@@ -63,12 +62,23 @@ describe('what the logs and the owners see of failures (issue 11 items 5 and 10)
   const post = (raw: string) =>
     fetch(`${service.baseUrl}/v1/jobs`, {
       method: 'POST',
-      headers: { Authorization: `Bearer ${key}`, 'Idempotency-Key': `k-${Math.random()}`, 'Content-Type': 'application/json' },
+      headers: {
+        Authorization: `Bearer ${key}`,
+        'Idempotency-Key': `k-${Math.random()}`,
+        'Content-Type': 'application/json',
+      },
       body: raw,
     });
   const job = async (id: string) =>
-    (await fetch(`${service.baseUrl}/v1/jobs/${id}`, { headers: { Authorization: `Bearer ${key}` } })).json() as Promise<any>;
-  const settledJob = (id: string) => waitFor(() => job(id), (j) => ['succeeded', 'failed', 'cancelled'].includes(j.status), 15_000);
+    (
+      await fetch(`${service.baseUrl}/v1/jobs/${id}`, { headers: { Authorization: `Bearer ${key}` } })
+    ).json() as Promise<any>;
+  const settledJob = (id: string) =>
+    waitFor(
+      () => job(id),
+      (j) => ['succeeded', 'failed', 'cancelled'].includes(j.status),
+      15_000,
+    );
   const logsAfterAMoment = async () => {
     await sleep(300); // pino writes asynchronously
     return service.output();
@@ -113,12 +123,19 @@ describe('what the logs and the owners see of failures (issue 11 items 5 and 10)
         },
       },
     });
-    const res = await post('{"operation":"summarize","input":{"text":"MARKER-C private words"},"providers":["fake-openai"]}');
+    const res = await post(
+      '{"operation":"summarize","input":{"text":"MARKER-C private words"},"providers":["fake-openai"]}',
+    );
     expect(res.status).toBe(201);
     const settled = await settledJob(((await res.json()) as any).id);
     expect(settled.status).toBe('failed');
     expect(settled.attempts).toHaveLength(1);
-    expect(settled.attempts[0].error).toMatchObject({ reason: 'http_401', retryable: false, status: 401, message: 'the provider refused the credentials' });
+    expect(settled.attempts[0].error).toMatchObject({
+      reason: 'http_401',
+      retryable: false,
+      status: 401,
+      message: 'the provider refused the credentials',
+    });
     const shown = JSON.stringify(settled);
     expect(shown).not.toContain(ECHOED_KEY.slice(0, 12));
     expect(shown).not.toContain('llm-gateway');

@@ -45,7 +45,12 @@ const getJob = (body: unknown, headers: Record<string, unknown> = {}, status = 2
   route: '/v1/jobs/:id',
   url: `/v1/jobs/${job.id}`,
   status,
-  headers: { 'content-type': 'application/json; charset=utf-8', 'x-request-id': 'req-1', 'x-content-type-options': 'nosniff', ...headers },
+  headers: {
+    'content-type': 'application/json; charset=utf-8',
+    'x-request-id': 'req-1',
+    'x-content-type-options': 'nosniff',
+    ...headers,
+  },
   body: JSON.stringify(body),
 });
 
@@ -54,7 +59,9 @@ describe('every e2e response is checked against the committed openapi.json', () 
 
   it('accepts a job whose pending attempt has usage null (the nullable the document used to refuse)', () => {
     expect(contract.check(getJob(job))).toEqual([]);
-    expect(contract.check(getJob({ ...job, attempts: [{ ...attempt, usage: { promptTokens: 3, completionTokens: 1 } }] }))).toEqual([]);
+    expect(
+      contract.check(getJob({ ...job, attempts: [{ ...attempt, usage: { promptTokens: 3, completionTokens: 1 } }] })),
+    ).toEqual([]);
   });
 
   it('would have refused that null under the old allOf + nullable schema', () => {
@@ -76,16 +83,26 @@ describe('every e2e response is checked against the committed openapi.json', () 
   it('refuses an undocumented status, a wrong media type and a problem of the wrong shape', () => {
     expect(contract.check(getJob(job, {}, 418))).toEqual(['status 418 is not documented for getJob']);
     expect(contract.check(getJob(job, { 'content-type': 'text/html' })).join()).toMatch(/content-type text\/html/);
-    const problem = { type: 'urn:onejob:problem:not_found', title: 'Not found', status: 404, detail: 'x', code: 'not_found' };
+    const problem = {
+      type: 'urn:onejob:problem:not_found',
+      title: 'Not found',
+      status: 404,
+      detail: 'x',
+      code: 'not_found',
+    };
     const notFound = getJob(problem, { 'content-type': 'application/problem+json' }, 404);
     expect(contract.check(notFound).join()).toMatch(/requestId/);
     expect(contract.check({ ...notFound, body: JSON.stringify({ ...problem, requestId: 'req-1' }) })).toEqual([]);
   });
 
   it('refuses a missing required header, a malformed one, and an API header sent where it is not declared', () => {
-    expect(contract.check(getJob(job, { 'x-request-id': undefined }))).toEqual(['required header x-request-id is missing']);
+    expect(contract.check(getJob(job, { 'x-request-id': undefined }))).toEqual([
+      'required header x-request-id is missing',
+    ]);
     expect(contract.check(getJob(job, { 'preference-applied': 'wait=soon' })).join()).toMatch(/preference-applied/);
-    expect(contract.check(getJob(job, { 'idempotent-replayed': 'true' }))).toEqual(['header idempotent-replayed is sent but not declared']);
+    expect(contract.check(getJob(job, { 'idempotent-replayed': 'true' }))).toEqual([
+      'header idempotent-replayed is sent but not declared',
+    ]);
     const created = { ...getJob(job, {}, 201), method: 'POST', route: '/v1/jobs', url: '/v1/jobs' };
     expect(contract.check(created)).toEqual(['required header location is missing']);
   });
@@ -97,30 +114,52 @@ describe('every e2e response is checked against the committed openapi.json', () 
     const t = await startTestApp({}, undefined, new OpenApiContract(wrong));
     try {
       const key = await t.key('owner-contract');
-      const res = await t.http().post('/v1/jobs').set(bearer(key)).set('Idempotency-Key', 'c-1').send({ operation: 'summarize', input: { text: 'x' } });
+      const res = await t
+        .http()
+        .post('/v1/jobs')
+        .set(bearer(key))
+        .set('Idempotency-Key', 'c-1')
+        .send({ operation: 'summarize', input: { text: 'x' } });
       expect(res.status).toBe(201);
       // Taken here so that this test passes; left alone, the helper's afterEach fails the test with it.
       const found = takeContractViolations();
       expect(found).toHaveLength(1);
-      expect(found[0]).toMatch(/^POST \/v1\/jobs answered 201, which breaks openapi.json:\n {2}- body: .*status must be equal to one of the allowed values/);
+      expect(found[0]).toMatch(
+        /^POST \/v1\/jobs answered 201, which breaks openapi.json:\n {2}- body: .*status must be equal to one of the allowed values/,
+      );
     } finally {
       await t.close();
     }
   });
 
   it('gives every problem answer of the document one example per code it names, with that status and code', () => {
-    const document = committed() as OpenApiDocument & { paths: Record<string, Record<string, { responses: Record<string, any> }>> };
+    const document = committed() as OpenApiDocument & {
+      paths: Record<string, Record<string, { responses: Record<string, any> }>>;
+    };
     const wrong: string[] = [];
     for (const [path, item] of Object.entries(document.paths)) {
       for (const [method, operation] of Object.entries(item)) {
         for (const [status, response] of Object.entries(operation.responses ?? {})) {
           const media = response.content?.['application/problem+json'];
           if (!media) continue;
-          const codes = String(response.description).replace(/^problem\+json with code /, '').split(' | ');
-          const examples = Object.entries(media.examples ?? {}) as Array<[string, { value: { status: number; code: string; type: string } }]>;
-          if (examples.map(([name]) => name).sort().join() !== [...codes].sort().join()) wrong.push(`${method} ${path} ${status}: examples ${examples.map(([n]) => n)} for codes ${codes}`);
+          const codes = String(response.description)
+            .replace(/^problem\+json with code /, '')
+            .split(' | ');
+          const examples = Object.entries(media.examples ?? {}) as Array<
+            [string, { value: { status: number; code: string; type: string } }]
+          >;
+          if (
+            examples
+              .map(([name]) => name)
+              .sort()
+              .join() !== [...codes].sort().join()
+          ) {
+            wrong.push(`${method} ${path} ${status}: examples ${examples.map(([n]) => n)} for codes ${codes}`);
+          }
           for (const [name, { value }] of examples) {
-            if (value.status !== Number(status) || value.code !== name || value.type !== `urn:onejob:problem:${name}`) wrong.push(`${method} ${path} ${status}: ${name} example says ${value.status} ${value.code}`);
+            if (value.status !== Number(status) || value.code !== name || value.type !== `urn:onejob:problem:${name}`) {
+              wrong.push(`${method} ${path} ${status}: ${name} example says ${value.status} ${value.code}`);
+            }
           }
         }
       }

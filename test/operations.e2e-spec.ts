@@ -33,8 +33,23 @@ describe('operating the service: metrics, logs, roles', () => {
     beforeAll(async () => {
       // late-a answers 1.4 s after its deadline: time enough, on a loaded machine, for the failover to win first.
       const catalogFile = writeCatalog((c) => {
-        c.providers.push({ name: 'late-a', kind: 'simulated', model: 'a', timeoutMs: 100, hardTimeoutMs: 3000, onTimeout: 'failover', sideEffectFree: true, simulate: { latencyMs: 1500 } });
-        c.providers.push({ name: 'quick-b', kind: 'simulated', model: 'b', timeoutMs: 2000, simulate: { latencyMs: 10 } });
+        c.providers.push({
+          name: 'late-a',
+          kind: 'simulated',
+          model: 'a',
+          timeoutMs: 100,
+          hardTimeoutMs: 3000,
+          onTimeout: 'failover',
+          sideEffectFree: true,
+          simulate: { latencyMs: 1500 },
+        });
+        c.providers.push({
+          name: 'quick-b',
+          kind: 'simulated',
+          model: 'b',
+          timeoutMs: 2000,
+          simulate: { latencyMs: 10 },
+        });
       });
       t = await startTestApp({ role: 'all', catalogFile, workerPollMs: 10, reconcileIntervalMs: 100 });
       key = await t.key('metrics-owner');
@@ -42,7 +57,8 @@ describe('operating the service: metrics, logs, roles', () => {
     afterAll(() => t.close());
 
     const scrape = async () => (await t.http().get('/metrics').expect(200)).text;
-    const post = (k: string, body: object) => t.http().post('/v1/jobs').set(bearer(key)).set('Idempotency-Key', k).send(body);
+    const post = (k: string, body: object) =>
+      t.http().post('/v1/jobs').set(bearer(key)).set('Idempotency-Key', k).send(body);
 
     it('exposes every named series, and the counters move when a replay, a 409 and a discarded late result happen', async () => {
       const before = await scrape();
@@ -53,7 +69,12 @@ describe('operating the service: metrics, logs, roles', () => {
       await post('m1', body).expect(200);
       await post('m1', { ...body, input: { text: 'other' } }).expect(409);
 
-      await t.http().post('/v1/providers/quick-b/certifications').set(bearer(key)).send({ operation: 'summarize' }).expect(201);
+      await t
+        .http()
+        .post('/v1/providers/quick-b/certifications')
+        .set(bearer(key))
+        .send({ operation: 'summarize' })
+        .expect(201);
       const raced = await post('m2', { ...body, providers: ['late-a', 'quick-b'] }).expect(201);
       await waitFor(
         async () => (await t.http().get(`/v1/jobs/${raced.body.id}`).set(bearer(key))).body,
@@ -64,11 +85,18 @@ describe('operating the service: metrics, logs, roles', () => {
       // ROLE=all samples the backlog by itself, from the start.
       expect(after).toMatch(/^onejob_oldest_due_job_age_seconds\{state="ready"\} [\d.]+$/m);
       expect(counter(after, 'onejob_jobs_replayed_total') - counter(before, 'onejob_jobs_replayed_total')).toBe(1);
-      expect(counter(after, 'onejob_idempotency_conflicts_total') - counter(before, 'onejob_idempotency_conflicts_total')).toBe(1);
+      expect(
+        counter(after, 'onejob_idempotency_conflicts_total') - counter(before, 'onejob_idempotency_conflicts_total'),
+      ).toBe(1);
       expect(counter(after, 'onejob_settlement_races_total{provider="late-a"}')).toBe(1);
-      expect(counter(after, 'onejob_jobs_created_total{operation="summarize"}') - counter(before, 'onejob_jobs_created_total{operation="summarize"}')).toBe(2);
+      expect(
+        counter(after, 'onejob_jobs_created_total{operation="summarize"}') -
+          counter(before, 'onejob_jobs_created_total{operation="summarize"}'),
+      ).toBe(2);
       expect(counter(after, 'onejob_jobs_settled_total{status="succeeded"}')).toBeGreaterThanOrEqual(2);
-      expect(after).toMatch(/onejob_http_request_duration_seconds_count\{method="POST",route="\/v1\/jobs",status="409"\} 1/);
+      expect(after).toMatch(
+        /onejob_http_request_duration_seconds_count\{method="POST",route="\/v1\/jobs",status="409"\} 1/,
+      );
     });
   });
 
@@ -83,17 +111,32 @@ describe('operating the service: metrics, logs, roles', () => {
     afterAll(() => t.close());
 
     const post = (k: string) =>
-      t.http().post('/v1/jobs').set(bearer(key)).set('Idempotency-Key', k).send({ operation: 'summarize', input: { text: k } }).expect(201);
+      t
+        .http()
+        .post('/v1/jobs')
+        .set(bearer(key))
+        .set('Idempotency-Key', k)
+        .send({ operation: 'summarize', input: { text: k } })
+        .expect(201);
 
-    it('counts due jobs by provider and state, gives the oldest due job\'s age, and says the build', async () => {
+    it("counts due jobs by provider and state, gives the oldest due job's age, and says the build", async () => {
       // ROLE=api never samples by itself.
       expect((await t.http().get('/metrics').expect(200)).text).not.toMatch(/^onejob_oldest_due_job_age_seconds\{/m);
       const [a, b, c, later] = [await post('b1'), await post('b2'), await post('b3'), await post('b4')];
       // Due two minutes ago, due just now, waiting on a capped provider, and not due before tomorrow.
-      await t.dataSource.query(`UPDATE jobs SET next_attempt_at = now() - interval '120 seconds' WHERE id = $1`, [a.body.id]);
-      await t.dataSource.query(`UPDATE jobs SET next_attempt_at = now() - interval '1 second' WHERE id = $1`, [b.body.id]);
-      await t.dataSource.query(`UPDATE jobs SET next_attempt_at = now() - interval '30 seconds', waiting_for = 'sim-fallback' WHERE id = $1`, [c.body.id]);
-      await t.dataSource.query(`UPDATE jobs SET next_attempt_at = now() + interval '1 day' WHERE id = $1`, [later.body.id]);
+      await t.dataSource.query(`UPDATE jobs SET next_attempt_at = now() - interval '120 seconds' WHERE id = $1`, [
+        a.body.id,
+      ]);
+      await t.dataSource.query(`UPDATE jobs SET next_attempt_at = now() - interval '1 second' WHERE id = $1`, [
+        b.body.id,
+      ]);
+      await t.dataSource.query(
+        `UPDATE jobs SET next_attempt_at = now() - interval '30 seconds', waiting_for = 'sim-fallback' WHERE id = $1`,
+        [c.body.id],
+      );
+      await t.dataSource.query(`UPDATE jobs SET next_attempt_at = now() + interval '1 day' WHERE id = $1`, [
+        later.body.id,
+      ]);
 
       await t.app.get(BacklogSampler).refresh();
       const text = (await t.http().get('/metrics').expect(200)).text;
@@ -130,15 +173,27 @@ describe('operating the service: metrics, logs, roles', () => {
       try {
         await waitUntilReady(service);
         const secret = 'oj_this-secret-must-not-be-logged';
-        const res = await fetch(`${service.baseUrl}/v1/jobs/00000000-0000-4000-8000-000000000000`, { headers: { 'X-Request-Id': 'trace-req-42', Authorization: `Bearer ${secret}` } });
+        const res = await fetch(`${service.baseUrl}/v1/jobs/00000000-0000-4000-8000-000000000000`, {
+          headers: { 'X-Request-Id': 'trace-req-42', Authorization: `Bearer ${secret}` },
+        });
         expect(res.status).toBe(401);
         expect(res.headers.get('x-request-id')).toBe('trace-req-42');
         const lines = await waitFor(
-          async () => service.output().split('\n').filter((l) => l.includes('trace-req-42')),
+          async () =>
+            service
+              .output()
+              .split('\n')
+              .filter((l) => l.includes('trace-req-42')),
           (found) => found.length > 0,
         );
         const entry = JSON.parse(lines[0]);
-        expect(entry).toMatchObject({ requestId: 'trace-req-42', req: { method: 'GET' }, route: '/v1/jobs/:id', status: 401, msg: 'request completed' });
+        expect(entry).toMatchObject({
+          requestId: 'trace-req-42',
+          req: { method: 'GET' },
+          route: '/v1/jobs/:id',
+          status: 401,
+          msg: 'request completed',
+        });
         expect(typeof entry.latencyMs).toBe('number');
         expect(service.output()).not.toContain(secret);
         expect(service.output()).not.toMatch(/"url":"\/health\/ready"/); // probes are not logged

@@ -7,15 +7,23 @@ import { bearer, startTestApp, type TestApp } from './helpers/app.js';
 import { provider, writeCatalog } from './helpers/catalog.js';
 import { sleep, waitFor } from './helpers/wait.js';
 
-type JobBody = { id: string; status: string; attempts: Array<{ id: string; provider: string; status: string; outcome: string | null }> };
+type JobBody = {
+  id: string;
+  status: string;
+  attempts: Array<{ id: string; provider: string; status: string; outcome: string | null }>;
+};
 
 const run = promisify(execFile);
 /** The built CLI (dist/, made by `npm test`'s pretest build) against the test's database. */
 const apikey = (url: string, ...args: string[]) =>
-  run(process.execPath, ['dist/src/auth/apikey.cli.js', ...args], { env: { PATH: process.env.PATH ?? '', DATABASE_URL: url, MIGRATIONS_RUN: 'false' } });
+  run(process.execPath, ['dist/src/auth/apikey.cli.js', ...args], {
+    env: { PATH: process.env.PATH ?? '', DATABASE_URL: url, MIGRATIONS_RUN: 'false' },
+  });
 
 const keyIdOf = async (t: TestApp, ownerId: string): Promise<string> =>
-  (await t.dataSource.query('SELECT id FROM api_keys WHERE owner_id = $1 ORDER BY created_at DESC LIMIT 1', [ownerId]))[0].id;
+  (
+    await t.dataSource.query('SELECT id FROM api_keys WHERE owner_id = $1 ORDER BY created_at DESC LIMIT 1', [ownerId])
+  )[0].id;
 
 describe('operators act across owners, by scope (I7)', () => {
   let t: TestApp;
@@ -25,24 +33,37 @@ describe('operators act across owners, by scope (I7)', () => {
   let reader: string;
 
   beforeAll(async () => {
-    t = await startTestApp({ role: 'all', catalogFile: writeCatalog((c) => c.providers.push({ ...provider(c, 'sim-hang'), name: 'sim-hang-resolve' })), workerPollMs: 10, reconcileIntervalMs: 100 });
+    t = await startTestApp({
+      role: 'all',
+      catalogFile: writeCatalog((c) => c.providers.push({ ...provider(c, 'sim-hang'), name: 'sim-hang-resolve' })),
+      workerPollMs: 10,
+      reconcileIntervalMs: 100,
+    });
     alice = await t.key('alice', ['jobs:write', 'jobs:read']);
     bob = await t.key('bob', ['jobs:write', 'jobs:read']);
     operator = await t.key('ops-team', ['attempts:resolve', 'ops:read']);
     reader = await t.key('qa-team', ['ops:read']);
     const certifier = await t.key('admin', ['providers:certify']);
-    const certified = await t.http().post('/v1/providers/sim-fallback/certifications').set(bearer(certifier)).send({ operation: 'summarize' });
+    const certified = await t
+      .http()
+      .post('/v1/providers/sim-fallback/certifications')
+      .set(bearer(certifier))
+      .send({ operation: 'summarize' });
     expect(certified.body.passed).toBe(true);
   });
   afterAll(() => t.close());
 
   const create = async (key: string, idempotencyKey: string, providers?: string[]) =>
     (await postJob(t, key, { idempotencyKey, providers, input: { text: 'ops' } })) as JobBody;
-  const job = async (key: string, id: string) => (await t.http().get(`/v1/jobs/${id}`).set(bearer(key))).body as JobBody;
+  const job = async (key: string, id: string) =>
+    (await t.http().get(`/v1/jobs/${id}`).set(bearer(key))).body as JobBody;
 
   it("resolves another owner's unknown attempt with an operator key, finds it in the queue first, and records the actor", async () => {
     const created = await create(alice, 'hang-for-ops', ['sim-hang', 'sim-fallback']);
-    await waitFor(() => job(alice, created.id), (j) => j.status === 'unknown');
+    await waitFor(
+      () => job(alice, created.id),
+      (j) => j.status === 'unknown',
+    );
 
     const queue = await t.http().get('/v1/ops/attempts?status=unknown&provider=sim-hang').set(bearer(operator));
     expect(queue.status).toBe(200);
@@ -53,9 +74,16 @@ describe('operators act across owners, by scope (I7)', () => {
     const notYet = await t.http().get('/v1/ops/attempts?olderThan=3600').set(bearer(operator));
     expect(notYet.body.items.some((a: { jobId: string }) => a.jobId === created.id)).toBe(false);
 
-    const resolved = await t.http().post(`/v1/attempts/${waiting.attemptId}/resolve`).set(bearer(operator)).send({ status: 'cancelled', reason: 'provider confirmed the request was dropped' });
+    const resolved = await t
+      .http()
+      .post(`/v1/attempts/${waiting.attemptId}/resolve`)
+      .set(bearer(operator))
+      .send({ status: 'cancelled', reason: 'provider confirmed the request was dropped' });
     expect(resolved.status).toBe(200);
-    const done = await waitFor(() => job(alice, created.id), (j) => j.status === 'succeeded');
+    const done = await waitFor(
+      () => job(alice, created.id),
+      (j) => j.status === 'succeeded',
+    );
     expect(done.attempts.map((a) => [a.provider, a.status, a.outcome])).toEqual([
       ['sim-hang', 'cancelled', null],
       ['sim-fallback', 'succeeded', 'won'],
@@ -65,21 +93,33 @@ describe('operators act across owners, by scope (I7)', () => {
     const events = await t.http().get(`/v1/jobs/${created.id}/events`).set(bearer(alice));
     expect(events.status).toBe(200);
     const resolution = events.body.items.find((e: { reason: string }) => e.reason === 'resolved_by_operator');
-    expect(resolution).toMatchObject({ subject: 'attempt', attemptId: waiting.attemptId, from: 'unknown', to: 'cancelled', actor: { keyId: operatorKeyId, owner: 'ops-team' } });
+    expect(resolution).toMatchObject({
+      subject: 'attempt',
+      attemptId: waiting.attemptId,
+      from: 'unknown',
+      to: 'cancelled',
+      actor: { keyId: operatorKeyId, owner: 'ops-team' },
+    });
     const ids = events.body.items.map((e: { id: string }) => Number(e.id));
     expect(ids).toEqual([...ids].sort((x, y) => x - y));
     expect(ids.length).toBeGreaterThanOrEqual(10); // past one digit: ordered as numbers, not as text
     const paged: string[] = [];
     let cursor: string | null = null;
     do {
-      const page: { body: { items: Array<{ id: string }>; nextCursor: string | null } } = await t.http().get(`/v1/jobs/${created.id}/events?limit=3${cursor ? `&cursor=${cursor}` : ''}`).set(bearer(operator));
+      const page: { body: { items: Array<{ id: string }>; nextCursor: string | null } } = await t
+        .http()
+        .get(`/v1/jobs/${created.id}/events?limit=3${cursor ? `&cursor=${cursor}` : ''}`)
+        .set(bearer(operator));
       paged.push(...page.body.items.map((e) => e.id));
       cursor = page.body.nextCursor;
     } while (cursor);
     expect(paged).toEqual(events.body.items.map((e: { id: string }) => e.id));
     const created_ = events.body.items[0];
     expect(created_).toMatchObject({ subject: 'job', from: null, to: 'pending', reason: 'created', actor: null });
-    const rows = await t.dataSource.query(`SELECT count(*)::int AS n FROM job_events WHERE job_id = $1 AND actor_key_id = $2`, [created.id, operatorKeyId]);
+    const rows = await t.dataSource.query(
+      `SELECT count(*)::int AS n FROM job_events WHERE job_id = $1 AND actor_key_id = $2`,
+      [created.id, operatorKeyId],
+    );
     expect(rows[0].n).toBeGreaterThanOrEqual(1);
   });
 
@@ -92,11 +132,23 @@ describe('operators act across owners, by scope (I7)', () => {
       .set('Idempotency-Key', 'hang-for-resolver')
       .send({ operation: 'summarize', input: { text: 'a secret of alice' }, providers: ['sim-hang-resolve'] });
     expect(created.status).toBe(201);
-    const held = await waitFor(() => job(alice, created.body.id), (j) => j.status === 'unknown');
-    const resolved = await t.http().post(`/v1/attempts/${held.attempts[0].id}/resolve`).set(bearer(resolver)).send({ status: 'failed', reason: 'dropped' });
+    const held = await waitFor(
+      () => job(alice, created.body.id),
+      (j) => j.status === 'unknown',
+    );
+    const resolved = await t
+      .http()
+      .post(`/v1/attempts/${held.attempts[0].id}/resolve`)
+      .set(bearer(resolver))
+      .send({ status: 'failed', reason: 'dropped' });
     expect(resolved.status).toBe(200);
     expect(Object.keys(resolved.body).sort()).toEqual(['attempt', 'job']);
-    expect(resolved.body.attempt).toMatchObject({ id: held.attempts[0].id, number: 1, provider: 'sim-hang-resolve', status: 'failed' });
+    expect(resolved.body.attempt).toMatchObject({
+      id: held.attempts[0].id,
+      number: 1,
+      provider: 'sim-hang-resolve',
+      status: 'failed',
+    });
     expect(Object.keys(resolved.body.job).sort()).toEqual(['id', 'status', 'version']);
     expect(resolved.body.job.id).toBe(created.body.id);
     expect(JSON.stringify(resolved.body)).not.toMatch(/a secret of alice|hang-for-resolver/);
@@ -104,15 +156,29 @@ describe('operators act across owners, by scope (I7)', () => {
 
   it("keeps owners walled off: another owner's job and its events answer 404, and its attempts cannot be resolved by an owner key", async () => {
     const created = await create(alice, 'walled');
-    const done = await waitFor(() => job(alice, created.id), (j) => j.status === 'succeeded');
+    const done = await waitFor(
+      () => job(alice, created.id),
+      (j) => j.status === 'succeeded',
+    );
     expect((await t.http().get(`/v1/jobs/${created.id}`).set(bearer(bob))).status).toBe(404);
     const events = await t.http().get(`/v1/jobs/${created.id}/events`).set(bearer(bob));
     expect(events.status).toBe(404);
     expect(events.body.code).toBe('not_found');
-    const resolve = await t.http().post(`/v1/attempts/${done.attempts[0].id}/resolve`).set(bearer(bob)).send({ status: 'failed', reason: 'x' });
+    const resolve = await t
+      .http()
+      .post(`/v1/attempts/${done.attempts[0].id}/resolve`)
+      .set(bearer(bob))
+      .send({ status: 'failed', reason: 'x' });
     expect(resolve.status).toBe(403);
     expect((await t.http().get(`/v1/jobs/${created.id}/events`).set(bearer(reader))).status).toBe(200);
-    expect((await t.http().get(`/v1/jobs/${created.id}/events`).set(bearer(await t.key('nobody', ['jobs:write'])))).status).toBe(403);
+    expect(
+      (
+        await t
+          .http()
+          .get(`/v1/jobs/${created.id}/events`)
+          .set(bearer(await t.key('nobody', ['jobs:write'])))
+      ).status,
+    ).toBe(403);
   });
 
   it('lists the jobs of every owner for ops:read, filtered by owner, status or idempotency key, in keyset pages', async () => {
@@ -132,7 +198,10 @@ describe('operators act across owners, by scope (I7)', () => {
     const seen: string[] = [];
     let cursor: string | null = null;
     do {
-      const page: { body: { items: Array<{ id: string }>; nextCursor: string | null } } = await t.http().get(`/v1/ops/jobs?limit=2${cursor ? `&cursor=${cursor}` : ''}`).set(bearer(reader));
+      const page: { body: { items: Array<{ id: string }>; nextCursor: string | null } } = await t
+        .http()
+        .get(`/v1/ops/jobs?limit=2${cursor ? `&cursor=${cursor}` : ''}`)
+        .set(bearer(reader));
       seen.push(...page.body.items.map((j) => j.id));
       cursor = page.body.nextCursor;
     } while (cursor);
@@ -142,7 +211,9 @@ describe('operators act across owners, by scope (I7)', () => {
     expect(one.status).toBe(200);
     expect(one.body).toMatchObject({ id: b.id, owner: 'bob', idempotencyKey: 'list-b' });
     expect(Array.isArray(one.body.attempts)).toBe(true);
-    expect((await t.http().get('/v1/ops/jobs/00000000-0000-4000-8000-000000000000').set(bearer(reader))).status).toBe(404);
+    expect((await t.http().get('/v1/ops/jobs/00000000-0000-4000-8000-000000000000').set(bearer(reader))).status).toBe(
+      404,
+    );
   });
 
   it('answers 403 to a key without ops:read on every /v1/ops route, and 400 to unknown or malformed parameters', async () => {
@@ -167,7 +238,7 @@ describe('operators act across owners, by scope (I7)', () => {
     }
   });
 
-  it('counts jobs created and settled per minute and each provider\'s attempts over the window', async () => {
+  it("counts jobs created and settled per minute and each provider's attempts over the window", async () => {
     const res = await t.http().get('/v1/ops/stats?minutes=60').set(bearer(reader));
     expect(res.status).toBe(200);
     expect(res.body.perMinute).toHaveLength(60);
@@ -204,12 +275,16 @@ describe('API keys: revocation and expiry hold at once on every replica', () => 
     expect(res.status).toBe(401);
     expect(res.body.code).toBe('unauthorized');
     expect((await a.http().get('/v1/jobs').set(bearer(key))).status).toBe(401);
-    await expect(apikey(a.database.url, 'revoke', '00000000-0000-4000-8000-000000000000')).rejects.toMatchObject({ code: 1 });
+    await expect(apikey(a.database.url, 'revoke', '00000000-0000-4000-8000-000000000000')).rejects.toMatchObject({
+      code: 1,
+    });
   });
 
   it('lists keys with owner, scopes and dates, never the key or its hash', async () => {
     const key = await a.key('listed-owner', ['ops:read']);
-    const [{ key_hash: hash }] = await a.dataSource.query(`SELECT key_hash FROM api_keys WHERE owner_id = 'listed-owner'`);
+    const [{ key_hash: hash }] = await a.dataSource.query(
+      `SELECT key_hash FROM api_keys WHERE owner_id = 'listed-owner'`,
+    );
     const { stdout } = await apikey(a.database.url, 'list');
     const line = stdout.split('\n').find((l) => l.includes('listed-owner'))!;
     expect(line).toContain(await keyIdOf(a, 'listed-owner'));
@@ -232,7 +307,9 @@ describe('API keys: revocation and expiry hold at once on every replica', () => 
 
   it('records last use at most once a minute, without a write on every request', async () => {
     const key = await a.key('user-of-keys', ['jobs:read']);
-    const lastUsed = async () => (await a.dataSource.query(`SELECT last_used_at FROM api_keys WHERE owner_id = 'user-of-keys'`))[0].last_used_at as Date | null;
+    const lastUsed = async () =>
+      (await a.dataSource.query(`SELECT last_used_at FROM api_keys WHERE owner_id = 'user-of-keys'`))[0]
+        .last_used_at as Date | null;
     expect(await lastUsed()).toBeNull();
     expect((await a.http().get('/v1/jobs').set(bearer(key))).status).toBe(200);
     const first = await waitFor(lastUsed, (at) => at !== null);

@@ -10,7 +10,12 @@ describe('PUT /v1/ops/owners/:owner and GET /v1/ops/owners', () => {
   afterAll(() => t.close());
   beforeEach(() => t.truncate());
 
-  const put = (owner: string, body: unknown, key: string) => t.http().put(`/v1/ops/owners/${owner}`).set(bearer(key)).send(body as object);
+  const put = (owner: string, body: unknown, key: string) =>
+    t
+      .http()
+      .put(`/v1/ops/owners/${owner}`)
+      .set(bearer(key))
+      .send(body as object);
 
   it('refuses a key without owners:write with 403 and changes nothing', async () => {
     for (const scopes of [['jobs:write', 'jobs:read'], ['ops:read'], ['budgets:write']] as const) {
@@ -24,9 +29,21 @@ describe('PUT /v1/ops/owners/:owner and GET /v1/ops/owners', () => {
 
   it('refuses a weight outside 1..100, a negative or fractional cap, and an unknown field, naming it', async () => {
     const admin = await t.key('platform', ['owners:write']);
-    for (const body of [{ weight: 0 }, { weight: 101 }, { weight: 1.5 }, {}, { weight: 1, maxConcurrency: -1 }, { weight: 1, maxConcurrency: 2.5 }, { weight: 1, cap: 3 }]) {
+    for (const body of [
+      { weight: 0 },
+      { weight: 101 },
+      { weight: 1.5 },
+      {},
+      { weight: 1, maxConcurrency: -1 },
+      { weight: 1, maxConcurrency: 2.5 },
+      { weight: 1, cap: 3 },
+    ]) {
       const res = await put('team-x', body, admin);
-      expect({ body, status: res.status, code: res.body.code }).toEqual({ body, status: 400, code: 'validation_failed' });
+      expect({ body, status: res.status, code: res.body.code }).toEqual({
+        body,
+        status: 400,
+        code: 'validation_failed',
+      });
     }
   });
 
@@ -34,16 +51,30 @@ describe('PUT /v1/ops/owners/:owner and GET /v1/ops/owners', () => {
     const admin = await t.key('platform', ['owners:write', 'ops:read']);
     const owner = await t.key('team-x', ['jobs:write', 'jobs:read']);
     for (let i = 0; i < 3; i++) {
-      const res = await t.http().post('/v1/jobs').set(bearer(owner)).set('Idempotency-Key', `k${i}`).send({ operation: 'summarize', input: { text: 'x' } });
+      const res = await t
+        .http()
+        .post('/v1/jobs')
+        .set(bearer(owner))
+        .set('Idempotency-Key', `k${i}`)
+        .send({ operation: 'summarize', input: { text: 'x' } });
       expect(res.status).toBe(201);
     }
     const set = await put('team-x', { weight: 3, maxConcurrency: 7 }, admin);
     expect(set.status).toBe(200);
-    expect(set.body).toMatchObject({ ownerId: 'team-x', weight: 3, maxConcurrency: 7, queued: 3, inFlight: 0, unknown: 0 });
+    expect(set.body).toMatchObject({
+      ownerId: 'team-x',
+      weight: 3,
+      maxConcurrency: 7,
+      queued: 3,
+      inFlight: 0,
+      unknown: 0,
+    });
     const cleared = await put('team-x', { weight: 2, maxConcurrency: null }, admin);
     expect(cleared.body).toMatchObject({ weight: 2, maxConcurrency: null });
 
-    const changes = await t.dataSource.query('SELECT owner_id, weight, max_concurrency, actor_owner, actor_key_id IS NOT NULL AS keyed FROM owner_share_changes ORDER BY id');
+    const changes = await t.dataSource.query(
+      'SELECT owner_id, weight, max_concurrency, actor_owner, actor_key_id IS NOT NULL AS keyed FROM owner_share_changes ORDER BY id',
+    );
     expect(changes).toEqual([
       { owner_id: 'team-x', weight: 3, max_concurrency: 7, actor_owner: 'platform', keyed: true },
       { owner_id: 'team-x', weight: 2, max_concurrency: null, actor_owner: 'platform', keyed: true },
@@ -51,7 +82,9 @@ describe('PUT /v1/ops/owners/:owner and GET /v1/ops/owners', () => {
 
     const listed = await t.http().get('/v1/ops/owners').set(bearer(admin));
     expect(listed.status).toBe(200);
-    expect(listed.body.items).toEqual([expect.objectContaining({ ownerId: 'team-x', weight: 2, maxConcurrency: null, queued: 3, inFlight: 0 })]);
+    expect(listed.body.items).toEqual([
+      expect.objectContaining({ ownerId: 'team-x', weight: 2, maxConcurrency: null, queued: 3, inFlight: 0 }),
+    ]);
     const operator = await t.key('ops', ['ops:read']);
     expect((await t.http().get('/v1/ops/owners').set(bearer(operator))).status).toBe(200);
     expect((await t.http().get('/v1/ops/owners').set(bearer(owner))).status).toBe(403);

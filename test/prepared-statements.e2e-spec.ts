@@ -18,9 +18,12 @@ import { createTestDatabase, type TestDatabase } from './helpers/database.js';
 describe('prepared statements', () => {
   let database: TestDatabase;
   // One connection each: what one statement prepared, the next one on the same session can see.
-  const open = (preparedStatements: boolean) => new DataSource(dataSourceOptions({ url: database.url, poolSize: 1, preparedStatements })).initialize();
+  const open = (preparedStatements: boolean) =>
+    new DataSource(dataSourceOptions({ url: database.url, poolSize: 1, preparedStatements })).initialize();
   const preparedNames = async (dataSource: DataSource) =>
-    ((await dataSource.query('SELECT name FROM pg_prepared_statements')) as Array<{ name: string }>).map((row) => row.name);
+    ((await dataSource.query('SELECT name FROM pg_prepared_statements')) as Array<{ name: string }>).map(
+      (row) => row.name,
+    );
 
   beforeAll(async () => {
     database = await createTestDatabase();
@@ -86,18 +89,54 @@ describe('prepared statements', () => {
     const settlements = new SettlementRepository();
     const capacity = new CapacityRepository(dataSource);
     const cycle = async (key: string) => {
-      const job = await jobs.insertJob({ ownerId: 'probe', idempotencyKey: key, fingerprint: key, operation: 'summarize', input: { text: key }, providers: ['p'] }, dataSource.manager);
+      const job = await jobs.insertJob(
+        {
+          ownerId: 'probe',
+          idempotencyKey: key,
+          fingerprint: key,
+          operation: 'summarize',
+          input: { text: key },
+          providers: ['p'],
+        },
+        dataSource.manager,
+      );
       await capacity.snapshot(dataSource.manager);
       const attempt = await dataSource.transaction(async (manager) => {
         const due = (await jobs.claimDue(10, { providers: ['p'], rooms: [10] }, manager)).jobs;
         expect(due.map((j) => j.id)).toEqual([job.id]);
-        const [claimed] = await attempts.insertClaimed([{ jobId: job.id, provider: 'p', jobVersion: job.version, timeoutMs: 5000, hardTimeoutMs: 10000, workerId: 'w', jobFrom: 'pending' }], manager);
+        const [claimed] = await attempts.insertClaimed(
+          [
+            {
+              jobId: job.id,
+              provider: 'p',
+              jobVersion: job.version,
+              timeoutMs: 5000,
+              hardTimeoutMs: 10000,
+              workerId: 'w',
+              jobFrom: 'pending',
+            },
+          ],
+          manager,
+        );
         return claimed;
       });
-      const [running] = await attempts.markRunning([{ id: attempt.id, timeoutMs: 5000, hardTimeoutMs: 10000 }], dataSource.manager);
+      const [running] = await attempts.markRunning(
+        [{ id: attempt.id, timeoutMs: 5000, hardTimeoutMs: 10000 }],
+        dataSource.manager,
+      );
       expect(running.status).toBe('running');
       const settled = await settlements.settleResults(
-        [{ jobId: job.id, attemptId: attempt.id, eligibleFrom: ['running', 'unknown'], value: { summary: key }, usage: { promptTokens: 1, completionTokens: 1 }, providerRequestId: null, resultDigest: key }],
+        [
+          {
+            jobId: job.id,
+            attemptId: attempt.id,
+            eligibleFrom: ['running', 'unknown'],
+            value: { summary: key },
+            usage: { promptTokens: 1, completionTokens: 1 },
+            providerRequestId: null,
+            resultDigest: key,
+          },
+        ],
         dataSource.manager,
       );
       expect(settled.get(attempt.id)?.version).not.toBeNull();
@@ -105,10 +144,14 @@ describe('prepared statements', () => {
     try {
       await cycle('before');
       expect(await preparedNames(dataSource)).toHaveLength(6);
-      for (const table of ['jobs', 'attempts', 'provider_state', 'job_events']) await dataSource.query(`ALTER TABLE ${table} ADD COLUMN prepared_probe int`);
+      for (const table of ['jobs', 'attempts', 'provider_state', 'job_events']) {
+        await dataSource.query(`ALTER TABLE ${table} ADD COLUMN prepared_probe int`);
+      }
       await cycle('after');
     } finally {
-      for (const table of ['jobs', 'attempts', 'provider_state', 'job_events']) await dataSource.query(`ALTER TABLE ${table} DROP COLUMN IF EXISTS prepared_probe`);
+      for (const table of ['jobs', 'attempts', 'provider_state', 'job_events']) {
+        await dataSource.query(`ALTER TABLE ${table} DROP COLUMN IF EXISTS prepared_probe`);
+      }
       await dataSource.destroy();
     }
   });
@@ -156,19 +199,30 @@ describe('prepared statements', () => {
       await migrateOver(database.url, 'onejob-test-migrate');
       const dataSource = await open(true);
       const jobs = new JobsRepository(dataSource);
-      const job = (key: string) => ({ ownerId: 'probe', idempotencyKey: key, fingerprint: key, operation: 'summarize', input: { text: key }, providers: ['p'] });
+      const job = (key: string) => ({
+        ownerId: 'probe',
+        idempotencyKey: key,
+        fingerprint: key,
+        operation: 'summarize',
+        input: { text: key },
+        providers: ['p'],
+      });
       try {
         await jobs.insertJob(job('refused-1'), dataSource.manager);
         await dataSource.query('DEALLOCATE ALL');
-        await expect(jobs.insertJob(job('refused-2'), dataSource.manager)).resolves.toMatchObject({ idempotencyKey: 'refused-2' });
-        const [{ n }] = await dataSource.query(`SELECT count(*)::int AS n FROM jobs WHERE owner_id = 'probe' AND idempotency_key LIKE 'refused-%'`);
+        await expect(jobs.insertJob(job('refused-2'), dataSource.manager)).resolves.toMatchObject({
+          idempotencyKey: 'refused-2',
+        });
+        const [{ n }] = await dataSource.query(
+          `SELECT count(*)::int AS n FROM jobs WHERE owner_id = 'probe' AND idempotency_key LIKE 'refused-%'`,
+        );
         expect(n).toBe(2);
       } finally {
         await dataSource.destroy();
       }
     });
 
-    it('inserts a budgeted owner\'s job, never fails it, when its transaction meets a lost statement (26000)', async () => {
+    it("inserts a budgeted owner's job, never fails it, when its transaction meets a lost statement (26000)", async () => {
       await migrateOver(database.url, 'onejob-test-migrate');
       // A pool of its own, naming on; no manager, so the create takes the budgeted group commit: LOCK_BUDGET and
       // the budgeted INSERT in a transaction, where the refusal aborts it.
@@ -184,7 +238,9 @@ describe('prepared statements', () => {
         worstCaseTokens: { prompt: 10, completion: 10 },
       });
       try {
-        await dataSource.query(`INSERT INTO owner_budgets (owner_id, monthly_limit, currency) VALUES ('probe-budget', 100, 'USD')`);
+        await dataSource.query(
+          `INSERT INTO owner_budgets (owner_id, monthly_limit, currency) VALUES ('probe-budget', 100, 'USD')`,
+        );
         await jobs.insertJob(budgeted('budgeted-1'));
         await dataSource.query('DEALLOCATE ALL');
         await expect(jobs.insertJob(budgeted('budgeted-2'))).resolves.toMatchObject({ idempotencyKey: 'budgeted-2' });

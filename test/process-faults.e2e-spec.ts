@@ -23,10 +23,19 @@ describeLocal('workers as processes: kill, terminate, roles', () => {
   afterAll(() => api.close());
 
   const worker = (extra: Record<string, string> = {}) =>
-    spawnService({ DATABASE_URL: api.database.url, CATALOG_FILE: catalogFile, ROLE: 'worker', WORKER_POLL_MS: '20', RECONCILE_INTERVAL_MS: '100', ...extra });
+    spawnService({
+      DATABASE_URL: api.database.url,
+      CATALOG_FILE: catalogFile,
+      ROLE: 'worker',
+      WORKER_POLL_MS: '20',
+      RECONCILE_INTERVAL_MS: '100',
+      ...extra,
+    });
   const create = async (k: string) => (await postJob(api, key, { idempotencyKey: k })).id as string;
   const attemptsOf = (jobIds: string[]) =>
-    api.dataSource.query('SELECT job_id, status FROM attempts WHERE job_id = ANY($1) ORDER BY job_id, number', [jobIds]) as Promise<Array<{ job_id: string; status: string }>>;
+    api.dataSource.query('SELECT job_id, status FROM attempts WHERE job_id = ANY($1) ORDER BY job_id, number', [
+      jobIds,
+    ]) as Promise<Array<{ job_id: string; status: string }>>;
 
   it('ROLE=api never starts an attempt', async () => {
     const id = await create('api-only');
@@ -41,7 +50,10 @@ describeLocal('workers as processes: kill, terminate, roles', () => {
     const victim = await worker();
     try {
       await waitUntilReady(victim);
-      await waitFor(() => attemptsOf(ids), (rows) => rows.length === 3 && rows.every((r) => r.status === 'running'));
+      await waitFor(
+        () => attemptsOf(ids),
+        (rows) => rows.length === 3 && rows.every((r) => r.status === 'running'),
+      );
     } finally {
       victim.kill('SIGKILL');
     }
@@ -51,7 +63,11 @@ describeLocal('workers as processes: kill, terminate, roles', () => {
     const survivor = await worker();
     try {
       await waitUntilReady(survivor);
-      const rows = await waitFor(() => attemptsOf(ids), (r) => r.every((a) => a.status === 'unknown'), 10_000);
+      const rows = await waitFor(
+        () => attemptsOf(ids),
+        (r) => r.every((a) => a.status === 'unknown'),
+        10_000,
+      );
       expect(rows).toHaveLength(3);
       await sleep(600);
       expect(await attemptsOf(ids)).toEqual(rows); // held: no second attempt on any job
@@ -67,12 +83,19 @@ describeLocal('workers as processes: kill, terminate, roles', () => {
     const ids = await Promise.all(['t1', 't2'].map(create));
     const service: ServiceProcess = await worker({ SHUTDOWN_GRACE_MS: '8000' });
     await waitUntilReady(service);
-    await waitFor(() => attemptsOf(ids), (rows) => rows.length === 2 && rows.every((r) => r.status === 'running'));
+    await waitFor(
+      () => attemptsOf(ids),
+      (rows) => rows.length === 2 && rows.every((r) => r.status === 'running'),
+    );
     expect((await fetch(`${service.baseUrl}/health/live`)).status).toBe(200);
     service.kill('SIGTERM');
     // The listener closes at once, while the attempts (3 s each) are still draining.
     await waitFor(
-      () => fetch(`${service.baseUrl}/health/live`).then(() => 'open', () => 'closed'),
+      () =>
+        fetch(`${service.baseUrl}/health/live`).then(
+          () => 'open',
+          () => 'closed',
+        ),
       (state) => state === 'closed',
       1000,
     );
@@ -93,7 +116,10 @@ describeLocal('workers as processes: kill, terminate, roles', () => {
     const id = await create('cut-off');
     const service = await worker({ SHUTDOWN_GRACE_MS: '200' });
     await waitUntilReady(service);
-    await waitFor(() => attemptsOf([id]), (rows) => rows[0]?.status === 'running');
+    await waitFor(
+      () => attemptsOf([id]),
+      (rows) => rows[0]?.status === 'running',
+    );
     service.kill('SIGTERM');
     expect((await service.exited).code).toBe(0);
     const rows = await attemptsOf([id]);

@@ -20,8 +20,21 @@ import { sleep, waitFor } from './helpers/wait.js';
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
 
-type AttemptBody = { id: string; provider: string; status: string; error: { reason: string } | null; startedAt: string; finishedAt: string | null };
-type JobBody = { id: string; status: string; error: { reason: string } | null; result: unknown; attempts: AttemptBody[] };
+type AttemptBody = {
+  id: string;
+  provider: string;
+  status: string;
+  error: { reason: string } | null;
+  startedAt: string;
+  finishedAt: string | null;
+};
+type JobBody = {
+  id: string;
+  status: string;
+  error: { reason: string } | null;
+  result: unknown;
+  attempts: AttemptBody[];
+};
 
 const openAiProvider = (name: string, baseUrl: string, more: object = {}) => ({
   name,
@@ -68,11 +81,29 @@ describe('the provider call (issue 22 items 1, 3 and 4)', () => {
     const port = new URL(fake.url).port;
     const catalogFile = writeCatalog((c) => {
       c.providers.push(openAiProvider('fake-drip', fake.url));
-      c.providers.push(openAiProvider('fake-dns', `http://never-resolves.test:${port}/v1`, { timeoutMs: 2000, hardTimeoutMs: 3000, maxAttempts: 2 }));
+      c.providers.push(
+        openAiProvider('fake-dns', `http://never-resolves.test:${port}/v1`, {
+          timeoutMs: 2000,
+          hardTimeoutMs: 3000,
+          maxAttempts: 2,
+        }),
+      );
       c.providers.push(openAiProvider('fake-large', fake.url, { timeoutMs: 5000, hardTimeoutMs: 10_000 }));
       // 200 kB: allowed by the 1 MiB default, too large for a list page. 2 MB: past the limit.
-      c.providers.push({ name: 'sim-big', kind: 'simulated', model: 'big', timeoutMs: 2000, simulate: { latencyMs: 5, responseBytes: 200_000 } });
-      c.providers.push({ name: 'sim-huge', kind: 'simulated', model: 'huge', timeoutMs: 2000, simulate: { latencyMs: 5, responseBytes: 2_000_000 } });
+      c.providers.push({
+        name: 'sim-big',
+        kind: 'simulated',
+        model: 'big',
+        timeoutMs: 2000,
+        simulate: { latencyMs: 5, responseBytes: 200_000 },
+      });
+      c.providers.push({
+        name: 'sim-huge',
+        kind: 'simulated',
+        model: 'huge',
+        timeoutMs: 2000,
+        simulate: { latencyMs: 5, responseBytes: 2_000_000 },
+      });
     });
     // One worker slot: a call that outlives its hard deadline holds the only slot of the process (item 1). The
     // DNS servers are a socket that never answers (item 3); the fake's own address is an IP and asks no one.
@@ -97,7 +128,12 @@ describe('the provider call (issue 22 items 1, 3 and 4)', () => {
     const key = await t.key('owner-calls', ['jobs:write', 'jobs:read']);
     return {
       create: async (providers: string[], text = `job ${Math.random()}`) => {
-        const res = await t.http().post('/v1/jobs').set(bearer(key)).set('Idempotency-Key', `k-${Math.random()}`).send({ operation: 'summarize', input: { text }, providers });
+        const res = await t
+          .http()
+          .post('/v1/jobs')
+          .set(bearer(key))
+          .set('Idempotency-Key', `k-${Math.random()}`)
+          .send({ operation: 'summarize', input: { text }, providers });
         expect(res.status).toBe(201);
         return res.body as JobBody;
       },
@@ -107,19 +143,27 @@ describe('the provider call (issue 22 items 1, 3 and 4)', () => {
   }
 
   describe('item 1: a body that drips after its headers, with a collection during the call', () => {
-    it('ends the call at hardTimeoutMs after a GC, frees the slot, and another provider\'s job runs', async () => {
+    it("ends the call at hardTimeoutMs after a GC, frees the slot, and another provider's job runs", async () => {
       const o = await owner();
       fake.always({ kind: 'drip', intervalMs: 200 });
       const dripping = await o.create(['fake-drip']);
       // The headers are out and the SDK's own timeout is cleared: only our deadlines bound the body read now.
-      await waitFor(async () => fake.requests[0]?.answeredAt, (at) => at !== undefined, 10_000);
+      await waitFor(
+        async () => fake.requests[0]?.answeredAt,
+        (at) => at !== undefined,
+        10_000,
+      );
       await sleep(100);
       gc();
       await sleep(50);
       gc();
       const other = await o.create(['sim-primary']);
       // Without a deadline that survives the collection the drip never ends, and the one slot stays taken.
-      const done = await waitFor(() => o.job(other.id), (j) => j.status === 'succeeded', 10_000);
+      const done = await waitFor(
+        () => o.job(other.id),
+        (j) => j.status === 'succeeded',
+        10_000,
+      );
       const cut = fake.requests[0];
       expect(cut.closedAt).toBeDefined();
       // The client cut the drip off at its hard deadline (1.5 s), well before the 10 s this test waits.
@@ -133,17 +177,25 @@ describe('the provider call (issue 22 items 1, 3 and 4)', () => {
     });
   });
 
-  describe('item 1: the runner\'s own hard deadline, for an adapter that has none of its own', () => {
+  describe("item 1: the runner's own hard deadline, for an adapter that has none of its own", () => {
     it('ends a simulated call that never answers at its hard deadline after a GC, and frees the slot', async () => {
       const o = await owner();
       // sim-hang waits on the runner's signal alone (timeoutMs 300, hardTimeoutMs 1000 in the test catalog).
       const hanging = await o.create(['sim-hang']);
-      await waitFor(() => o.job(hanging.id), (j) => j.attempts.length === 1, 5_000);
+      await waitFor(
+        () => o.job(hanging.id),
+        (j) => j.attempts.length === 1,
+        5_000,
+      );
       gc();
       await sleep(50);
       gc();
       const other = await o.create(['sim-primary']);
-      await waitFor(() => o.job(other.id), (j) => j.status === 'succeeded', 10_000);
+      await waitFor(
+        () => o.job(other.id),
+        (j) => j.status === 'succeeded',
+        10_000,
+      );
       expect((await o.job(hanging.id)).attempts[0]).toMatchObject({ provider: 'sim-hang', status: 'unknown' });
     });
   });
@@ -157,10 +209,22 @@ describe('the provider call (issue 22 items 1, 3 and 4)', () => {
         const through = lookup('localhost').then(() => 'answered');
         await expect(Promise.race([through, sleep(300).then(() => 'stalled')])).resolves.toBe('stalled');
         const job = await o.create(['fake-dns']);
-        const settled = await waitFor(() => o.job(job.id), (j) => ['succeeded', 'failed', 'cancelled'].includes(j.status) || j.status === 'unknown', 15_000);
+        const settled = await waitFor(
+          () => o.job(job.id),
+          (j) => ['succeeded', 'failed', 'cancelled'].includes(j.status) || j.status === 'unknown',
+          15_000,
+        );
         expect(settled.status).toBe('failed');
         expect(settled.attempts).toHaveLength(2);
-        for (const attempt of settled.attempts) expect(attempt).toMatchObject({ status: 'failed', error: expect.objectContaining({ reason: 'connection_refused', message: expect.stringContaining('ETIMEOUT') }) });
+        for (const attempt of settled.attempts) {
+          expect(attempt).toMatchObject({
+            status: 'failed',
+            error: expect.objectContaining({
+              reason: 'connection_refused',
+              message: expect.stringContaining('ETIMEOUT'),
+            }),
+          });
+        }
         // Resolved by the DNS servers of DNS_SERVERS (c-ares, off the pool), and nothing reached the provider.
         expect(queries.some((q) => q.includes(Buffer.from('never-resolves')))).toBe(true);
         expect(fake.requests).toHaveLength(0);
@@ -170,7 +234,8 @@ describe('the provider call (issue 22 items 1, 3 and 4)', () => {
     });
   });
 
-  describe('item 4: a size limit on the answer, and list pages without large results', () => {    const terminal = (j: JobBody) => ['succeeded', 'failed', 'cancelled'].includes(j.status);
+  describe('item 4: a size limit on the answer, and list pages without large results', () => {
+    const terminal = (j: JobBody) => ['succeeded', 'failed', 'cancelled'].includes(j.status);
 
     it('cuts a 20 MB answer off past maxResponseBytes (1 MiB): the attempt fails response_too_large, the job fails', async () => {
       const o = await owner();
@@ -179,11 +244,18 @@ describe('the provider call (issue 22 items 1, 3 and 4)', () => {
       const job = await o.create(['fake-large']);
       const settled = await waitFor(() => o.job(job.id), terminal, 20_000);
       expect(settled.attempts).toHaveLength(1);
-      expect(settled.attempts[0]).toMatchObject({ status: 'failed', error: expect.objectContaining({ reason: 'response_too_large' }) });
+      expect(settled.attempts[0]).toMatchObject({
+        status: 'failed',
+        error: expect.objectContaining({ reason: 'response_too_large' }),
+      });
       expect(settled).toMatchObject({ status: 'failed', result: null });
       // Read as a stream and cut off: the fake wrote a few socket buffers' worth, not the 20 MB.
       const served = fake.requests[0];
-      await waitFor(async () => served.closedAt, (at) => at !== undefined, 5_000);
+      await waitFor(
+        async () => served.closedAt,
+        (at) => at !== undefined,
+        5_000,
+      );
       expect(served.bytesWritten!).toBeLessThan(8_000_000);
       expect(process.memoryUsage().rss - rssBefore).toBeLessThan(150_000_000);
     });
@@ -209,12 +281,18 @@ describe('the provider call (issue 22 items 1, 3 and 4)', () => {
       expect(page.text.length).toBeLessThan(50_000);
       const items = page.body.items as Array<{ id: string; result: unknown; resultOmitted: boolean }>;
       expect(items.find((j) => j.id === big.id)).toMatchObject({ result: null, resultOmitted: true });
-      expect(items.find((j) => j.id === small.id)).toMatchObject({ result: { summary: expect.any(String) }, resultOmitted: false });
+      expect(items.find((j) => j.id === small.id)).toMatchObject({
+        result: { summary: expect.any(String) },
+        resultOmitted: false,
+      });
       const ops = await t.key('operator', ['ops:read']);
       const opsPage = await t.http().get('/v1/ops/jobs?limit=10').set(bearer(ops));
       expect(opsPage.status).toBe(200);
       expect(opsPage.text.length).toBeLessThan(50_000);
-      expect((opsPage.body.items as Array<{ id: string }>).find((j) => j.id === big.id)).toMatchObject({ result: null, resultOmitted: true });
+      expect((opsPage.body.items as Array<{ id: string }>).find((j) => j.id === big.id)).toMatchObject({
+        result: null,
+        resultOmitted: true,
+      });
     });
   });
 });

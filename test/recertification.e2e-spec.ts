@@ -8,7 +8,14 @@ import { sleep, waitFor } from './helpers/wait.js';
 // Certifications that stay true (docs/design.md#certifications-that-stay-true): a provider's golden cases re-run on
 // schedule, and a failing run ends the certification at once (I6).
 
-type CertificationBody = { operation: string; passed: boolean; certified: boolean; trigger: string; certifiedAt: string; nextRunAt: string | null };
+type CertificationBody = {
+  operation: string;
+  passed: boolean;
+  certified: boolean;
+  trigger: string;
+  certifiedAt: string;
+  nextRunAt: string | null;
+};
 type ProviderBody = { name: string; recertify: { everyHours: number | null }; certifications: CertificationBody[] };
 
 describe('scheduled recertification', () => {
@@ -53,7 +60,11 @@ describe('scheduled recertification', () => {
     });
     key = await t.key('owner-recert');
     // An operator who asked to hear when a provider loses its certification (delivery itself is webhooks' suite).
-    const hook = await t.http().post('/v1/webhooks').set(bearer(key)).send({ url: 'http://127.0.0.1:9/hooks', events: ['provider.decertified'] });
+    const hook = await t
+      .http()
+      .post('/v1/webhooks')
+      .set(bearer(key))
+      .send({ url: 'http://127.0.0.1:9/hooks', events: ['provider.decertified'] });
     expect(hook.status).toBe(201);
   });
   afterAll(async () => {
@@ -64,9 +75,14 @@ describe('scheduled recertification', () => {
   const providers = async () => (await t.http().get('/v1/providers').set(bearer(key))).body as ProviderBody[];
 
   it('a decertified provider is never chosen for failover after the failing run commits, with workers claiming meanwhile', async () => {
-    const certified = await t.http().post('/v1/providers/oa-fallback/certifications').set(bearer(key)).send({ operation: 'summarize' });
+    const certified = await t
+      .http()
+      .post('/v1/providers/oa-fallback/certifications')
+      .set(bearer(key))
+      .send({ operation: 'summarize' });
     expect(certified.body).toMatchObject({ passed: true, trigger: 'request' });
-    const decertified = async () => (await t.app.get(MetricsService).decertified.get()).values.reduce((n, v) => n + v.value, 0);
+    const decertified = async () =>
+      (await t.app.get(MetricsService).decertified.get()).values.reduce((n, v) => n + v.value, 0);
     const before = await decertified();
 
     // Jobs arrive all along; each primary stalls and fails over to oa-fallback while it is certified.
@@ -83,13 +99,17 @@ describe('scheduled recertification', () => {
         await sleep(40);
       }
     })();
-    const onFallback = () => t.dataSource.query(`SELECT count(*)::int AS n FROM attempts WHERE provider = 'oa-fallback'`);
+    const onFallback = () =>
+      t.dataSource.query(`SELECT count(*)::int AS n FROM attempts WHERE provider = 'oa-fallback'`);
     await waitFor(onFallback, ([{ n }]) => n >= 3, 15_000, 50);
 
     // The model changes behind its name: its answers break the contract, and the next scheduled run fails.
     fake.always({ kind: 'json', content: { notASummary: true } });
     const [{ visible }] = await waitFor(
-      () => t.dataSource.query(`SELECT clock_timestamp() AS visible FROM certifications WHERE provider = 'oa-fallback' AND NOT passed LIMIT 1`),
+      () =>
+        t.dataSource.query(
+          `SELECT clock_timestamp() AS visible FROM certifications WHERE provider = 'oa-fallback' AND NOT passed LIMIT 1`,
+        ),
       (rows: Array<{ visible: Date }>) => rows.length > 0,
       15_000,
       10,
@@ -115,13 +135,23 @@ describe('scheduled recertification', () => {
     expect(held).toBeGreaterThan(5);
 
     // Recorded with its report and cost, counted, and shown with the next run.
-    const [failing] = await t.dataSource.query(`SELECT report FROM certifications WHERE provider = 'oa-fallback' AND NOT passed ORDER BY created_at LIMIT 1`);
+    const [failing] = await t.dataSource.query(
+      `SELECT report FROM certifications WHERE provider = 'oa-fallback' AND NOT passed ORDER BY created_at LIMIT 1`,
+    );
     expect(failing.report).toMatchObject({ passed: false, trigger: 'schedule', cost: { currency: 'USD' } });
     expect(failing.report.cases[0].errors.length).toBeGreaterThan(0);
     expect((await decertified()) - before).toBe(1);
-    const announced = await t.dataSource.query(`SELECT job_id, payload FROM webhook_deliveries WHERE event_type = 'provider.decertified'`);
+    const announced = await t.dataSource.query(
+      `SELECT job_id, payload FROM webhook_deliveries WHERE event_type = 'provider.decertified'`,
+    );
     expect(announced).toHaveLength(1);
-    expect(announced[0]).toMatchObject({ job_id: null, payload: { type: 'provider.decertified', data: { provider: 'oa-fallback', operation: 'summarize', passed: false, trigger: 'schedule' } } });
+    expect(announced[0]).toMatchObject({
+      job_id: null,
+      payload: {
+        type: 'provider.decertified',
+        data: { provider: 'oa-fallback', operation: 'summarize', passed: false, trigger: 'schedule' },
+      },
+    });
     const shown = (await providers()).find((p) => p.name === 'oa-fallback')!;
     expect(shown.recertify).toEqual({ everyHours: 1 / 3600 });
     const [summarize] = shown.certifications.filter((c) => c.operation === 'summarize');
@@ -133,7 +163,9 @@ describe('scheduled recertification', () => {
     fake.always({ kind: 'json', content: { summary: 'fine again' } });
     const recertifier = t.app.get(Recertifier);
     // Make the pair due now, then tick twice at once (as two replicas would): the lock lets one run it.
-    await t.dataSource.query(`UPDATE certifications SET created_at = created_at - interval '1 hour' WHERE provider = 'oa-fallback'`);
+    await t.dataSource.query(
+      `UPDATE certifications SET created_at = created_at - interval '1 hour' WHERE provider = 'oa-fallback'`,
+    );
     const [{ marker }] = await t.dataSource.query('SELECT clock_timestamp() AS marker');
     const runs = await Promise.all([recertifier.tick(), recertifier.tick()]);
     expect(runs.filter((n) => n > 0).length).toBeLessThanOrEqual(1);

@@ -21,7 +21,14 @@ type AttemptBody = {
   finishedAt: string | null;
 };
 type JobBody = { id: string; status: string; version: number; completedBy: string | null; attempts: AttemptBody[] };
-type EventRow = { id: string; attempt_id: string | null; subject: string; from_status: string | null; to_status: string; reason: string };
+type EventRow = {
+  id: string;
+  attempt_id: string | null;
+  subject: string;
+  from_status: string | null;
+  to_status: string;
+  reason: string;
+};
 
 const RECONCILE_MS = 500;
 const TIMEOUT_MS = 1000;
@@ -57,11 +64,27 @@ describe('unknown attempts resolved at the provider (OpenAI Responses, backgroun
       c.providers.push(responsesProvider('oa-hold', fake.url));
       c.providers.push(responsesProvider('oa-failover', fake.url, { onTimeout: 'failover', sideEffectFree: true }));
       // Chat Completions with store: true, on a deadline shorter than the answer: found again by its metadata.
-      c.providers.push({ ...responsesProvider('oa-stored', fake.url, { timeoutMs: 500, hardTimeoutMs: 1000 }), api: 'chat', store: true, pollIntervalMs: undefined });
+      c.providers.push({
+        ...responsesProvider('oa-stored', fake.url, { timeoutMs: 500, hardTimeoutMs: 1000 }),
+        api: 'chat',
+        store: true,
+        pollIntervalMs: undefined,
+      });
     });
-    t = await startTestApp({ role: 'all', catalogFile, workerConcurrency: 64, workerPollMs: 20, reconcileIntervalMs: RECONCILE_MS, dbPoolSize: 20 });
+    t = await startTestApp({
+      role: 'all',
+      catalogFile,
+      workerConcurrency: 64,
+      workerPollMs: 20,
+      reconcileIntervalMs: RECONCILE_MS,
+      dbPoolSize: 20,
+    });
     key = await t.key('owner-resolution');
-    const certified = await t.http().post('/v1/providers/sim-fallback/certifications').set(bearer(key)).send({ operation: 'summarize' });
+    const certified = await t
+      .http()
+      .post('/v1/providers/sim-fallback/certifications')
+      .set(bearer(key))
+      .send({ operation: 'summarize' });
     expect(certified.status).toBe(201);
   });
   afterAll(async () => {
@@ -83,7 +106,11 @@ describe('unknown attempts resolved at the provider (OpenAI Responses, backgroun
   /** `count` jobs, created ten at a time (the jobs arrive together, the pool is not the test's subject). */
   const createMany = async (count: number, providers: string[]) => {
     const jobs: JobBody[] = [];
-    while (jobs.length < count) jobs.push(...(await Promise.all(Array.from({ length: Math.min(10, count - jobs.length) }, () => create(providers)))));
+    while (jobs.length < count) {
+      jobs.push(
+        ...(await Promise.all(Array.from({ length: Math.min(10, count - jobs.length) }, () => create(providers)))),
+      );
+    }
     return jobs;
   };
   const job = async (id: string) => (await t.http().get(`/v1/jobs/${id}`).set(bearer(key))).body as JobBody;
@@ -95,7 +122,10 @@ describe('unknown attempts resolved at the provider (OpenAI Responses, backgroun
       100,
     );
   const events = (jobId: string): Promise<EventRow[]> =>
-    t.dataSource.query('SELECT id, attempt_id, subject, from_status, to_status, reason FROM job_events WHERE job_id = $1 ORDER BY id', [jobId]);
+    t.dataSource.query(
+      'SELECT id, attempt_id, subject, from_status, to_status, reason FROM job_events WHERE job_id = $1 ORDER BY id',
+      [jobId],
+    );
   const resolvedBy = async (by: string) =>
     (await t.app.get(MetricsService).unknownResolved.get()).values.find((v) => v.labels.by === by)?.value ?? 0;
 
@@ -112,7 +142,13 @@ describe('unknown attempts resolved at the provider (OpenAI Responses, backgroun
       expect(settled.attempts).toHaveLength(1);
       const [attempt] = settled.attempts;
       const stored = fake.responseOf(attempt.id)!;
-      expect(attempt).toMatchObject({ status: 'succeeded', outcome: 'won', resolvedBy: 'provider', providerStatus: 'completed', providerRequestId: stored.id });
+      expect(attempt).toMatchObject({
+        status: 'succeeded',
+        outcome: 'won',
+        resolvedBy: 'provider',
+        providerStatus: 'completed',
+        providerRequestId: stored.id,
+      });
       expect(settled.completedBy).toBe(attempt.id);
       // Within the answer time plus one reconcile period (and the slack a loaded machine needs to run a pass).
       const answeredAt = stored.createdAt + ANSWER_MS;
@@ -132,7 +168,9 @@ describe('unknown attempts resolved at the provider (OpenAI Responses, backgroun
       const deadline = Date.parse(attempt.deadlineAt);
       const lookups = stored.retrieves.filter((at) => at >= deadline).length;
       expect(lookups).toBeGreaterThanOrEqual(1);
-      expect(lookups).toBeLessThanOrEqual(Math.floor((Date.parse(attempt.finishedAt!) - deadline) / (RECONCILE_MS * 0.9)) + 2);
+      expect(lookups).toBeLessThanOrEqual(
+        Math.floor((Date.parse(attempt.finishedAt!) - deadline) / (RECONCILE_MS * 0.9)) + 2,
+      );
     }
     expect(fake.counters.creates).toBe(JOBS);
     expect(fake.counters.cancels).toBe(0);
@@ -155,7 +193,12 @@ describe('unknown attempts resolved at the provider (OpenAI Responses, backgroun
       const [primary, fallback] = settled.attempts;
       expect(settled.completedBy).toBe(fallback.id);
       expect(fallback).toMatchObject({ provider: 'sim-fallback', status: 'succeeded', outcome: 'won' });
-      expect(primary).toMatchObject({ provider: 'oa-failover', status: 'cancelled', resolvedBy: 'deadline', providerStatus: 'cancelled' });
+      expect(primary).toMatchObject({
+        provider: 'oa-failover',
+        status: 'cancelled',
+        resolvedBy: 'deadline',
+        providerStatus: 'cancelled',
+      });
       expect(fake.responseOf(primary.id)!.cancels).toBe(1);
     }
     expect(fake.counters.cancels).toBe(JOBS);
@@ -190,21 +233,36 @@ describe('unknown attempts resolved at the provider (OpenAI Responses, backgroun
     }
   }, 60_000);
 
-  it('hold: a failed or incomplete response fails the attempt with the provider\'s reason', async () => {
+  it("hold: a failed or incomplete response fails the attempt with the provider's reason", async () => {
     fake.background({ afterMs: 1500, outcome: 'failed' }, { afterMs: 1500, outcome: 'incomplete' });
     const failed = await create(['oa-hold']);
     const incomplete = await create(['oa-hold']);
     const [a, b] = await allTerminal([failed.id, incomplete.id], 15_000);
-    expect(a.attempts[0]).toMatchObject({ status: 'failed', resolvedBy: 'provider', providerStatus: 'failed', error: { reason: 'response_failed' } });
-    expect(b.attempts[0]).toMatchObject({ status: 'failed', resolvedBy: 'provider', providerStatus: 'incomplete', error: { reason: 'response_incomplete' } });
+    expect(a.attempts[0]).toMatchObject({
+      status: 'failed',
+      resolvedBy: 'provider',
+      providerStatus: 'failed',
+      error: { reason: 'response_failed' },
+    });
+    expect(b.attempts[0]).toMatchObject({
+      status: 'failed',
+      resolvedBy: 'provider',
+      providerStatus: 'incomplete',
+      error: { reason: 'response_incomplete' },
+    });
     expect(b.attempts[0].error!.message).toContain('max_output_tokens');
   }, 30_000);
 
-  it('hold: past the provider\'s retention (404) the attempt stays unknown for an operator, the reason recorded', async () => {
+  it("hold: past the provider's retention (404) the attempt stays unknown for an operator, the reason recorded", async () => {
     fake.retentionMs = 1500;
     fake.alwaysBackground({ afterMs: 60_000 });
     const expired = await create(['oa-hold']);
-    const seen = await waitFor(() => job(expired.id), (j) => j.attempts[0]?.providerStatus === 'expired', 15_000, 100);
+    const seen = await waitFor(
+      () => job(expired.id),
+      (j) => j.attempts[0]?.providerStatus === 'expired',
+      15_000,
+      100,
+    );
     expect(seen.attempts[0]).toMatchObject({ status: 'unknown', resolvedBy: null });
     expect((await events(expired.id)).map((e) => e.reason)).toContain('provider_record_expired');
     const retrieves = fake.counters.retrieves;
@@ -212,7 +270,11 @@ describe('unknown attempts resolved at the provider (OpenAI Responses, backgroun
     expect(fake.counters.retrieves).toBe(retrieves);
     // An operator ends it, and the metric says who.
     const byOperator = await resolvedBy('operator');
-    const res = await t.http().post(`/v1/attempts/${seen.attempts[0].id}/resolve`).set(bearer(key)).send({ status: 'failed', reason: 'gone at the provider' });
+    const res = await t
+      .http()
+      .post(`/v1/attempts/${seen.attempts[0].id}/resolve`)
+      .set(bearer(key))
+      .send({ status: 'failed', reason: 'gone at the provider' });
     expect(res.status).toBe(200);
     expect((await job(expired.id)).attempts[0]).toMatchObject({ status: 'failed', resolvedBy: 'operator' });
     expect((await resolvedBy('operator')) - byOperator).toBe(1);
@@ -236,7 +298,12 @@ describe('unknown attempts resolved at the provider (OpenAI Responses, backgroun
   it('a create call that never returned an id leaves the attempt unknowable, and it says so; nothing is retrieved', async () => {
     fake.background({ afterMs: 0, hangCreate: true });
     const lost = await create(['oa-hold']);
-    const seen = await waitFor(() => job(lost.id), (j) => j.attempts[0]?.providerStatus === 'unknowable', 15_000, 100);
+    const seen = await waitFor(
+      () => job(lost.id),
+      (j) => j.attempts[0]?.providerStatus === 'unknowable',
+      15_000,
+      100,
+    );
     expect(seen.attempts[0]).toMatchObject({ status: 'unknown', providerRequestId: null });
     expect((await events(lost.id)).map((e) => e.reason)).toContain('provider_id_never_returned');
     await sleep(RECONCILE_MS * 2.5);

@@ -11,9 +11,21 @@ describe('retention: terminal jobs older than JOB_RETENTION_DAYS are purged with
 
   beforeAll(async () => {
     receiver = await startReceiver(() => 200);
-    t = await startTestApp({ role: 'all', workerPollMs: 10, reconcileIntervalMs: 100, jobRetentionDays: 30, retentionIntervalMs: 100, webhookAllowedHosts: [`127.0.0.1:${receiver.port}`], webhookPollMs: 20 });
+    t = await startTestApp({
+      role: 'all',
+      workerPollMs: 10,
+      reconcileIntervalMs: 100,
+      jobRetentionDays: 30,
+      retentionIntervalMs: 100,
+      webhookAllowedHosts: [`127.0.0.1:${receiver.port}`],
+      webhookPollMs: 20,
+    });
     key = await t.key('owner-retention');
-    const hook = await t.http().post('/v1/webhooks').set(bearer(key)).send({ url: receiver.url, events: ['job.succeeded', 'attempt.unknown'] });
+    const hook = await t
+      .http()
+      .post('/v1/webhooks')
+      .set(bearer(key))
+      .send({ url: receiver.url, events: ['job.succeeded', 'attempt.unknown'] });
     expect(hook.status).toBe(201);
   });
   afterAll(async () => {
@@ -23,7 +35,8 @@ describe('retention: terminal jobs older than JOB_RETENTION_DAYS are purged with
 
   const create = async (idempotencyKey: string, providers?: string[], status = 201) =>
     (await postJob(t, key, { idempotencyKey, providers, input: { text: 'retained?' } }, status)).id as string;
-  const statusOf = async (id: string) => (await t.dataSource.query('SELECT status FROM jobs WHERE id = $1', [id]))[0]?.status as string | undefined;
+  const statusOf = async (id: string) =>
+    (await t.dataSource.query('SELECT status FROM jobs WHERE id = $1', [id]))[0]?.status as string | undefined;
   const countsOf = async (id: string) =>
     (
       await t.dataSource.query(
@@ -34,24 +47,46 @@ describe('retention: terminal jobs older than JOB_RETENTION_DAYS are purged with
     )[0];
   /** As if the job had been created and settled `days` ago (completed_at stays NULL for a live job). */
   const age = (id: string, days: number) =>
-    t.dataSource.query(`UPDATE jobs SET created_at = now() - $2 * interval '1 day', completed_at = completed_at - $2 * interval '1 day' WHERE id = $1`, [id, days]);
+    t.dataSource.query(
+      `UPDATE jobs SET created_at = now() - $2 * interval '1 day', completed_at = completed_at - $2 * interval '1 day' WHERE id = $1`,
+      [id, days],
+    );
 
   it('purges an old terminal job, keeps an unknown job of the same age and a recent one, and frees the old key', async () => {
     const old = await create('old-done');
     const stuck = await create('old-unknown', ['sim-hang']);
     const recent = await create('recent-done');
-    await waitFor(() => statusOf(old), (s) => s === 'succeeded');
-    await waitFor(() => statusOf(recent), (s) => s === 'succeeded');
-    await waitFor(() => statusOf(stuck), (s) => s === 'unknown');
-    await waitFor(() => countsOf(old), (c) => c.deliveries === 1);
-    await waitFor(() => countsOf(stuck), (c) => c.deliveries === 1);
+    await waitFor(
+      () => statusOf(old),
+      (s) => s === 'succeeded',
+    );
+    await waitFor(
+      () => statusOf(recent),
+      (s) => s === 'succeeded',
+    );
+    await waitFor(
+      () => statusOf(stuck),
+      (s) => s === 'unknown',
+    );
+    await waitFor(
+      () => countsOf(old),
+      (c) => c.deliveries === 1,
+    );
+    await waitFor(
+      () => countsOf(stuck),
+      (c) => c.deliveries === 1,
+    );
     const stuckBefore = await countsOf(stuck);
     expect(stuckBefore).toMatchObject({ jobs: 1, attempts: 1, deliveries: 1 });
 
     await age(old, 31);
     await age(stuck, 31);
     await age(recent, 29);
-    await waitFor(() => countsOf(old), (c) => c.jobs === 0, 20_000);
+    await waitFor(
+      () => countsOf(old),
+      (c) => c.jobs === 0,
+      20_000,
+    );
     expect(await countsOf(old)).toEqual({ jobs: 0, attempts: 0, events: 0, deliveries: 0 });
     expect(await countsOf(stuck)).toEqual(stuckBefore);
     expect(await statusOf(stuck)).toBe('unknown');
@@ -66,9 +101,14 @@ describe('retention: terminal jobs older than JOB_RETENTION_DAYS are purged with
 
   it('job_events stays append-only outside the purge', async () => {
     const kept = await create('kept');
-    await waitFor(() => statusOf(kept), (s) => s === 'succeeded');
+    await waitFor(
+      () => statusOf(kept),
+      (s) => s === 'succeeded',
+    );
     await expect(t.dataSource.query('DELETE FROM job_events WHERE job_id = $1', [kept])).rejects.toThrow(/append-only/);
-    await expect(t.dataSource.query(`UPDATE job_events SET reason = 'x' WHERE job_id = $1`, [kept])).rejects.toThrow(/append-only/);
+    await expect(t.dataSource.query(`UPDATE job_events SET reason = 'x' WHERE job_id = $1`, [kept])).rejects.toThrow(
+      /append-only/,
+    );
     // Even inside the purge's setting, an UPDATE is refused.
     await expect(
       t.dataSource.transaction(async (m) => {
@@ -86,12 +126,22 @@ describe('retention batches', () => {
       const k = await api.key('owner-batches');
       const ids: string[] = [];
       for (let i = 0; i < 4; i++) {
-        const res = await api.http().post('/v1/jobs').set(bearer(k)).set('Idempotency-Key', `b-${i}`).send({ operation: 'summarize', input: { text: `b-${i}` } });
+        const res = await api
+          .http()
+          .post('/v1/jobs')
+          .set(bearer(k))
+          .set('Idempotency-Key', `b-${i}`)
+          .send({ operation: 'summarize', input: { text: `b-${i}` } });
         ids.push(res.body.id);
       }
-      for (const id of ids.slice(0, 3)) expect((await api.http().post(`/v1/jobs/${id}/cancel`).set(bearer(k))).status).toBe(200);
+      for (const id of ids.slice(0, 3)) {
+        expect((await api.http().post(`/v1/jobs/${id}/cancel`).set(bearer(k))).status).toBe(200);
+      }
       // Three cancelled jobs and one pending, all created 40 days ago.
-      await api.dataSource.query(`UPDATE jobs SET created_at = created_at - interval '40 days', completed_at = completed_at - interval '40 days' WHERE id = ANY($1)`, [ids]);
+      await api.dataSource.query(
+        `UPDATE jobs SET created_at = created_at - interval '40 days', completed_at = completed_at - interval '40 days' WHERE id = ANY($1)`,
+        [ids],
+      );
       const retention = api.app.get(RetentionRepository);
       expect((await retention.purgeBatch(30, 2)).jobs).toBe(2);
       expect((await retention.purgeBatch(30, 2)).jobs).toBe(1);

@@ -23,7 +23,11 @@ type Step =
 
 const pick = fc.nat(5);
 /** The operator key the resolve steps act as (recorded on their job_events). */
-const operator: Principal = { keyId: '00000000-0000-4000-8000-00000000000a', ownerId: 'ops', scopes: ['attempts:resolve'] };
+const operator: Principal = {
+  keyId: '00000000-0000-4000-8000-00000000000a',
+  ownerId: 'ops',
+  scopes: ['attempts:resolve'],
+};
 const step: fc.Arbitrary<Step> = fc.oneof(
   { arbitrary: fc.constant({ kind: 'claim' as const }), weight: 4 },
   { arbitrary: fc.record({ kind: fc.constant('running' as const), pick }), weight: 3 },
@@ -31,7 +35,14 @@ const step: fc.Arbitrary<Step> = fc.oneof(
   { arbitrary: fc.record({ kind: fc.constant('timeout' as const), pick }), weight: 3 },
   { arbitrary: fc.record({ kind: fc.constant('failover' as const), pick }), weight: 2 },
   { arbitrary: fc.record({ kind: fc.constant('fail' as const), pick, retryable: fc.boolean() }), weight: 2 },
-  { arbitrary: fc.record({ kind: fc.constant('resolve' as const), pick, to: fc.constantFrom('failed' as const, 'cancelled' as const) }), weight: 2 },
+  {
+    arbitrary: fc.record({
+      kind: fc.constant('resolve' as const),
+      pick,
+      to: fc.constantFrom('failed' as const, 'cancelled' as const),
+    }),
+    weight: 2,
+  },
   { arbitrary: fc.constant({ kind: 'cancel' as const }), weight: 1 },
 );
 
@@ -42,7 +53,15 @@ describe('settlement under random interleavings (property, real PostgreSQL)', ()
   beforeAll(async () => {
     // Workers and the reconciler stay off (ROLE=api): the test drives every event itself, in a random order.
     const catalogFile = writeCatalog((c) => {
-      c.providers.push({ name: 'p1', kind: 'simulated', model: 'p1', timeoutMs: 60_000, onTimeout: 'failover', sideEffectFree: true, maxAttempts: 2 });
+      c.providers.push({
+        name: 'p1',
+        kind: 'simulated',
+        model: 'p1',
+        timeoutMs: 60_000,
+        onTimeout: 'failover',
+        sideEffectFree: true,
+        maxAttempts: 2,
+      });
       c.providers.push({ name: 'p2', kind: 'simulated', model: 'p2', timeoutMs: 60_000, maxAttempts: 2 });
       c.providers.push({ name: 'p3', kind: 'simulated', model: 'p3', timeoutMs: 60_000 });
     });
@@ -51,7 +70,7 @@ describe('settlement under random interleavings (property, real PostgreSQL)', ()
   });
   afterAll(() => t.close());
 
-  it('keeps at most one winner, the winner\'s result on the job, version = fencing events, never two live attempts', async () => {
+  it("keeps at most one winner, the winner's result on the job, version = fencing events, never two live attempts", async () => {
     const jobs = t.app.get(JobsService);
     const attemptsApi = t.app.get(AttemptsService);
     const outcomes = t.app.get(AttemptOutcomes);
@@ -62,39 +81,62 @@ describe('settlement under random interleavings (property, real PostgreSQL)', ()
     await fc.assert(
       fc.asyncProperty(fc.array(step, { minLength: 1, maxLength: 20 }), async (steps) => {
         const owner = `prop-${n++}`;
-        const job = await jobs.create(owner, 'k', { operation: 'summarize', input: { text: 'x' }, providers: ['p1', 'p2'] });
+        const job = await jobs.create(owner, 'k', {
+          operation: 'summarize',
+          input: { text: 'x' },
+          providers: ['p1', 'p2'],
+        });
         await t.dataSource.query('UPDATE jobs SET next_attempt_at = NULL WHERE id <> $1', [job.id]); // only this run's job is claimable
-        const attemptIds = async () => (await t.dataSource.query('SELECT id FROM attempts WHERE job_id = $1 ORDER BY number', [job.id])).map((r: { id: string }) => r.id);
+        const attemptIds = async () =>
+          (await t.dataSource.query('SELECT id FROM attempts WHERE job_id = $1 ORDER BY number', [job.id])).map(
+            (r: { id: string }) => r.id,
+          );
         for (const s of steps) {
           const ids = await attemptIds();
           const id = 'pick' in s ? ids[s.pick % Math.max(1, ids.length)] : undefined;
           try {
             if (s.kind === 'claim') {
-              await t.dataSource.query('UPDATE jobs SET next_attempt_at = LEAST(next_attempt_at, now()) WHERE id = $1', [job.id]);
+              await t.dataSource.query(
+                'UPDATE jobs SET next_attempt_at = LEAST(next_attempt_at, now()) WHERE id = $1',
+                [job.id],
+              );
               await worker.claimBatch(1);
             } else if (s.kind === 'cancel') await jobs.cancel(owner, job.id);
             else if (!id) continue;
-            else if (s.kind === 'running') await ledgers.markRunning([{ id, timeoutMs: 60_000, hardTimeoutMs: 120_000 }]);
-            else if (s.kind === 'result') {
+            else if (s.kind === 'running') {
+              await ledgers.markRunning([{ id, timeoutMs: 60_000, hardTimeoutMs: 120_000 }]);
+            } else if (s.kind === 'result') {
               const [{ status }] = await t.dataSource.query('SELECT status FROM attempts WHERE id = $1', [id]);
               if (status === 'starting') continue; // nothing was sent yet: no result can come back
-              await outcomes.succeeded(id, job.id, { value: valueOf(id), usage: { promptTokens: 1, completionTokens: 1 }, providerRequestId: null });
+              await outcomes.succeeded(id, job.id, {
+                value: valueOf(id),
+                usage: { promptTokens: 1, completionTokens: 1 },
+                providerRequestId: null,
+              });
             } else if (s.kind === 'timeout') await outcomes.unknown(id, job.id, 'timeout');
             else if (s.kind === 'failover') {
               const [a] = await t.dataSource.query('SELECT provider FROM attempts WHERE id = $1', [id]);
               await outcomes.applyTimeoutPolicy({ id, jobId: job.id, provider: a.provider });
-            }
-            else if (s.kind === 'fail') await outcomes.failed(id, job.id, { reason: 'scripted', message: 'scripted', retryable: s.retryable });
-            else if (s.kind === 'resolve') await attemptsApi.resolve(operator, id, s.to, 'property test');
+            } else if (s.kind === 'fail') {
+              await outcomes.failed(id, job.id, { reason: 'scripted', message: 'scripted', retryable: s.retryable });
+            } else if (s.kind === 'resolve') await attemptsApi.resolve(operator, id, s.to, 'property test');
           } catch (error) {
             if (!(error instanceof DomainError)) throw error; // 409s are answers; anything else is a bug
           }
-          const [{ live }] = await t.dataSource.query(`SELECT count(*)::int AS live FROM attempts WHERE job_id = $1 AND status IN ('starting', 'running', 'unknown')`, [job.id]);
+          const [{ live }] = await t.dataSource.query(
+            `SELECT count(*)::int AS live FROM attempts WHERE job_id = $1 AND status IN ('starting', 'running', 'unknown')`,
+            [job.id],
+          );
           expect(live).toBeLessThanOrEqual(1);
         }
 
-        const [row] = await t.dataSource.query('SELECT status, version, result, completed_by FROM jobs WHERE id = $1', [job.id]);
-        const attempts = await t.dataSource.query('SELECT id, status, outcome, result_digest FROM attempts WHERE job_id = $1', [job.id]);
+        const [row] = await t.dataSource.query('SELECT status, version, result, completed_by FROM jobs WHERE id = $1', [
+          job.id,
+        ]);
+        const attempts = await t.dataSource.query(
+          'SELECT id, status, outcome, result_digest FROM attempts WHERE job_id = $1',
+          [job.id],
+        );
         const winners = attempts.filter((a: { outcome: string }) => a.outcome === 'won');
         const [{ fences }] = await t.dataSource.query(
           `SELECT count(*)::int AS fences FROM job_events WHERE job_id = $1 AND subject = 'job' AND to_status IN ('succeeded', 'failed', 'cancelled')`,
@@ -125,7 +167,13 @@ describe('settlement under random interleavings (property, real PostgreSQL)', ()
               (SELECT count(*) FROM jobs WHERE status = 'failed')::int AS failed, (SELECT count(*) FROM attempts WHERE outcome = 'discarded')::int AS discarded,
               (SELECT count(*) FROM attempts WHERE status = 'unknown')::int AS unknown`,
     );
-    expect(seen[0]).toEqual({ succeeded: expect.any(Number), cancelled: expect.any(Number), failed: expect.any(Number), discarded: expect.any(Number), unknown: expect.any(Number) });
+    expect(seen[0]).toEqual({
+      succeeded: expect.any(Number),
+      cancelled: expect.any(Number),
+      failed: expect.any(Number),
+      discarded: expect.any(Number),
+      unknown: expect.any(Number),
+    });
     for (const value of Object.values(seen[0])) expect(value).toBeGreaterThan(0);
   }, 120_000);
 
@@ -138,22 +186,39 @@ describe('settlement under random interleavings (property, real PostgreSQL)', ()
     const owner = 'batch';
     const count = 40;
     await t.dataSource.query('UPDATE jobs SET next_attempt_at = NULL');
-    const created = await Promise.all(Array.from({ length: count }, (_, i) => jobs.create(owner, `b-${i}`, { operation: 'summarize', input: { text: 'x' }, providers: ['p1', 'p2'] })));
+    const created = await Promise.all(
+      Array.from({ length: count }, (_, i) =>
+        jobs.create(owner, `b-${i}`, { operation: 'summarize', input: { text: 'x' }, providers: ['p1', 'p2'] }),
+      ),
+    );
     const first = await worker.claimBatch(count);
     expect(first).toHaveLength(count);
-    await ledgers.markRunning(first.map(({ attempt }) => ({ id: attempt.id, timeoutMs: 60_000, hardTimeoutMs: 120_000 })));
+    await ledgers.markRunning(
+      first.map(({ attempt }) => ({ id: attempt.id, timeoutMs: 60_000, hardTimeoutMs: 120_000 })),
+    );
     // Half the jobs fail over (p1's attempt unknown, then given up for p2): two attempts that may both answer.
     const racing = first.slice(0, count / 2);
     for (const { job, attempt } of racing) await outcomes.unknown(attempt.id, job.id, 'timeout');
     const second = await worker.claimBatch(count);
     expect(second).toHaveLength(count / 2);
-    await ledgers.markRunning(second.map(({ attempt }) => ({ id: attempt.id, timeoutMs: 60_000, hardTimeoutMs: 120_000 })));
+    await ledgers.markRunning(
+      second.map(({ attempt }) => ({ id: attempt.id, timeoutMs: 60_000, hardTimeoutMs: 120_000 })),
+    );
 
     const valueOf = (attemptId: string) => ({ summary: `batched ${attemptId}` });
-    const results = [...first, ...second, ...second.slice(0, 5)].map(({ job, attempt }) => ({ jobId: job.id, attemptId: attempt.id }));
+    const results = [...first, ...second, ...second.slice(0, 5)].map(({ job, attempt }) => ({
+      jobId: job.id,
+      attemptId: attempt.id,
+    }));
     statements.mockClear();
     const answers = await Promise.all(
-      results.map(({ jobId, attemptId }) => outcomes.succeeded(attemptId, jobId, { value: valueOf(attemptId), usage: { promptTokens: 1, completionTokens: 1 }, providerRequestId: null })),
+      results.map(({ jobId, attemptId }) =>
+        outcomes.succeeded(attemptId, jobId, {
+          value: valueOf(attemptId),
+          usage: { promptTokens: 1, completionTokens: 1 },
+          providerRequestId: null,
+        }),
+      ),
     );
     // Shared statements, or this test proved nothing about batches.
     expect(statements.mock.calls.length).toBeLessThan(results.length / 4);
@@ -162,8 +227,13 @@ describe('settlement under random interleavings (property, real PostgreSQL)', ()
     expect(answers.filter((a) => a === 'discarded')).toHaveLength(count / 2);
 
     for (const job of created) {
-      const [row] = await t.dataSource.query('SELECT status, version, result, completed_by FROM jobs WHERE id = $1', [job.id]);
-      const attempts = await t.dataSource.query('SELECT id, status, outcome, result_digest FROM attempts WHERE job_id = $1', [job.id]);
+      const [row] = await t.dataSource.query('SELECT status, version, result, completed_by FROM jobs WHERE id = $1', [
+        job.id,
+      ]);
+      const attempts = await t.dataSource.query(
+        'SELECT id, status, outcome, result_digest FROM attempts WHERE job_id = $1',
+        [job.id],
+      );
       const winners = attempts.filter((a: { outcome: string }) => a.outcome === 'won');
       expect(row.status).toBe('succeeded');
       expect(row.version).toBe(1);
@@ -178,7 +248,9 @@ describe('settlement under random interleavings (property, real PostgreSQL)', ()
       );
       // One event per attempt's result (the repeats add none), and the job's own after its winner's.
       expect(events.filter((e: { subject: string }) => e.subject === 'attempt')).toHaveLength(attempts.length);
-      expect(events.filter((e: { subject: string }) => e.subject === 'job')).toEqual([{ subject: 'job', attempt_id: null, reason: 'result_won' }]);
+      expect(events.filter((e: { subject: string }) => e.subject === 'job')).toEqual([
+        { subject: 'job', attempt_id: null, reason: 'result_won' },
+      ]);
       const winnerAt = events.findIndex((e: { attempt_id: string }) => e.attempt_id === winners[0].id);
       expect(events.findIndex((e: { subject: string }) => e.subject === 'job')).toBeGreaterThan(winnerAt);
     }

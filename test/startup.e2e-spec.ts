@@ -14,7 +14,11 @@ const DEMO_KEY = /^oj_[A-Za-z0-9_-]{43}$/;
 /** The demo key line, printed just after the port is bound (so possibly just after readiness answers). */
 const demoKeyOf = (service: ServiceProcess) =>
   waitFor(
-    async () => service.output().split('\n').find((line) => DEMO_KEY.test(line)),
+    async () =>
+      service
+        .output()
+        .split('\n')
+        .find((line) => DEMO_KEY.test(line)),
     (line) => line !== undefined,
     10_000,
     50,
@@ -52,9 +56,21 @@ describe('start-up refuses a bad configuration, naming it', () => {
   it.each([
     ['a missing timeoutMs', (c: any) => delete c.providers[0].timeoutMs, 'providers[0].timeoutMs is required'],
     ['an unknown provider kind', (c: any) => (c.providers[1].kind = 'magic'), 'providers[1].kind'],
-    ['failover on a provider with side effects', (c: any) => (c.providers[2].sideEffectFree = false), 'providers[2].onTimeout'],
-    ['an operation chain naming no provider', (c: any) => (c.operations[0].providers = ['sim-primary', 'ghost']), 'operations[0].providers[1]'],
-    ['an invalid input schema', (c: any) => (c.operations[1].inputSchema = { type: 'banana' }), 'operations[1].inputSchema'],
+    [
+      'failover on a provider with side effects',
+      (c: any) => (c.providers[2].sideEffectFree = false),
+      'providers[2].onTimeout',
+    ],
+    [
+      'an operation chain naming no provider',
+      (c: any) => (c.operations[0].providers = ['sim-primary', 'ghost']),
+      'operations[0].providers[1]',
+    ],
+    [
+      'an invalid input schema',
+      (c: any) => (c.operations[1].inputSchema = { type: 'banana' }),
+      'operations[1].inputSchema',
+    ],
   ])('exits 1 on a catalog with %s, naming the field', async (_name, mutate, field) => {
     const service = await spawnService({ DATABASE_URL: db.url, CATALOG_FILE: badCatalog(mutate) });
     const { code } = await service.exited;
@@ -95,7 +111,11 @@ describe('the README start command: embedded PostgreSQL when DATABASE_URL is uns
       key = await demoKeyOf(first);
       const created = await fetch(`${first.baseUrl}/v1/jobs`, {
         method: 'POST',
-        headers: { Authorization: `Bearer ${key}`, 'Idempotency-Key': 'embedded-1', 'Content-Type': 'application/json' },
+        headers: {
+          Authorization: `Bearer ${key}`,
+          'Idempotency-Key': 'embedded-1',
+          'Content-Type': 'application/json',
+        },
         body: JSON.stringify({ operation: 'summarize', input: { text: 'drain me' } }),
       });
       expect(created.status).toBe(201);
@@ -112,7 +132,9 @@ describe('the README start command: embedded PostgreSQL when DATABASE_URL is uns
     try {
       await waitUntilReady(second, 60_000);
       expect(second.output()).not.toMatch(/^oj_/m); // the demo key is made on the first start only
-      const job = (await (await fetch(`${second.baseUrl}/v1/jobs/${jobId}`, { headers: { Authorization: `Bearer ${key}` } })).json()) as { status: string; attempts: unknown[] };
+      const job = (await (
+        await fetch(`${second.baseUrl}/v1/jobs/${jobId}`, { headers: { Authorization: `Bearer ${key}` } })
+      ).json()) as { status: string; attempts: unknown[] };
       expect(job.status).toBe('succeeded');
       expect(job.attempts).toHaveLength(1);
     } finally {

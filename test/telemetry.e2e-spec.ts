@@ -24,7 +24,15 @@ describe('tracing: one connected trace from POST to settlement', () => {
     process.env.FAKE_OPENAI_KEY = 'sk-fake';
     fake = await new FakeOpenAiServer().start();
     const catalogFile = writeCatalog((catalog) => {
-      catalog.providers.push({ name: 'fake-openai', kind: 'openai', model: 'gpt-4o-mini', baseUrl: fake.url, apiKeyEnv: 'FAKE_OPENAI_KEY', timeoutMs: 2000, hardTimeoutMs: 4000 });
+      catalog.providers.push({
+        name: 'fake-openai',
+        kind: 'openai',
+        model: 'gpt-4o-mini',
+        baseUrl: fake.url,
+        apiKeyEnv: 'FAKE_OPENAI_KEY',
+        timeoutMs: 2000,
+        hardTimeoutMs: 4000,
+      });
       catalog.operations[0].providers = ['fake-openai'];
     });
     t = await startTestApp({ role: 'all', catalogFile, workerPollMs: 10, reconcileIntervalMs: 100 });
@@ -38,7 +46,12 @@ describe('tracing: one connected trace from POST to settlement', () => {
 
   it('joins the request, the claim, the provider call and the settlement of a job in the request trace', async () => {
     fake.always({ kind: 'json', content: { summary: 'traced' } });
-    const created = await t.http().post('/v1/jobs').set(bearer(key)).set('Idempotency-Key', 'trace-1').send({ operation: 'summarize', input: { text: 'trace me' } });
+    const created = await t
+      .http()
+      .post('/v1/jobs')
+      .set(bearer(key))
+      .set('Idempotency-Key', 'trace-1')
+      .send({ operation: 'summarize', input: { text: 'trace me' } });
     expect(created.status).toBe(201);
     const jobId: string = created.body.id;
 
@@ -62,19 +75,25 @@ describe('tracing: one connected trace from POST to settlement', () => {
 
     const trace = spans.filter((s) => s.spanContext().traceId === traceId);
     const names = trace.map((s) => s.name);
-    for (const step of ['onejob.claim', 'onejob.attempt', 'onejob.provider.call', 'onejob.settle']) expect(names).toContain(step);
+    for (const step of ['onejob.claim', 'onejob.attempt', 'onejob.provider.call', 'onejob.settle']) {
+      expect(names).toContain(step);
+    }
     // The worker's spans are children of the creating span, in another process as well as in this one.
     const attempt = trace.find((s) => s.name === 'onejob.attempt')!;
     expect(attempt.parentSpanContext?.spanId).toBe(create!.spanContext().spanId);
     expect(attempt.attributes['onejob.job_id']).toBe(jobId);
     // The SDK's fetch to the provider, traced by the undici instrumentation under the provider-call span.
     const call = trace.find((s) => s.name === 'onejob.provider.call')!;
-    expect(trace.filter((s) => s.kind === SpanKind.CLIENT && s.parentSpanContext?.spanId === call.spanContext().spanId)).toHaveLength(1);
+    expect(
+      trace.filter((s) => s.kind === SpanKind.CLIENT && s.parentSpanContext?.spanId === call.spanContext().spanId),
+    ).toHaveLength(1);
     expect(trace.find((s) => s.name === 'onejob.settle')!.parentSpanContext?.spanId).toBe(attempt.spanContext().spanId);
 
     // Connected: one root, and every other span's parent is in the trace.
     const ids = new Set(trace.map((s) => s.spanContext().spanId));
     expect(trace.filter((s) => !s.parentSpanContext).map((s) => s.name)).toEqual(['onejob.job.create']);
-    expect(trace.filter((s) => s.parentSpanContext && !ids.has(s.parentSpanContext.spanId)).map((s) => s.name)).toEqual([]);
+    expect(trace.filter((s) => s.parentSpanContext && !ids.has(s.parentSpanContext.spanId)).map((s) => s.name)).toEqual(
+      [],
+    );
   });
 });

@@ -27,7 +27,10 @@ async function startCollector(): Promise<{ url: string; spans: OtlpSpan[]; stop(
     req.on('data', (chunk: Buffer) => (body += chunk.toString()));
     req.on('end', () => {
       // The SDK also exports metrics (/v1/metrics) to the same endpoint unless OTEL_METRICS_EXPORTER=none.
-      const parsed = req.url === '/v1/traces' ? (JSON.parse(body) as { resourceSpans: Array<{ scopeSpans: Array<{ spans: OtlpSpan[] }> }> }) : { resourceSpans: [] };
+      const parsed =
+        req.url === '/v1/traces'
+          ? (JSON.parse(body) as { resourceSpans: Array<{ scopeSpans: Array<{ spans: OtlpSpan[] }> }> })
+          : { resourceSpans: [] };
       for (const r of parsed.resourceSpans) for (const s of r.scopeSpans) spans.push(...s.spans);
       res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
     });
@@ -57,7 +60,15 @@ describe('tracing in the started service (OTEL_* variables, --import register)',
     fake = await new FakeOpenAiServer().start();
     collector = await startCollector();
     const catalogFile = writeCatalog((catalog) => {
-      catalog.providers.push({ name: 'fake-openai', kind: 'openai', model: 'gpt-4o-mini', baseUrl: fake.url, apiKeyEnv: 'FAKE_OPENAI_KEY', timeoutMs: 2000, hardTimeoutMs: 4000 });
+      catalog.providers.push({
+        name: 'fake-openai',
+        kind: 'openai',
+        model: 'gpt-4o-mini',
+        baseUrl: fake.url,
+        apiKeyEnv: 'FAKE_OPENAI_KEY',
+        timeoutMs: 2000,
+        hardTimeoutMs: 4000,
+      });
       catalog.operations[0].providers = ['fake-openai'];
     });
     service = await spawnService(
@@ -89,7 +100,11 @@ describe('tracing in the started service (OTEL_* variables, --import register)',
     fake.always({ kind: 'json', content: { summary: 'traced' } });
     const res = await fetch(`${service.baseUrl}/v1/jobs`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${key}`, 'idempotency-key': 'trace-process-1', 'content-type': 'application/json' },
+      headers: {
+        authorization: `Bearer ${key}`,
+        'idempotency-key': 'trace-process-1',
+        'content-type': 'application/json',
+      },
       body: JSON.stringify({ operation: 'summarize', input: { text: 'trace me' } }),
     });
     expect(res.status).toBe(201);
@@ -98,7 +113,10 @@ describe('tracing in the started service (OTEL_* variables, --import register)',
 
     const until = Date.now() + 20_000;
     const attr = (s: OtlpSpan, k: string) => s.attributes?.find((a) => a.key === k)?.value.stringValue;
-    while (Date.now() < until && !collector.spans.some((s) => s.name === 'onejob.attempt' && attr(s, 'onejob.job_id') === jobId)) {
+    while (
+      Date.now() < until &&
+      !collector.spans.some((s) => s.name === 'onejob.attempt' && attr(s, 'onejob.job_id') === jobId)
+    ) {
       await new Promise((r) => setTimeout(r, 100));
     }
     const create = collector.spans.find((s) => s.name === 'onejob.job.create');
@@ -107,7 +125,15 @@ describe('tracing in the started service (OTEL_* variables, --import register)',
     const roots = trace.filter((s) => !s.parentSpanId);
     expect(roots.map((s) => [s.name, s.kind])).toEqual([[expect.stringMatching(/^POST/), SERVER]]);
     const names = trace.map((s) => s.name);
-    for (const step of ['onejob.job.create', 'onejob.claim', 'onejob.attempt', 'onejob.provider.call', 'onejob.settle']) expect(names).toContain(step);
+    for (const step of [
+      'onejob.job.create',
+      'onejob.claim',
+      'onejob.attempt',
+      'onejob.provider.call',
+      'onejob.settle',
+    ]) {
+      expect(names).toContain(step);
+    }
     const byId = new Map(trace.map((s) => [s.spanId, s]));
     expect(trace.filter((s) => s.parentSpanId && !byId.has(s.parentSpanId)).map((s) => s.name)).toEqual([]);
     const call = trace.find((s) => s.name === 'onejob.provider.call')!;
@@ -123,7 +149,9 @@ describe('tracing in the started service (OTEL_* variables, --import register)',
       .split('\n')
       .filter((l) => l.startsWith('{'))
       .map((l) => JSON.parse(l) as Record<string, unknown>);
-    expect(lines.find((l) => l.msg === 'request completed' && l.requestId === requestId)?.traceId).toBe(create!.traceId);
+    expect(lines.find((l) => l.msg === 'request completed' && l.requestId === requestId)?.traceId).toBe(
+      create!.traceId,
+    );
     expect(lines.find((l) => l.msg === 'attempt result' && l.jobId === jobId)?.traceId).toBe(create!.traceId);
   }, 60_000);
 });

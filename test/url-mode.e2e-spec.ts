@@ -8,7 +8,13 @@ describe('the race suite in URL mode', () => {
   it('skips, and names as skipped, the cases that need their own database and processes', () => {
     const result = spawnSync(
       process.execPath,
-      ['node_modules/jest/bin/jest.js', '--maxWorkers=1', '--verbose', 'test/process-faults.e2e-spec.ts', 'test/race/faults.race-spec.ts'],
+      [
+        'node_modules/jest/bin/jest.js',
+        '--maxWorkers=1',
+        '--verbose',
+        'test/process-faults.e2e-spec.ts',
+        'test/race/faults.race-spec.ts',
+      ],
       {
         env: {
           PATH: process.env.PATH ?? '',

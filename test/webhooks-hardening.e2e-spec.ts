@@ -33,7 +33,12 @@ async function subscribe(t: TestApp, key: string, url: string, events = ['job.ca
 
 /** A cancelled job: one job.cancelled delivery per subscribed endpoint of the owner, due now. */
 async function cancelledJob(t: TestApp, key: string, idempotencyKey: string): Promise<string> {
-  const created = await t.http().post('/v1/jobs').set(bearer(key)).set('Idempotency-Key', idempotencyKey).send({ operation: 'summarize', input: { text: idempotencyKey } });
+  const created = await t
+    .http()
+    .post('/v1/jobs')
+    .set(bearer(key))
+    .set('Idempotency-Key', idempotencyKey)
+    .send({ operation: 'summarize', input: { text: idempotencyKey } });
   expect(created.status).toBe(201);
   expect((await t.http().post(`/v1/jobs/${created.body.id}/cancel`).set(bearer(key))).status).toBe(200);
   return created.body.id as string;
@@ -53,7 +58,9 @@ async function silentDnsServer(): Promise<{ socket: Socket; address: string; que
   // The question's name, label by label, right after the 12-byte header.
   socket.on('message', (message: Buffer) => {
     const labels: string[] = [];
-    for (let i = 12; i < message.length && message[i] !== 0; i += message[i] + 1) labels.push(message.subarray(i + 1, i + 1 + message[i]).toString());
+    for (let i = 12; i < message.length && message[i] !== 0; i += message[i] + 1) {
+      labels.push(message.subarray(i + 1, i + 1 + message[i]).toString());
+    }
     queried.push(labels.join('.'));
   });
   await new Promise<void>((resolve) => socket.bind(0, '127.0.0.1', resolve));
@@ -90,10 +97,27 @@ describe('webhooks hardening', () => {
     const t = await startTestApp({ role: 'api' });
     try {
       const key = await t.key('owner-ssrf');
-      const literals = ['[::7f00:1]', '[::ffff:0:7f00:1]', '[64:ff9b::7f00:1]', '[64:ff9b::a9fe:a9fe]', '[2002:7f00:1::]', '198.18.0.1', '192.0.0.1'];
+      const literals = [
+        '[::7f00:1]',
+        '[::ffff:0:7f00:1]',
+        '[64:ff9b::7f00:1]',
+        '[64:ff9b::a9fe:a9fe]',
+        '[2002:7f00:1::]',
+        '198.18.0.1',
+        '192.0.0.1',
+      ];
       for (const host of literals) {
-        const res = await t.http().post('/v1/webhooks').set(bearer(key)).send({ url: `https://${host}/hook`, events: ['job.succeeded'] });
-        expect({ host, status: res.status, code: res.body.code, field: res.body.errors?.[0]?.field }).toEqual({ host, status: 422, code: 'validation_failed', field: 'url' });
+        const res = await t
+          .http()
+          .post('/v1/webhooks')
+          .set(bearer(key))
+          .send({ url: `https://${host}/hook`, events: ['job.succeeded'] });
+        expect({ host, status: res.status, code: res.body.code, field: res.body.errors?.[0]?.field }).toEqual({
+          host,
+          status: 422,
+          code: 'validation_failed',
+          field: 'url',
+        });
       }
       expect(await t.dataSource.query('SELECT count(*)::int AS n FROM webhook_endpoints')).toEqual([{ n: 0 }]);
     } finally {
@@ -109,16 +133,23 @@ describe('webhooks hardening', () => {
       // The rebinding resolver: whatever the URL check (checkWebhookUrl) asks sees a public address; any other
       // resolution, the one made to connect, gets 127.0.0.1. `localhost` as the name: the system's resolver says
       // 127.0.0.1 too, so a connect that did not go through a checked lookup would reach the receiver.
-      jest.spyOn(t.app.get(WebhookHostLookup), 'resolve').mockImplementation(async () => [
-        new Error().stack?.includes('checkWebhookUrl') ? { address: '93.184.215.14', family: 4 as const } : { address: '127.0.0.1', family: 4 as const },
-      ]);
+      jest
+        .spyOn(t.app.get(WebhookHostLookup), 'resolve')
+        .mockImplementation(async () => [
+          new Error().stack?.includes('checkWebhookUrl')
+            ? { address: '93.184.215.14', family: 4 as const }
+            : { address: '127.0.0.1', family: 4 as const },
+        ]);
       await subscribe(t, key, `https://localhost:${receiver.port}/hooks`);
       const jobId = await cancelledJob(t, key, 'rebind');
       const claimed = await t.app.get(WebhookDeliveriesRepository).claimDue(10, 60_000);
       await t.app.get(WebhookDispatcher).send(claimed[0]);
       expect(receiver.connections()).toBe(0);
       const [attempt] = await attemptsOf(t, jobId);
-      expect(attempt).toMatchObject({ status_code: null, error: expect.stringMatching(/^refused: .*loopback.*127\.0\.0\.1/) });
+      expect(attempt).toMatchObject({
+        status_code: null,
+        error: expect.stringMatching(/^refused: .*loopback.*127\.0\.0\.1/),
+      });
     } finally {
       await t.close();
       await receiver.close();
@@ -139,7 +170,12 @@ describe('webhooks hardening', () => {
 
       const started = Date.now();
       const registrations = Array.from({ length: 8 }, (_, i) =>
-        t.http().post('/v1/webhooks').set(bearer(stalled)).send({ url: `https://hangs-${i}.example/hook`, events: ['job.succeeded'] }).then((res) => ({ res, ms: Date.now() - started })),
+        t
+          .http()
+          .post('/v1/webhooks')
+          .set(bearer(stalled))
+          .send({ url: `https://hangs-${i}.example/hook`, events: ['job.succeeded'] })
+          .then((res) => ({ res, ms: Date.now() - started })),
       );
       // While the eight names hang, the other owner's delivery to a hosts-file name goes out at once.
       await t.app.get(WebhookDispatcher).send(claimed);
@@ -191,7 +227,12 @@ describe('webhooks hardening', () => {
     try {
       const key = await t.key('owner-many');
       const other = await t.key('owner-few');
-      const register = (k: string, i: number) => t.http().post('/v1/webhooks').set(bearer(k)).send({ url: `http://127.0.0.1:9/hook-${i}`, events: ['job.succeeded'] });
+      const register = (k: string, i: number) =>
+        t
+          .http()
+          .post('/v1/webhooks')
+          .set(bearer(k))
+          .send({ url: `http://127.0.0.1:9/hook-${i}`, events: ['job.succeeded'] });
       const answers = await Promise.all(Array.from({ length: 12 }, (_, i) => register(key, i)));
       expect(answers.filter((r) => r.status === 201)).toHaveLength(3);
       const refused = answers.filter((r) => r.status !== 201);
@@ -201,7 +242,9 @@ describe('webhooks hardening', () => {
         expect(r.body.code).toBe('webhook_endpoint_limit');
         expect(r.headers['content-type']).toMatch(/application\/problem\+json/);
       }
-      expect(await t.dataSource.query(`SELECT count(*)::int AS n FROM webhook_endpoints WHERE owner_id = 'owner-many'`)).toEqual([{ n: 3 }]);
+      expect(
+        await t.dataSource.query(`SELECT count(*)::int AS n FROM webhook_endpoints WHERE owner_id = 'owner-many'`),
+      ).toEqual([{ n: 3 }]);
       // Another owner has a limit of its own; a deleted endpoint frees its place.
       expect((await register(other, 0)).status).toBe(201);
       const [first] = (await t.http().get('/v1/webhooks').set(bearer(key))).body.items;
@@ -235,14 +278,35 @@ describe('webhooks hardening', () => {
       await subscribe(t, flooder, slow.url, ['job.succeeded']);
       await subscribe(t, patient, fast.url, ['job.succeeded']);
       const job = (key: string, k: string) =>
-        t.http().post('/v1/jobs').set(bearer(key)).set('Idempotency-Key', k).send({ operation: 'summarize', input: { text: k } }).expect(201);
+        t
+          .http()
+          .post('/v1/jobs')
+          .set(bearer(key))
+          .set('Idempotency-Key', k)
+          .send({ operation: 'summarize', input: { text: k } })
+          .expect(201);
       await Promise.all(Array.from({ length: 40 }, (_, i) => job(flooder, `flood-${i}`)));
       // The flood's 40 deliveries are queued ahead, and the slots are busy with them, freeing one by one.
-      await waitFor(async () => (await t.dataSource.query(`SELECT count(*)::int AS n FROM webhook_deliveries WHERE owner_id = 'owner-flood'`))[0].n, (n) => n === 40, 20_000);
-      await waitFor(async () => slow.received.length, (n) => n >= 2 * concurrency, 20_000);
+      await waitFor(
+        async () =>
+          (
+            await t.dataSource.query(`SELECT count(*)::int AS n FROM webhook_deliveries WHERE owner_id = 'owner-flood'`)
+          )[0].n,
+        (n) => n === 40,
+        20_000,
+      );
+      await waitFor(
+        async () => slow.received.length,
+        (n) => n >= 2 * concurrency,
+        20_000,
+      );
       const before = slow.received.length;
       await job(patient, 'patient');
-      await waitFor(async () => fast.received.length, (n) => n === 1, 20_000);
+      await waitFor(
+        async () => fast.received.length,
+        (n) => n === 1,
+        20_000,
+      );
       // Round-robin by owner, counting what each owner has in flight: the patient owner's delivery takes the next
       // free slot. First-come order would send the rest of the flood (30 and more) first.
       expect(slow.received.length - before).toBeLessThanOrEqual(2 * concurrency);
@@ -283,7 +347,11 @@ describe('webhooks hardening', () => {
         }
       };
       const seen = await deliver('after-two-rotations');
-      expect({ original: verifies(endpoint.secret, seen), first: verifies(first.secret, seen), current: verifies(second.secret, seen) }).toEqual({
+      expect({
+        original: verifies(endpoint.secret, seen),
+        first: verifies(first.secret, seen),
+        current: verifies(second.secret, seen),
+      }).toEqual({
         original: true,
         first: true,
         current: true,
@@ -298,7 +366,11 @@ describe('webhooks hardening', () => {
         [endpoint.id, endpoint.secret],
       );
       const later = await deliver('after-the-first-expiry');
-      expect({ original: verifies(endpoint.secret, later), first: verifies(first.secret, later), current: verifies(second.secret, later) }).toEqual({
+      expect({
+        original: verifies(endpoint.secret, later),
+        first: verifies(first.secret, later),
+        current: verifies(second.secret, later),
+      }).toEqual({
         original: false,
         first: true,
         current: true,

@@ -28,7 +28,12 @@ const serviceEnv = (receiver: { port: number }, extra: Partial<Env> = {}): Parti
   ...extra,
 });
 
-async function subscribe(t: TestApp, key: string, url: string, events = ['job.succeeded', 'job.failed', 'job.cancelled', 'attempt.unknown']) {
+async function subscribe(
+  t: TestApp,
+  key: string,
+  url: string,
+  events = ['job.succeeded', 'job.failed', 'job.cancelled', 'attempt.unknown'],
+) {
   const res = await t.http().post('/v1/webhooks').set(bearer(key)).send({ url, events });
   expect(res.status).toBe(201);
   expect(res.body.secret).toMatch(/^whsec_[A-Za-z0-9+/]+=*$/);
@@ -46,9 +51,15 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
       const key = await t.key('owner-hooks');
       const endpoint = await subscribe(t, key, receiver.url);
       receiver.trust(endpoint.secret);
-      const jobs = await Promise.all(['h-1', 'h-2', 'h-3'].map(async (k) => (await postJob(t, key, { idempotencyKey: k })).id));
+      const jobs = await Promise.all(
+        ['h-1', 'h-2', 'h-3'].map(async (k) => (await postJob(t, key, { idempotencyKey: k })).id),
+      );
 
-      await waitFor(async () => receiver.accepted().length, (n) => n >= 3, 40_000);
+      await waitFor(
+        async () => receiver.accepted().length,
+        (n) => n >= 3,
+        40_000,
+      );
       await sleep(500); // nothing more arrives: each event was accepted once
       expect(receiver.accepted()).toHaveLength(3);
       expect(receiver.received.every((r) => r.verified)).toBe(true);
@@ -56,21 +67,45 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
         const seen = forJob(receiver.received, jobId);
         expect(seen.map((r) => r.answered)).toEqual([500, 500, 500, 'hold', 200]);
         expect(new Set(seen.map((r) => r.webhookId)).size).toBe(1);
-        expect(seen[4].body).toMatchObject({ type: 'job.succeeded', data: { jobId, status: 'succeeded', version: 1, result: { summary: expect.any(String) } } });
+        expect(seen[4].body).toMatchObject({
+          type: 'job.succeeded',
+          data: { jobId, status: 'succeeded', version: 1, result: { summary: expect.any(String) } },
+        });
         // Times as the REST API writes them (toISOString), not as jsonb renders a timestamptz.
         const rest = await t.http().get(`/v1/jobs/${jobId}`).set(bearer(key));
         expect(seen[4].body.data.completedAt).toBe(rest.body.completedAt);
         expect(seen[4].body.timestamp).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
         // Compact JSON in the documented order, as the REST API writes its answers (not jsonb's print).
         expect(seen[4].raw).toBe(JSON.stringify(seen[4].body));
-        expect(Object.keys(seen[4].body.data)).toEqual(['jobId', 'attemptId', 'status', 'operation', 'idempotencyKey', 'version', 'result', 'error', 'completedBy', 'completedAt']);
+        expect(Object.keys(seen[4].body.data)).toEqual([
+          'jobId',
+          'attemptId',
+          'status',
+          'operation',
+          'idempotencyKey',
+          'version',
+          'result',
+          'error',
+          'completedBy',
+          'completedAt',
+        ]);
       }
 
-      const listed = await t.http().get(`/v1/webhooks/${endpoint.id}/deliveries`).query({ jobId: jobs[0] }).set(bearer(key));
+      const listed = await t
+        .http()
+        .get(`/v1/webhooks/${endpoint.id}/deliveries`)
+        .query({ jobId: jobs[0] })
+        .set(bearer(key));
       expect(listed.status).toBe(200);
       expect(listed.body.items).toHaveLength(1);
       const [delivery] = listed.body.items;
-      expect(delivery).toMatchObject({ id: forJob(receiver.received, jobs[0])[0].webhookId, eventType: 'job.succeeded', status: 'succeeded', attempts: 5, lastStatusCode: 200 });
+      expect(delivery).toMatchObject({
+        id: forJob(receiver.received, jobs[0])[0].webhookId,
+        eventType: 'job.succeeded',
+        status: 'succeeded',
+        attempts: 5,
+        lastStatusCode: 200,
+      });
       expect(delivery.history.map((h: any) => h.statusCode)).toEqual([500, 500, 500, null, 200]);
       expect(delivery.history[3].error).toMatch(/timed out/);
       expect(delivery.history[3].latencyMs).toBeGreaterThanOrEqual(950);
@@ -86,14 +121,33 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
   it('announces a job whose late result is discarded once: no second job.succeeded', async () => {
     const receiver = await startReceiver(() => 200);
     const catalogFile = writeCatalog((c) => {
-      c.providers.push({ name: 'slow-a', kind: 'simulated', model: 'a', timeoutMs: 200, hardTimeoutMs: 5000, onTimeout: 'failover', sideEffectFree: true, simulate: { latencyMs: 1200 } });
-      c.providers.push({ name: 'fast-b', kind: 'simulated', model: 'b', timeoutMs: 2000, simulate: { latencyMs: 100 } });
+      c.providers.push({
+        name: 'slow-a',
+        kind: 'simulated',
+        model: 'a',
+        timeoutMs: 200,
+        hardTimeoutMs: 5000,
+        onTimeout: 'failover',
+        sideEffectFree: true,
+        simulate: { latencyMs: 1200 },
+      });
+      c.providers.push({
+        name: 'fast-b',
+        kind: 'simulated',
+        model: 'b',
+        timeoutMs: 2000,
+        simulate: { latencyMs: 100 },
+      });
     });
     const t = await startTestApp(serviceEnv(receiver, { catalogFile }));
     try {
       const key = await t.key('owner-late');
       receiver.trust((await subscribe(t, key, receiver.url)).secret);
-      const cert = await t.http().post('/v1/providers/fast-b/certifications').set(bearer(key)).send({ operation: 'summarize' });
+      const cert = await t
+        .http()
+        .post('/v1/providers/fast-b/certifications')
+        .set(bearer(key))
+        .send({ operation: 'summarize' });
       expect(cert.body.passed).toBe(true);
       const jobId = (await postJob(t, key, { idempotencyKey: 'late', providers: ['slow-a', 'fast-b'] })).id;
       await waitFor(
@@ -105,7 +159,10 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
       const succeeded = forJob(receiver.received, jobId).filter((r) => r.body.type === 'job.succeeded');
       expect(succeeded).toHaveLength(1);
       expect(succeeded[0].body.data.completedBy).not.toBeNull();
-      const rows = await t.dataSource.query(`SELECT event_type FROM webhook_deliveries WHERE job_id = $1 AND event_type = 'job.succeeded'`, [jobId]);
+      const rows = await t.dataSource.query(
+        `SELECT event_type FROM webhook_deliveries WHERE job_id = $1 AND event_type = 'job.succeeded'`,
+        [jobId],
+      );
       expect(rows).toHaveLength(1);
       // The failover passed through `unknown`: that transition is announced too, once.
       expect(forJob(receiver.received, jobId).filter((r) => r.body.type === 'attempt.unknown')).toHaveLength(1);
@@ -125,7 +182,12 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
       receiver.trust((await subscribe(t, subscriber, receiver.url, ['job.failed'])).secret);
       const a = (await postJob(t, subscriber, { idempotencyKey: 'ok-1' })).id;
       const b = (await postJob(t, other, { idempotencyKey: 'ok-2' })).id;
-      for (const id of [a, b]) await waitFor(async () => (await t.dataSource.query('SELECT status FROM jobs WHERE id = $1', [id]))[0].status, (s) => s === 'succeeded');
+      for (const id of [a, b]) {
+        await waitFor(
+          async () => (await t.dataSource.query('SELECT status FROM jobs WHERE id = $1', [id]))[0].status,
+          (s) => s === 'succeeded',
+        );
+      }
       await sleep(200);
       expect(await t.dataSource.query('SELECT count(*)::int AS n FROM webhook_deliveries')).toEqual([{ n: 0 }]);
       expect(receiver.received).toHaveLength(0);
@@ -150,7 +212,8 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
           if (fail) throw new Error('rolled back after the settlement');
         });
       await expect(cancelThen(true)).rejects.toThrow('rolled back');
-      const count = async () => (await t.dataSource.query('SELECT count(*)::int AS n FROM webhook_deliveries WHERE job_id = $1', [jobId]))[0].n;
+      const count = async () =>
+        (await t.dataSource.query('SELECT count(*)::int AS n FROM webhook_deliveries WHERE job_id = $1', [jobId]))[0].n;
       expect(await count()).toBe(0);
       await cancelThen(false);
       expect(await count()).toBe(1);
@@ -169,18 +232,28 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
       const key = await first.key('owner-restart');
       receiver.trust((await subscribe(first, key, receiver.url)).secret);
       const jobId = (await postJob(first, key, { idempotencyKey: 'restart' })).id;
-      await waitFor(async () => receiver.received.length, (n) => n === 1, 30_000);
+      await waitFor(
+        async () => receiver.received.length,
+        (n) => n === 1,
+        30_000,
+      );
       receiver.behave(() => 200);
       await first.close(); // the receiver still holds the first request
 
       second = await startTestApp(serviceEnv(receiver, { webhookTimeoutMs: 5000 }), database);
-      await waitFor(async () => receiver.accepted().length, (n) => n === 1, 30_000);
+      await waitFor(
+        async () => receiver.accepted().length,
+        (n) => n === 1,
+        30_000,
+      );
       await sleep(300);
       const seen = forJob(receiver.received, jobId);
       expect(seen.map((r) => r.answered)).toEqual(['hold', 200]);
       expect(seen[1].webhookId).toBe(seen[0].webhookId);
       expect(seen.every((r) => r.verified)).toBe(true);
-      const [row] = await second.dataSource.query('SELECT status, attempts FROM webhook_deliveries WHERE job_id = $1', [jobId]);
+      const [row] = await second.dataSource.query('SELECT status, attempts FROM webhook_deliveries WHERE job_id = $1', [
+        jobId,
+      ]);
       expect(row).toEqual({ status: 'succeeded', attempts: 2 });
     } finally {
       await second?.close();
@@ -192,7 +265,15 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
   it('delivers after a SIGKILL of the dispatcher mid-delivery, once its lease runs out', async () => {
     const receiver = await startReceiver(() => 'hold');
     const api = await startTestApp({ role: 'api', webhookAllowedHosts: allow(receiver) });
-    const env = { DATABASE_URL: api.database.url, CATALOG_FILE: 'test/fixtures/catalog.test.yaml', ROLE: 'worker', WORKER_POLL_MS: '20', WEBHOOK_POLL_MS: '20', WEBHOOK_TIMEOUT_MS: '1000', WEBHOOK_ALLOWED_HOSTS: allow(receiver).join(',') };
+    const env = {
+      DATABASE_URL: api.database.url,
+      CATALOG_FILE: 'test/fixtures/catalog.test.yaml',
+      ROLE: 'worker',
+      WORKER_POLL_MS: '20',
+      WEBHOOK_POLL_MS: '20',
+      WEBHOOK_TIMEOUT_MS: '1000',
+      WEBHOOK_ALLOWED_HOSTS: allow(receiver).join(','),
+    };
     const victim = await spawnService(env);
     let survivor: Awaited<ReturnType<typeof spawnService>> | undefined;
     try {
@@ -200,7 +281,11 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
       const key = await api.key('owner-kill');
       receiver.trust((await subscribe(api, key, receiver.url)).secret);
       const jobId = (await postJob(api, key, { idempotencyKey: 'kill' })).id;
-      await waitFor(async () => receiver.received.length, (n) => n === 1, 30_000);
+      await waitFor(
+        async () => receiver.received.length,
+        (n) => n === 1,
+        30_000,
+      );
       victim.kill('SIGKILL');
       await victim.exited;
       receiver.behave(() => 200);
@@ -208,13 +293,18 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
       survivor = await spawnService(env);
       await waitUntilReady(survivor);
       // The lease (2 x WEBHOOK_TIMEOUT_MS + 1 s) runs out, then the survivor sends it again with the same id.
-      await waitFor(async () => receiver.accepted().length, (n) => n === 1, 40_000);
+      await waitFor(
+        async () => receiver.accepted().length,
+        (n) => n === 1,
+        40_000,
+      );
       const seen = forJob(receiver.received, jobId);
       expect(seen.map((r) => r.answered)).toEqual(['hold', 200]);
       expect(seen[1].webhookId).toBe(seen[0].webhookId);
       // The receiver answers before the dispatcher records the answer: wait for the record.
       const row = await waitFor(
-        async () => (await api.dataSource.query('SELECT status, attempts FROM webhook_deliveries WHERE job_id = $1', [jobId]))[0],
+        async () =>
+          (await api.dataSource.query('SELECT status, attempts FROM webhook_deliveries WHERE job_id = $1', [jobId]))[0],
         (r: { status: string }) => r.status !== 'pending',
         5_000,
       );
@@ -236,7 +326,10 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
       const endpoint = await subscribe(t, key, receiver.url, ['job.succeeded']);
       receiver.trust(endpoint.secret);
       // Failing for more than three days already: the next failed attempt disables it.
-      await t.dataSource.query(`UPDATE webhook_endpoints SET failing_since = now() - interval '73 hours' WHERE id = $1`, [endpoint.id]);
+      await t.dataSource.query(
+        `UPDATE webhook_endpoints SET failing_since = now() - interval '73 hours' WHERE id = $1`,
+        [endpoint.id],
+      );
       const jobId = (await postJob(t, key, { idempotencyKey: 'fail-1' })).id;
       const listed = await waitFor(
         async () => (await t.http().get('/v1/webhooks').set(bearer(key))).body.items[0],
@@ -249,18 +342,31 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
       const [delivery] = (await t.http().get(`/v1/webhooks/${endpoint.id}/deliveries`).set(bearer(key))).body.items;
       expect(delivery).toMatchObject({ jobId, status: 'pending', attempts: 1, lastStatusCode: 500 });
 
-      const refused = await t.http().post(`/v1/webhooks/${endpoint.id}/deliveries/${delivery.id}/retry`).set(bearer(key));
+      const refused = await t
+        .http()
+        .post(`/v1/webhooks/${endpoint.id}/deliveries/${delivery.id}/retry`)
+        .set(bearer(key));
       expect(refused.status).toBe(409);
       expect(refused.body.code).toBe('webhook_disabled');
       expect(refused.headers['content-type']).toMatch(/application\/problem\+json/);
 
       receiver.behave(() => 204);
       // Its backoff would make it due again within milliseconds here: put it off, so the only attempt is the retry.
-      await t.dataSource.query(`UPDATE webhook_deliveries SET next_attempt_at = now() + interval '1 hour' WHERE id = $1`, [delivery.id]);
+      await t.dataSource.query(
+        `UPDATE webhook_deliveries SET next_attempt_at = now() + interval '1 hour' WHERE id = $1`,
+        [delivery.id],
+      );
       expect((await t.http().post(`/v1/webhooks/${endpoint.id}/enable`).set(bearer(key))).body.status).toBe('enabled');
-      const retried = await t.http().post(`/v1/webhooks/${endpoint.id}/deliveries/${delivery.id}/retry`).set(bearer(key));
+      const retried = await t
+        .http()
+        .post(`/v1/webhooks/${endpoint.id}/deliveries/${delivery.id}/retry`)
+        .set(bearer(key));
       expect(retried.status).toBe(202);
-      await waitFor(async () => receiver.accepted().length, (n) => n === 1, 5000);
+      await waitFor(
+        async () => receiver.accepted().length,
+        (n) => n === 1,
+        5000,
+      );
       expect(receiver.received.every((r) => r.verified)).toBe(true);
       expect(new Set(receiver.received.map((r) => r.webhookId)).size).toBe(1);
     } finally {
@@ -278,9 +384,20 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
       const stranger = await t.key('owner-other');
       const post = (k: string, body: object) => t.http().post('/v1/webhooks').set(bearer(k)).send(body);
 
-      for (const url of ['http://example.com/hook', 'https://169.254.169.254/latest', 'https://[::1]/x', 'https://localhost/x', 'ftp://example.com/']) {
+      for (const url of [
+        'http://example.com/hook',
+        'https://169.254.169.254/latest',
+        'https://[::1]/x',
+        'https://localhost/x',
+        'ftp://example.com/',
+      ]) {
         const res = await post(key, { url, events: ['job.succeeded'] });
-        expect({ url, status: res.status, code: res.body.code, field: res.body.errors?.[0]?.field }).toEqual({ url, status: 422, code: 'validation_failed', field: 'url' });
+        expect({ url, status: res.status, code: res.body.code, field: res.body.errors?.[0]?.field }).toEqual({
+          url,
+          status: 422,
+          code: 'validation_failed',
+          field: 'url',
+        });
       }
       expect((await post(key, { url: receiver.url, events: ['job.exploded'] })).status).toBe(400);
       expect((await post(key, { url: receiver.url, events: [] })).status).toBe(400);
@@ -289,7 +406,9 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
       const endpoint = await subscribe(t, key, receiver.url, ['job.succeeded']);
       const list = await t.http().get('/v1/webhooks').set(bearer(reader));
       expect(list.status).toBe(200);
-      expect(list.body.items).toEqual([expect.objectContaining({ id: endpoint.id, url: receiver.url, events: ['job.succeeded'], status: 'enabled' })]);
+      expect(list.body.items).toEqual([
+        expect.objectContaining({ id: endpoint.id, url: receiver.url, events: ['job.succeeded'], status: 'enabled' }),
+      ]);
       expect(JSON.stringify(list.body)).not.toContain('whsec_');
       expect((await t.http().get('/v1/webhooks').set(bearer(stranger))).body.items).toEqual([]);
       expect((await t.http().delete(`/v1/webhooks/${endpoint.id}`).set(bearer(stranger))).status).toBe(404);
@@ -302,14 +421,20 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
       // A receiver that knows only the new secret verifies; one that knows only the old does too (overlap).
       receiver.trust(rotated.body.secret);
       const jobId = (await postJob(t, key, { idempotencyKey: 'rotated' })).id;
-      await waitFor(async () => receiver.accepted().length, (n) => n === 1, 30_000);
+      await waitFor(
+        async () => receiver.accepted().length,
+        (n) => n === 1,
+        30_000,
+      );
       expect(await t.dataSource.query('SELECT id FROM webhook_deliveries WHERE job_id = $1', [jobId])).toHaveLength(1);
       const [seen] = receiver.received;
       expect(seen.headers['webhook-signature'].split(' ')).toHaveLength(2);
       expect(() => new Webhook(rotated.body.secret).verify(seen.raw, seen.headers)).not.toThrow();
       expect(() => new Webhook(endpoint.secret).verify(seen.raw, seen.headers)).not.toThrow();
       // A tampered body fails verification: the signature covers id, timestamp and body.
-      expect(() => new Webhook(rotated.body.secret).verify(seen.raw.replace('succeeded', 'failed'), seen.headers)).toThrow();
+      expect(() =>
+        new Webhook(rotated.body.secret).verify(seen.raw.replace('succeeded', 'failed'), seen.headers),
+      ).toThrow();
 
       expect((await t.http().delete(`/v1/webhooks/${endpoint.id}`).set(bearer(key))).status).toBe(204);
       expect((await t.http().get('/v1/webhooks').set(bearer(key))).body.items).toEqual([]);
@@ -325,7 +450,9 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
     try {
       const key = await t.key('owner-claims');
       await subscribe(t, key, 'http://127.0.0.1:9/never', ['job.cancelled']);
-      const ids = await Promise.all(Array.from({ length: 40 }, async (_, i) => (await postJob(t, key, { idempotencyKey: `c-${i}` })).id));
+      const ids = await Promise.all(
+        Array.from({ length: 40 }, async (_, i) => (await postJob(t, key, { idempotencyKey: `c-${i}` })).id),
+      );
       for (const id of ids) expect((await t.http().post(`/v1/jobs/${id}/cancel`).set(bearer(key))).status).toBe(200);
       const repo = t.app.get(WebhookDeliveriesRepository);
       const claims = await Promise.all(Array.from({ length: 8 }, () => repo.claimDue(10, 60_000)));
@@ -344,9 +471,10 @@ describe('webhooks: a signed, transactional, at-least-once announcement of each 
     try {
       const key = await t.key('owner-rebind');
       // As if the host had resolved to a public address at creation and to loopback now.
-      await t.dataSource.query(`INSERT INTO webhook_endpoints (owner_id, url, events, secret) VALUES ('owner-rebind', $1, '{job.cancelled}', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw')`, [
-        receiver.url.replace('http://127.0.0.1', 'https://localhost'),
-      ]);
+      await t.dataSource.query(
+        `INSERT INTO webhook_endpoints (owner_id, url, events, secret) VALUES ('owner-rebind', $1, '{job.cancelled}', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw')`,
+        [receiver.url.replace('http://127.0.0.1', 'https://localhost')],
+      );
       const jobId = (await postJob(t, key, { idempotencyKey: 'rebind' })).id;
       expect((await t.http().post(`/v1/jobs/${jobId}/cancel`).set(bearer(key))).status).toBe(200);
       const [claimed] = await t.app.get(WebhookDeliveriesRepository).claimDue(10, 60_000);

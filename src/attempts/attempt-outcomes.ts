@@ -42,12 +42,26 @@ export class AttemptOutcomes {
    * A definitive failure: the attempt is failed, and the job moves on (retry, next provider) or settles failed.
    * `said`: the provider's record said so (a look-up), with its status.
    */
-  async failed(attemptId: string, jobId: string, error: AttemptError, usage?: Usage, said?: { by: ResolvedBy; providerStatus?: string }): Promise<void> {
+  async failed(
+    attemptId: string,
+    jobId: string,
+    error: AttemptError,
+    usage?: Usage,
+    said?: { by: ResolvedBy; providerStatus?: string },
+  ): Promise<void> {
     await this.ledgers.run(async (ledger) => {
       const { job, attempt } = (await ledger.lockPair(jobId, attemptId))!;
       if (!canTransitionAttempt(attempt.status, 'failed')) {
         // Already given up (cancelled by failover or an operator): the slot is free and the job has moved on.
-        ledger.record({ jobId, attemptId, subject: 'attempt', from: attempt.status, to: attempt.status, reason: 'late_failure_ignored', detail: error });
+        ledger.record({
+          jobId,
+          attemptId,
+          subject: 'attempt',
+          from: attempt.status,
+          to: attempt.status,
+          reason: 'late_failure_ignored',
+          detail: error,
+        });
         if (said?.providerStatus) await ledger.noteProviderStatus(attempt, said.providerStatus, 'provider_status');
         return;
       }
@@ -67,7 +81,10 @@ export class AttemptOutcomes {
     return this.ledgers.run(async (ledger) => {
       const { job, attempt } = (await ledger.lockPair(jobId, attemptId))!;
       if (attempt.status !== 'starting') return false;
-      await ledger.moveAttempt(attempt, 'failed', NOT_SENT, { error: { reason: NOT_SENT, message: why, retryable: true }, finished: true });
+      await ledger.moveAttempt(attempt, 'failed', NOT_SENT, {
+        error: { reason: NOT_SENT, message: why, retryable: true },
+        finished: true,
+      });
       await this.scheduler.scheduleAfter(ledger, job, attempt.jobVersion, 'attempt_not_sent');
       return true;
     });
@@ -99,7 +116,9 @@ export class AttemptOutcomes {
     const cancelled = await this.ledgers.run(async (ledger) => {
       const { job, attempt } = (await ledger.lockPair(jobId, attemptId))!;
       if (attempt.status !== 'unknown' || isTerminal(job.status)) return undefined;
-      const rest = (await ledger.listAttempts(jobId)).map((a) => (a.id === attempt.id ? { ...a, status: 'cancelled' as const } : a));
+      const rest = (await ledger.listAttempts(jobId)).map((a) =>
+        a.id === attempt.id ? { ...a, status: 'cancelled' as const } : a,
+      );
       const plan = await this.scheduler.plan(job, rest);
       if (plan.kind !== 'attempt' || plan.provider === attempt.provider) return undefined; // no certified fallback: hold
       await ledger.moveAttempt(attempt, 'cancelled', 'failover', { finished: true }, { next: plan.provider });
@@ -147,24 +166,50 @@ export class AttemptOutcomes {
       const check = checkOutput(this.catalog, operation, found.response.text);
       const said = { by: 'provider' as const, providerStatus: 'completed' };
       if (!check.ok) {
-        const error = { reason: 'contract_violation', message: 'the output breaks the operation contract', retryable: false, details: check.errors };
+        const error = {
+          reason: 'contract_violation',
+          message: 'the output breaks the operation contract',
+          retryable: false,
+          details: check.errors,
+        };
         await this.failed(attemptId, jobId, error, found.response.usage, said);
         return 'contract_violation';
       }
       const { usage, requestId } = found.response;
-      return this.succeeded(attemptId, jobId, { value: check.value, usage, providerRequestId: requestId, resolvedBy: 'provider', providerStatus: 'completed' });
+      return this.succeeded(attemptId, jobId, {
+        value: check.value,
+        usage,
+        providerRequestId: requestId,
+        resolvedBy: 'provider',
+        providerStatus: 'completed',
+      });
     }
     if (found.state === 'failed') {
       const { reason, message, retryable, status } = found.error;
-      await this.failed(attemptId, jobId, { reason, message, retryable, status }, undefined, { by: 'provider', providerStatus: found.providerStatus });
+      await this.failed(attemptId, jobId, { reason, message, retryable, status }, undefined, {
+        by: 'provider',
+        providerStatus: found.providerStatus,
+      });
       return reason;
     }
     if (found.state === 'unknown') return 'unknown';
     const providerStatus = found.state === 'pending' ? (found.providerStatus ?? 'in_progress') : found.state;
-    const reason = found.state === 'pending' ? 'provider_status' : found.state === 'expired' ? 'provider_record_expired' : 'provider_id_never_returned';
+    const reason =
+      found.state === 'pending'
+        ? 'provider_status'
+        : found.state === 'expired'
+          ? 'provider_record_expired'
+          : 'provider_id_never_returned';
     await this.ledgers.run(async (ledger) => {
       const pair = await ledger.lockPair(jobId, attemptId);
-      if (pair) await ledger.noteProviderStatus(pair.attempt, providerStatus, reason, 'reason' in found ? { why: found.reason } : undefined);
+      if (pair) {
+        await ledger.noteProviderStatus(
+          pair.attempt,
+          providerStatus,
+          reason,
+          'reason' in found ? { why: found.reason } : undefined,
+        );
+      }
     });
     return providerStatus;
   }
@@ -173,7 +218,9 @@ export class AttemptOutcomes {
   async abandon(attemptId: string, jobId: string): Promise<void> {
     await this.ledgers.run(async (ledger) => {
       const { job, attempt } = (await ledger.lockPair(jobId, attemptId))!;
-      if (attempt.status === 'unknown' && isTerminal(job.status)) await ledger.moveAttempt(attempt, 'cancelled', 'abandoned_job_finished', { finished: true });
+      if (attempt.status === 'unknown' && isTerminal(job.status)) {
+        await ledger.moveAttempt(attempt, 'cancelled', 'abandoned_job_finished', { finished: true });
+      }
     });
   }
 }

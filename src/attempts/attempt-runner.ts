@@ -70,7 +70,11 @@ export class AttemptRunner {
       } catch (error) {
         // Nothing was sent: a definitive failure of this attempt, not of the provider.
         if (one.leased) void this.capacity.release(attempt.id);
-        await this.outcomes.failed(attempt.id, job.id, { reason: 'render_failed', message: (error as Error).message, retryable: false });
+        await this.outcomes.failed(attempt.id, job.id, {
+          reason: 'render_failed',
+          message: (error as Error).message,
+          retryable: false,
+        });
       }
     }
     const calls = rendered.map(({ attempt }) => {
@@ -95,40 +99,57 @@ export class AttemptRunner {
     const log = { jobId: job.id, attemptId: attempt.id, provider: provider.name };
     const report = <T>(work: () => Promise<T>) => this.persist(work, attempt.hardDeadlineAt, shutdown, log);
     const health = (work: () => Promise<void>) =>
-      work().catch((e: unknown) => this.logger.error({ msg: 'provider health bookkeeping failed', ...log, ...safeErrorFields(e) }));
+      work().catch((e: unknown) =>
+        this.logger.error({ msg: 'provider health bookkeeping failed', ...log, ...safeErrorFields(e) }),
+      );
     let countedTimeout = false;
 
     // Our own timer, not AbortSignal.timeout composed with AbortSignal.any: a collection can take that one with
     // its timer, and then a call that drips its body after the headers holds its slot for ever (issue 22 item 1).
     const hardStop = deadline(Math.max(1, attempt.hardDeadlineAt.getTime() - Date.now()), shutdown);
-    const soft = setTimeout(() => {
-      // A timeout counts against the provider's breaker at once; the call goes on until the hard deadline.
-      countedTimeout = true;
-      void health(() => this.capacity.recordFailure(provider, attempt.id));
-      void this.outcomes.unknown(attempt.id, job.id, 'deadline_passed').catch((e: Error) => this.logger.error({ msg: 'deadline handling failed', ...log, ...safeErrorFields(e) }));
-    }, Math.max(0, attempt.deadlineAt.getTime() - Date.now()));
+    const soft = setTimeout(
+      () => {
+        // A timeout counts against the provider's breaker at once; the call goes on until the hard deadline.
+        countedTimeout = true;
+        void health(() => this.capacity.recordFailure(provider, attempt.id));
+        void this.outcomes
+          .unknown(attempt.id, job.id, 'deadline_passed')
+          .catch((e: Error) => this.logger.error({ msg: 'deadline handling failed', ...log, ...safeErrorFields(e) }));
+      },
+      Math.max(0, attempt.deadlineAt.getTime() - Date.now()),
+    );
     const started = process.hrtime.bigint();
     let response: ProviderResponse | undefined;
     let failure: ProviderError | undefined;
     this.capacity.callStarted(provider.name);
     try {
-      response = await traced('onejob.provider.call', { 'onejob.provider': provider.name, 'onejob.attempt_id': attempt.id }, () =>
-        this.registry.adapter(provider.name).invoke({
-          prompt,
-          operation: operation.name,
-          outputSchema: operation.outputSchema,
-          temperature: operation.temperature,
-          maxTokens: operation.maxTokens,
-          maxResponseBytes: operation.maxResponseBytes,
-          idempotencyKey: attempt.id,
-          signal: hardStop.signal,
-          followUntil: attempt.deadlineAt,
-          // Committed before the adapter waits for the outcome, through an outage too (until the soft deadline).
-          onSubmitted: (providerRequestId) => this.persist(() => this.outcomes.submitted(attempt.id, job.id, providerRequestId), attempt.deadlineAt, shutdown, log),
-        }),
+      response = await traced(
+        'onejob.provider.call',
+        { 'onejob.provider': provider.name, 'onejob.attempt_id': attempt.id },
+        () =>
+          this.registry.adapter(provider.name).invoke({
+            prompt,
+            operation: operation.name,
+            outputSchema: operation.outputSchema,
+            temperature: operation.temperature,
+            maxTokens: operation.maxTokens,
+            maxResponseBytes: operation.maxResponseBytes,
+            idempotencyKey: attempt.id,
+            signal: hardStop.signal,
+            followUntil: attempt.deadlineAt,
+            // Committed before the adapter waits for the outcome, through an outage too (until the soft deadline).
+            onSubmitted: (providerRequestId) =>
+              this.persist(
+                () => this.outcomes.submitted(attempt.id, job.id, providerRequestId),
+                attempt.deadlineAt,
+                shutdown,
+                log,
+              ),
+          }),
       );
     } catch (error) {
-      failure = error instanceof ProviderError ? error : new ProviderError('ambiguous', 'unexpected', (error as Error).message);
+      failure =
+        error instanceof ProviderError ? error : new ProviderError('ambiguous', 'unexpected', (error as Error).message);
     } finally {
       clearTimeout(soft);
       hardStop.clear();
@@ -141,7 +162,10 @@ export class AttemptRunner {
       }
     }
     const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-    this.metrics.attemptDuration.observe({ provider: provider.name, outcome: response ? 'response' : failure!.kind }, seconds);
+    this.metrics.attemptDuration.observe(
+      { provider: provider.name, outcome: response ? 'response' : failure!.kind },
+      seconds,
+    );
     // A timeout already counted at the soft deadline, or a call we aborted ourselves, is not counted (again).
     await this.learn(ready, provider, response ? undefined : failure, countedTimeout || shutdown.aborted, health);
 
@@ -149,21 +173,42 @@ export class AttemptRunner {
       const check = checkOutput(this.catalog, operation.name, response.text);
       if (!check.ok) {
         await report(() =>
-          this.outcomes.failed(attempt.id, job.id, { reason: 'contract_violation', message: 'the output breaks the operation contract', retryable: false, details: check.errors }, response.usage),
+          this.outcomes.failed(
+            attempt.id,
+            job.id,
+            {
+              reason: 'contract_violation',
+              message: 'the output breaks the operation contract',
+              retryable: false,
+              details: check.errors,
+            },
+            response.usage,
+          ),
         );
         return;
       }
       const arrived = { value: check.value, usage: response.usage, providerRequestId: response.requestId };
-      const outcome = await report(() => traced('onejob.settle', { 'onejob.job_id': job.id }, () => this.outcomes.succeeded(attempt.id, job.id, arrived)));
+      const outcome = await report(() =>
+        traced('onejob.settle', { 'onejob.job_id': job.id }, () =>
+          this.outcomes.succeeded(attempt.id, job.id, arrived),
+        ),
+      );
       this.logger.debug({ msg: 'attempt result', ...log, outcome });
       return;
     }
     if (failure!.kind === 'definitive') {
       const { reason, message, retryable, status, retryAfterMs } = failure!;
-      await report(() => this.outcomes.failed(attempt.id, job.id, { reason, message, retryable, status, retryAfterMs }));
+      await report(() =>
+        this.outcomes.failed(attempt.id, job.id, { reason, message, retryable, status, retryAfterMs }),
+      );
     } else if (!(countedTimeout && failure!.reason === 'timeout')) {
       // (A timeout past the soft deadline is already unknown: the timer moved it, or the reconciler will.)
-      await report(() => this.outcomes.unknown(attempt.id, job.id, failure!.reason, { message: failure!.message, shutdown: shutdown.aborted }));
+      await report(() =>
+        this.outcomes.unknown(attempt.id, job.id, failure!.reason, {
+          message: failure!.message,
+          shutdown: shutdown.aborted,
+        }),
+      );
     }
   }
 
@@ -172,7 +217,13 @@ export class AttemptRunner {
    * outcome so the job's next plan sees it: a rate-limit answer pauses the provider; a timeout or a retryable
    * failure counts against its breaker; any answer to the half-open probe closes the breaker.
    */
-  private async learn(ready: Ready, provider: ProviderSpec, failure: ProviderError | undefined, alreadyCounted: boolean, health: (work: () => Promise<void>) => Promise<void>): Promise<void> {
+  private async learn(
+    ready: Ready,
+    provider: ProviderSpec,
+    failure: ProviderError | undefined,
+    alreadyCounted: boolean,
+    health: (work: () => Promise<void>) => Promise<void>,
+  ): Promise<void> {
     const attemptId = ready.attempt.id;
     if (failure?.reason === RATE_LIMITED) {
       await health(() => this.capacity.pause(provider.name, failure.retryAfterMs));
@@ -199,7 +250,12 @@ export class AttemptRunner {
       } catch (error) {
         const transient = isDatabaseUnavailable(error) || isRetryableTransactionError(error);
         if (!transient || shutdown.aborted || Date.now() >= until.getTime()) throw error;
-        this.logger.warn({ msg: 'recording the outcome failed; retrying', ...log, failures, ...safeErrorFields(error) });
+        this.logger.warn({
+          msg: 'recording the outcome failed; retrying',
+          ...log,
+          failures,
+          ...safeErrorFields(error),
+        });
         await sleep(Math.min(backoffMs(failures), Math.max(0, until.getTime() - Date.now())), shutdown);
       }
     }

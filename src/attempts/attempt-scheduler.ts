@@ -51,7 +51,16 @@ export class AttemptScheduler {
     await ledger.deferOn(job, plan.provider, `deferred_${plan.reason}`, plan.delayMs);
   }
 
-  settleExhausted(ledger: Ledger, job: Job, readVersion: number, plan: Extract<Plan, { kind: 'exhausted' }>): Promise<boolean> {
-    return ledger.settleFailure(job, readVersion, { reason: plan.reason, message: EXHAUSTED_MESSAGES[plan.reason], lastError: plan.lastError });
+  settleExhausted(
+    ledger: Ledger,
+    job: Job,
+    readVersion: number,
+    plan: Extract<Plan, { kind: 'exhausted' }>,
+  ): Promise<boolean> {
+    return ledger.settleFailure(job, readVersion, {
+      reason: plan.reason,
+      message: EXHAUSTED_MESSAGES[plan.reason],
+      lastError: plan.lastError,
+    });
   }
 }

@@ -1,7 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 
-import { type BeforeApplicationShutdown, Inject, Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
+import {
+  type BeforeApplicationShutdown,
+  Inject,
+  Injectable,
+  Logger,
+  type OnApplicationBootstrap,
+} from '@nestjs/common';
 
 import type { Lease } from '../capacity/capacity.repository.js';
 import type { BreakerState, ProviderState } from '../capacity/capacity.rules.js';
@@ -81,9 +87,16 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
     const known = this.catalog.listProviders().map((p) => p.name);
     try {
       const released = await this.ledgers.run((ledger) => ledger.releaseWaitsOutside(known));
-      if (released) this.logger.warn({ msg: 'jobs waited for capacity on providers no longer in the catalog; planned afresh', count: released });
+      if (released) {
+        this.logger.warn({
+          msg: 'jobs waited for capacity on providers no longer in the catalog; planned afresh',
+          count: released,
+        });
+      }
     } catch (error) {
-      if (!isDatabaseUnavailable(error)) this.logger.error({ msg: 'releasing stale capacity waits failed', ...safeErrorFields(error) });
+      if (!isDatabaseUnavailable(error)) {
+        this.logger.error({ msg: 'releasing stale capacity waits failed', ...safeErrorFields(error) });
+      }
     }
   }
 
@@ -95,7 +108,9 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
     await this.loop;
     if (this.inFlight.size) {
       let timer: NodeJS.Timeout | undefined;
-      const grace = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), this.config.shutdownGraceMs)));
+      const grace = new Promise<'timeout'>(
+        (resolve) => (timer = setTimeout(() => resolve('timeout'), this.config.shutdownGraceMs)),
+      );
       const ended = await Promise.race([Promise.all(this.inFlight).then(() => 'done' as const), grace]);
       // A drain that ended early must not leave the grace's timer holding the process (a test runner's worker too).
       clearTimeout(timer);
@@ -137,7 +152,9 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
       // (or, when a rate bucket held jobs back, until it has refilled: a bucket holds only a second's worth).
       // An owner's share ended the claim while others' work is due: claim again (unless it took nothing at all).
       const more = this.moreDue && claimed.length > 0;
-      if (claimed.length < Math.min(room, CLAIM_BATCH) && !more) await this.idle(Math.min(this.config.workerPollMs, Math.max(0, this.refilledAt - Date.now())));
+      if (claimed.length < Math.min(room, CLAIM_BATCH) && !more) {
+        await this.idle(Math.min(this.config.workerPollMs, Math.max(0, this.refilledAt - Date.now())));
+      }
     }
   }
 
@@ -161,8 +178,17 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
         .catch((error: Error) =>
           // A job purged by retention while its call was out: nothing is left to reconcile, so not an error.
           isPurgedJobError(error)
-            ? this.logger.warn({ msg: 'late result dropped: its job was purged by retention', jobId: job.id, attemptId: attempt.id })
-            : this.logger.error({ msg: 'attempt run failed; the reconciler will find it', jobId: job.id, attemptId: attempt.id, ...safeErrorFields(error) }),
+            ? this.logger.warn({
+                msg: 'late result dropped: its job was purged by retention',
+                jobId: job.id,
+                attemptId: attempt.id,
+              })
+            : this.logger.error({
+                msg: 'attempt run failed; the reconciler will find it',
+                jobId: job.id,
+                attemptId: attempt.id,
+                ...safeErrorFields(error),
+              }),
         )
         .finally(() => {
           callEnded();
@@ -213,40 +239,53 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
 
   private claimInTransaction(limit: number, refreshed: Promise<void>, handedOver: string[]): Promise<Claimed[]> {
     // once: a second run would hand over spare leases the first run already took (claimBatch retries instead).
-    return this.ledgers.run(async (ledger) => {
-      await refreshed;
-      const claim = await ledger.claimDue(limit, this.capacity.rooms(this.catalog.listProviders(), limit));
-      this.moreDue = claim.more;
-      const jobs = await ledger.shareOut(claim);
-      const candidates: Candidate[] = [];
-      for (const job of jobs) {
-        try {
-          const candidate = await this.claimOne(ledger, job);
-          if (candidate) candidates.push(candidate);
-        } catch (error) {
-          this.logger.error({ msg: 'claim of one job failed; skipped', jobId: job.id, ...safeErrorFields(error) });
-        }
-      }
-      const { admitted, states } = await this.admit(ledger, candidates);
-      const claimed: Claimed[] = [];
-      const starts: ClaimedStart[] = [];
-      for (const c of admitted) {
-        if (c.queued) {
-          const attempt = await ledger.claimQueued(c.queued, this.workerId, c.spec.timeoutMs, c.spec.hardTimeoutMs);
-          if (attempt) {
-            await ledger.moveJob(c.job, 'running', 'attempt_started', null);
-            claimed.push({ job: c.job, attempt });
+    return this.ledgers.run(
+      async (ledger) => {
+        await refreshed;
+        const claim = await ledger.claimDue(limit, this.capacity.rooms(this.catalog.listProviders(), limit));
+        this.moreDue = claim.more;
+        const jobs = await ledger.shareOut(claim);
+        const candidates: Candidate[] = [];
+        for (const job of jobs) {
+          try {
+            const candidate = await this.claimOne(ledger, job);
+            if (candidate) candidates.push(candidate);
+          } catch (error) {
+            this.logger.error({ msg: 'claim of one job failed; skipped', jobId: job.id, ...safeErrorFields(error) });
           }
-        } else {
-          starts.push({ jobId: c.job.id, provider: c.spec.name, jobVersion: c.job.version, timeoutMs: c.spec.timeoutMs, hardTimeoutMs: c.spec.hardTimeoutMs, workerId: this.workerId, jobFrom: c.job.status });
         }
-      }
-      const byJob = new Map(jobs.map((j) => [j.id, j]));
-      for (const attempt of await ledger.startClaimed(starts)) claimed.push({ job: byJob.get(attempt.jobId)!, attempt });
-      await this.leaseAndProbe(ledger, claimed, admitted, states, handedOver);
-      for (const { job } of claimed) job.status = 'running';
-      return claimed;
-    }, { once: true });
+        const { admitted, states } = await this.admit(ledger, candidates);
+        const claimed: Claimed[] = [];
+        const starts: ClaimedStart[] = [];
+        for (const c of admitted) {
+          if (c.queued) {
+            const attempt = await ledger.claimQueued(c.queued, this.workerId, c.spec.timeoutMs, c.spec.hardTimeoutMs);
+            if (attempt) {
+              await ledger.moveJob(c.job, 'running', 'attempt_started', null);
+              claimed.push({ job: c.job, attempt });
+            }
+          } else {
+            starts.push({
+              jobId: c.job.id,
+              provider: c.spec.name,
+              jobVersion: c.job.version,
+              timeoutMs: c.spec.timeoutMs,
+              hardTimeoutMs: c.spec.hardTimeoutMs,
+              workerId: this.workerId,
+              jobFrom: c.job.status,
+            });
+          }
+        }
+        const byJob = new Map(jobs.map((j) => [j.id, j]));
+        for (const attempt of await ledger.startClaimed(starts)) {
+          claimed.push({ job: byJob.get(attempt.jobId)!, attempt });
+        }
+        await this.leaseAndProbe(ledger, claimed, admitted, states, handedOver);
+        for (const { job } of claimed) job.status = 'running';
+        return claimed;
+      },
+      { once: true },
+    );
   }
 
   /** Plans one locked job: a queued attempt to take over, or a new attempt to start, if capacity allows. */
@@ -257,7 +296,11 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
       if (!spec) {
         // The provider left the catalog while the attempt waited: it was never sent.
         await ledger.moveAttempt(queued, 'failed', NOT_SENT, {
-          error: { reason: 'provider_unavailable', message: `Provider ${queued.provider} is not in the catalog.`, retryable: false },
+          error: {
+            reason: 'provider_unavailable',
+            message: `Provider ${queued.provider} is not in the catalog.`,
+            retryable: false,
+          },
           finished: true,
         });
         await this.scheduler.scheduleAfter(ledger, job, job.version, 'provider_unavailable');
@@ -296,10 +339,15 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
    * for capacity (the job keeps its place; claims skip it while the provider has none), or, refused by a pause or
    * an open breaker, for the next claim to plan them elsewhere or defer them.
    */
-  private async admit(ledger: Ledger, candidates: Candidate[]): Promise<{ admitted: Candidate[]; states: Map<string, ProviderState> }> {
+  private async admit(
+    ledger: Ledger,
+    candidates: Candidate[],
+  ): Promise<{ admitted: Candidate[]; states: Map<string, ProviderState> }> {
     const byProvider = new Map<string, Candidate[]>();
     const states = new Map<string, ProviderState>();
-    for (const c of candidates) if (isGated(c.spec)) byProvider.set(c.spec.name, [...(byProvider.get(c.spec.name) ?? []), c]);
+    for (const c of candidates) {
+      if (isGated(c.spec)) byProvider.set(c.spec.name, [...(byProvider.get(c.spec.name) ?? []), c]);
+    }
     if (!byProvider.size) return { admitted: candidates, states };
     const refused = new Set<Candidate>();
     this.refilledAt = Infinity;
@@ -317,7 +365,10 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
       const over = asking.splice(room);
       over.forEach((c) => refused.add(c));
       this.capacity.throttled(provider, this.capacity.shortOf(asking[0]?.spec ?? over[0].spec), over.length);
-      await ledger.waitForCapacity(over.map((c) => c.job), provider);
+      await ledger.waitForCapacity(
+        over.map((c) => c.job),
+        provider,
+      );
       const refillMs = this.capacity.msUntilRoom(asking[0]?.spec ?? over[0].spec, over[0].cost);
       if (refillMs !== undefined) this.refilledAt = Math.min(this.refilledAt, Date.now() + refillMs);
       if (!asking.length) byProvider.delete(provider);
@@ -326,7 +377,11 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
     for (const state of await ledger.lockProviders([...byProvider.keys()])) {
       const asking = byProvider.get(state.provider)!;
       const spec = asking[0].spec;
-      const decision = grant(state, spec, asking.map((c) => c.cost));
+      const decision = grant(
+        state,
+        spec,
+        asking.map((c) => c.cost),
+      );
       const rest = asking.slice(decision.granted);
       rest.forEach((c) => refused.add(c));
       if (decision.probe) asking[0].probeFrom = state.breaker;
@@ -336,7 +391,10 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
       // Paused or breaker open under the lock, not in the state this claim planned with: the jobs stay due, and the
       // next claim plans them with the state it reads (a fallback, or a deferral to the gate's end).
       if (decision.refusal !== 'breaker_open' && decision.refusal !== 'paused') {
-        await ledger.waitForCapacity(rest.map((c) => c.job), state.provider);
+        await ledger.waitForCapacity(
+          rest.map((c) => c.job),
+          state.provider,
+        );
         const refillMs = msUntilRoom(decision.state, spec, rest[0].cost);
         if (refillMs !== undefined) this.refilledAt = Math.min(this.refilledAt, Date.now() + refillMs);
       }
@@ -345,7 +403,13 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
   }
 
   /** Leases for the calls to capped providers, the probe's attempt id, and the providers' new state. */
-  private async leaseAndProbe(ledger: Ledger, claimed: Claimed[], admitted: Candidate[], states: Map<string, ProviderState>, handedOver: string[]): Promise<void> {
+  private async leaseAndProbe(
+    ledger: Ledger,
+    claimed: Claimed[],
+    admitted: Candidate[],
+    states: Map<string, ProviderState>,
+    handedOver: string[],
+  ): Promise<void> {
     const onSpare = new Set(admitted.filter((c) => c.onSpare).map((c) => c.job.id));
     const moves: Array<{ from: string; to: string; ttlMs: number }> = [];
     for (const c of claimed) {
@@ -356,7 +420,9 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
       handedOver.push(from);
       c.leased = true;
     }
-    if ((await ledger.handOverLeases(moves)) < moves.length) throw new Error('a lease expired before it was handed over; the claim is retried');
+    if ((await ledger.handOverLeases(moves)) < moves.length) {
+      throw new Error('a lease expired before it was handed over; the claim is retried');
+    }
     if (!states.size) return;
     const probes = new Map(admitted.filter((c) => c.probeFrom).map((c) => [c.job.id, c.probeFrom!]));
     const leases = new Map<string, Lease[]>();
@@ -383,7 +449,9 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
     if (spec.tokensPerMinute === undefined) return 0;
     const operation = this.catalog.operation(job.operation)!;
     try {
-      return this.registry.adapter(spec.name).countPromptTokens(renderPrompt(operation, job.input)) + operation.maxTokens;
+      return (
+        this.registry.adapter(spec.name).countPromptTokens(renderPrompt(operation, job.input)) + operation.maxTokens
+      );
     } catch {
       return operation.maxTokens; // rendering fails again in the runner, which fails the attempt before any call
     }

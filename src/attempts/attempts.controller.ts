@@ -1,5 +1,12 @@
 import { Body, Controller, HttpCode, Param, Post } from '@nestjs/common';
-import { ApiCreatedResponse, ApiOkResponse, ApiParam, ApiProperty, ApiPropertyOptional, ApiTags } from '@nestjs/swagger';
+import {
+  ApiCreatedResponse,
+  ApiOkResponse,
+  ApiParam,
+  ApiProperty,
+  ApiPropertyOptional,
+  ApiTags,
+} from '@nestjs/swagger';
 import { IsIn, IsOptional, IsString, Length } from 'class-validator';
 
 import { CurrentPrincipal, OwnerId, RequireScopes } from '../auth/auth.decorators.js';
@@ -11,7 +18,11 @@ import { AttemptsService } from './attempts.service.js';
 import { ResolvedAttemptView, toResolvedAttemptView } from './attempts.view.js';
 
 export class RequestAttemptDto {
-  @ApiPropertyOptional({ description: "A provider of the job's chain; default: the one the job would use next.", minLength: 1, maxLength: 100 })
+  @ApiPropertyOptional({
+    description: "A provider of the job's chain; default: the one the job would use next.",
+    minLength: 1,
+    maxLength: 100,
+  })
   @IsOptional()
   @IsString()
   @Length(1, 100)
@@ -19,7 +30,10 @@ export class RequestAttemptDto {
 }
 
 export class ResolveAttemptDto {
-  @ApiProperty({ enum: ['failed', 'cancelled'], description: 'failed: it did not happen; cancelled: stop waiting (a result that still arrives may win).' })
+  @ApiProperty({
+    enum: ['failed', 'cancelled'],
+    description: 'failed: it did not happen; cancelled: stop waiting (a result that still arrives may win).',
+  })
   @IsIn(['failed', 'cancelled'])
   status!: 'failed' | 'cancelled';
 
@@ -61,7 +75,11 @@ export class AttemptsController {
     ],
   })
   @ApiCreatedResponse({ type: JobView, description: 'The job with the queued attempt (status starting).' })
-  async requestAttempt(@OwnerId() ownerId: string, @Param('id', UuidPipe) id: string, @Body() body: RequestAttemptDto): Promise<JobView> {
+  async requestAttempt(
+    @OwnerId() ownerId: string,
+    @Param('id', UuidPipe) id: string,
+    @Body() body: RequestAttemptDto,
+  ): Promise<JobView> {
     return toJobView(await this.attempts.request(ownerId, id, body.provider));
   }
 

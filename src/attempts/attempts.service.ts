@@ -2,7 +2,12 @@ import { Injectable } from '@nestjs/common';
 
 import type { Principal } from '../auth/scopes.js';
 import { ProviderCapacity } from '../capacity/provider-capacity.js';
-import { NotFoundError, ProviderNotCertifiedError, ProviderPausedError, UnknownProviderError } from '../common/domain.errors.js';
+import {
+  NotFoundError,
+  ProviderNotCertifiedError,
+  ProviderPausedError,
+  UnknownProviderError,
+} from '../common/domain.errors.js';
 import { AttemptsRepository } from '../ledger/attempts.repository.js';
 import { isTerminal, type JobWithAttempts } from '../ledger/job.types.js';
 import { JobsRepository } from '../ledger/jobs.repository.js';
@@ -51,7 +56,14 @@ export class AttemptsService {
       const pausedForMs = pauses.get(chosen);
       if (pausedForMs !== undefined) throw new ProviderPausedError(chosen, pausedForMs);
       await ledger.insertAttempt(
-        { jobId: job.id, provider: chosen, jobVersion: job.version, timeoutMs: spec.timeoutMs, hardTimeoutMs: spec.hardTimeoutMs, workerId: null },
+        {
+          jobId: job.id,
+          provider: chosen,
+          jobVersion: job.version,
+          timeoutMs: spec.timeoutMs,
+          hardTimeoutMs: spec.hardTimeoutMs,
+          workerId: null,
+        },
         'requested_by_owner',
       );
       await ledger.moveJob(job, job.status, 'attempt_requested', 0);
@@ -64,7 +76,12 @@ export class AttemptsService {
    * `attempts:resolve` is an operator scope and acts on any owner's attempt (I7); every transition it causes is
    * recorded with the acting key.
    */
-  async resolve(actor: Principal, attemptId: string, status: 'failed' | 'cancelled', reason: string): Promise<JobWithAttempts> {
+  async resolve(
+    actor: Principal,
+    attemptId: string,
+    status: 'failed' | 'cancelled',
+    reason: string,
+  ): Promise<JobWithAttempts> {
     const jobId = await this.attempts.findJobId(null, attemptId);
     if (!jobId) throw new NotFoundError('Attempt');
     const ownerId = await this.ledgers.run(async (ledger) => {
@@ -72,7 +89,11 @@ export class AttemptsService {
       const { job, attempt } = (await ledger.lockPair(jobId, attemptId))!;
       if (attempt.status !== 'unknown') throw new AttemptNotUnknownError(attempt.status);
       const error = { reason: 'resolved_by_operator', message: reason };
-      await ledger.moveAttempt(attempt, status, 'resolved_by_operator', { error, finished: true, resolvedBy: 'operator' });
+      await ledger.moveAttempt(attempt, status, 'resolved_by_operator', {
+        error,
+        finished: true,
+        resolvedBy: 'operator',
+      });
       await this.scheduler.scheduleAfter(ledger, job, attempt.jobVersion, 'attempt_resolved');
       return job.ownerId;
     });

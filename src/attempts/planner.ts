@@ -98,11 +98,17 @@ export async function planNext(context: PlanContext): Promise<Plan> {
 async function planIgnoringCapacity(context: PlanContext): Promise<Plan> {
   const { attempts } = context;
   if (attempts.some((a) => LIVE_ATTEMPT_STATUSES.includes(a.status))) return { kind: 'wait' };
-  const last = attempts.reduce<Attempt | undefined>((latest, a) => (!latest || a.number > latest.number ? a : latest), undefined);
+  const last = attempts.reduce<Attempt | undefined>(
+    (latest, a) => (!latest || a.number > latest.number ? a : latest),
+    undefined,
+  );
   const unavailable = (lastError: unknown): Plan => ({
     kind: 'exhausted',
     reason: 'provider_unavailable',
-    lastError: lastError ?? { reason: 'provider_unavailable', message: 'No provider of the chain is in the catalog any more.' },
+    lastError: lastError ?? {
+      reason: 'provider_unavailable',
+      message: 'No provider of the chain is in the catalog any more.',
+    },
   });
   if (!last) {
     const first = await nextProvider(context, undefined);
@@ -114,13 +120,21 @@ async function planIgnoringCapacity(context: PlanContext): Promise<Plan> {
   if (wasRateLimited(last) && spec) {
     // The provider limited us, the job did nothing wrong: wait as long as it asked, up to maxDeferrals times.
     const deferrals = attempts.filter((a) => a.provider === last.provider && wasRateLimited(a)).length;
-    if (deferrals <= spec.maxDeferrals) return { kind: 'attempt', provider: last.provider, delayMs: pauseMsFor(last.error?.retryAfterMs) };
+    if (deferrals <= spec.maxDeferrals) {
+      return { kind: 'attempt', provider: last.provider, delayMs: pauseMsFor(last.error?.retryAfterMs) };
+    }
   } else if (last.status === 'failed' && last.error?.retryable && spec) {
-    const failures = attempts.filter((a) => a.provider === last.provider && a.status === 'failed' && !wasNotSent(a) && !wasRateLimited(a)).length;
-    if (failures < spec.maxAttempts) return { kind: 'attempt', provider: last.provider, delayMs: backoffMs(failures, context.random) };
+    const failures = attempts.filter(
+      (a) => a.provider === last.provider && a.status === 'failed' && !wasNotSent(a) && !wasRateLimited(a),
+    ).length;
+    if (failures < spec.maxAttempts) {
+      return { kind: 'attempt', provider: last.provider, delayMs: backoffMs(failures, context.random) };
+    }
   }
   const next = await nextProvider(context, last.provider);
   if (next) return { kind: 'attempt', provider: next, delayMs: 0 };
   const anyInCatalog = context.chain.some((name) => context.provider(name));
-  return anyInCatalog ? { kind: 'exhausted', reason: 'providers_exhausted', lastError: last.error } : unavailable(last.error);
+  return anyInCatalog
+    ? { kind: 'exhausted', reason: 'providers_exhausted', lastError: last.error }
+    : unavailable(last.error);
 }

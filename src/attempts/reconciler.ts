@@ -1,4 +1,10 @@
-import { type BeforeApplicationShutdown, Inject, Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
+import {
+  type BeforeApplicationShutdown,
+  Inject,
+  Injectable,
+  Logger,
+  type OnApplicationBootstrap,
+} from '@nestjs/common';
 
 import { safeErrorFields } from '../common/log-safe.js';
 import { type AppConfig, appConfig } from '../config/app.config.js';
@@ -88,7 +94,11 @@ export class Reconciler implements OnApplicationBootstrap, BeforeApplicationShut
   private async housekeeping(): Promise<void> {
     for (const overdue of await this.attempts.findOverdue(BATCH)) {
       await this.each(overdue, async () => {
-        const notSent = await this.outcomes.notSent(overdue.id, overdue.jobId, 'The worker that claimed the attempt never called the provider.');
+        const notSent = await this.outcomes.notSent(
+          overdue.id,
+          overdue.jobId,
+          'The worker that claimed the attempt never called the provider.',
+        );
         if (!notSent) await this.outcomes.unknown(overdue.id, overdue.jobId, 'deadline_passed_no_worker');
       });
     }
@@ -136,7 +146,12 @@ export class Reconciler implements OnApplicationBootstrap, BeforeApplicationShut
       await work();
     } catch (error) {
       if (isDatabaseUnavailable(error)) throw error;
-      this.logger.error({ msg: 'reconciling one attempt failed; going on', attemptId: item.id, jobId: item.jobId, ...safeErrorFields(error) });
+      this.logger.error({
+        msg: 'reconciling one attempt failed; going on',
+        attemptId: item.id,
+        jobId: item.jobId,
+        ...safeErrorFields(error),
+      });
     }
   }
 
@@ -148,7 +163,11 @@ export class Reconciler implements OnApplicationBootstrap, BeforeApplicationShut
     const adapter = this.registry.find(attempt.provider);
     if (!adapter?.lookup) return;
     const operation = this.catalog.operation(await this.attempts.operationOfJob(attempt.jobId));
-    const ref = { attemptId: attempt.id, providerRequestId: attempt.providerRequestId, maxResponseBytes: operation?.maxResponseBytes };
+    const ref = {
+      attemptId: attempt.id,
+      providerRequestId: attempt.providerRequestId,
+      maxResponseBytes: operation?.maxResponseBytes,
+    };
     const done = await this.outcomes.fromProvider(attempt, await adapter.lookup(ref));
     this.logger.debug({ msg: 'looked up at the provider', attemptId: attempt.id, jobId: attempt.jobId, done });
   }
@@ -158,10 +177,16 @@ export class Reconciler implements OnApplicationBootstrap, BeforeApplicationShut
     try {
       const stray = await this.jobs.liveJobsNamingOtherProviders(this.catalog.listProviders().map((p) => p.name));
       for (const { provider, jobs } of stray) {
-        this.logger.warn({ msg: 'live jobs name a provider that is not in the catalog: it will be skipped', provider, jobs });
+        this.logger.warn({
+          msg: 'live jobs name a provider that is not in the catalog: it will be skipped',
+          provider,
+          jobs,
+        });
       }
     } catch (error) {
-      if (!isDatabaseUnavailable(error)) this.logger.error({ msg: 'start-up provider check failed', ...safeErrorFields(error) });
+      if (!isDatabaseUnavailable(error)) {
+        this.logger.error({ msg: 'start-up provider check failed', ...safeErrorFields(error) });
+      }
     }
   }
 }

@@ -34,16 +34,24 @@ describe('ApiKeyGuard', () => {
     await expect(run({}, {}).result).rejects.toBeInstanceOf(UnauthorizedError);
     await expect(run({ authorization: 'Basic dXNlcjpwYXNz' }, {}).result).rejects.toBeInstanceOf(UnauthorizedError);
     await expect(run({ authorization: 'Bearer ' }, {}).result).rejects.toBeInstanceOf(UnauthorizedError);
-    await expect(run({ authorization: 'Bearer oj_unknown' }, {}, null).result).rejects.toBeInstanceOf(UnauthorizedError);
+    await expect(run({ authorization: 'Bearer oj_unknown' }, {}, null).result).rejects.toBeInstanceOf(
+      UnauthorizedError,
+    );
   });
 
   it('answers 403 when the key lacks a needed scope', async () => {
-    await expect(run({ authorization: 'Bearer oj_abc' }, { [SCOPES_KEY]: ['jobs:write'] }).result).rejects.toBeInstanceOf(ForbiddenError);
+    await expect(
+      run({ authorization: 'Bearer oj_abc' }, { [SCOPES_KEY]: ['jobs:write'] }).result,
+    ).rejects.toBeInstanceOf(ForbiddenError);
   });
 
   it('lets a key with one of the alternative scopes through, and answers 403 when it holds none', async () => {
-    await expect(run({ authorization: 'Bearer oj_abc' }, { [ANY_SCOPE_KEY]: ['jobs:read', 'ops:read'] }).result).resolves.toBe(true);
-    await expect(run({ authorization: 'Bearer oj_abc' }, { [ANY_SCOPE_KEY]: ['ops:read', 'attempts:resolve'] }).result).rejects.toBeInstanceOf(ForbiddenError);
+    await expect(
+      run({ authorization: 'Bearer oj_abc' }, { [ANY_SCOPE_KEY]: ['jobs:read', 'ops:read'] }).result,
+    ).resolves.toBe(true);
+    await expect(
+      run({ authorization: 'Bearer oj_abc' }, { [ANY_SCOPE_KEY]: ['ops:read', 'attempts:resolve'] }).result,
+    ).rejects.toBeInstanceOf(ForbiddenError);
   });
 
   it('skips public routes without reading any key', async () => {

@@ -31,7 +31,9 @@ export class ApiKeyGuard implements CanActivate {
   async canActivate(context: ExecutionContext): Promise<boolean> {
     const targets = [context.getHandler(), context.getClass()];
     if (this.reflector.getAllAndOverride<boolean>(PUBLIC_KEY, targets)) return true;
-    const request = context.switchToHttp().getRequest<AuthenticatedRequest & { headers: Record<string, string | string[] | undefined> }>();
+    const request = context
+      .switchToHttp()
+      .getRequest<AuthenticatedRequest & { headers: Record<string, string | string[] | undefined> }>();
     const header = request.headers.authorization;
     const match = typeof header === 'string' ? BEARER.exec(header) : null;
     if (!match) throw new UnauthorizedError();

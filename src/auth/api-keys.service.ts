@@ -58,7 +58,11 @@ export class ApiKeysService {
    * The first key of a fresh database (the embedded demo, a container's bootstrap): `key` when given (an operator's
    * secret, `oj_` and 32 or more URL-safe characters), else a new one. Undefined when any key exists already.
    */
-  async createFirst(ownerId: string, scopes: Scope[], key: string = newKey()): Promise<{ id: string; key: string } | undefined> {
+  async createFirst(
+    ownerId: string,
+    scopes: Scope[],
+    key: string = newKey(),
+  ): Promise<{ id: string; key: string } | undefined> {
     const id = await this.keys.insertFirstKey(ownerId, sha256Hex(key), scopes);
     return id === undefined ? undefined : { id, key };
   }
@@ -79,7 +83,11 @@ export class ApiKeysService {
     }
     if (this.notifications?.listening && generation === this.generation) {
       if (this.cache.size >= CACHE_MAX) this.cache.clear();
-      this.cache.set(hash, { principal: found.principal, expiresAt: found.expiresAt?.getTime() ?? Infinity, cachedUntil: now + CACHE_TTL_MS });
+      this.cache.set(hash, {
+        principal: found.principal,
+        expiresAt: found.expiresAt?.getTime() ?? Infinity,
+        cachedUntil: now + CACHE_TTL_MS,
+      });
     }
     this.touch(found.principal.keyId);
     return found.principal;
@@ -108,6 +116,8 @@ export class ApiKeysService {
     if ((this.touched.get(keyId) ?? 0) > now - TOUCH_EVERY_MS) return;
     if (this.touched.size >= TOUCHED_MAX) this.touched.clear();
     this.touched.set(keyId, now);
-    this.keys.touchLastUsed(keyId).catch((error: Error) => this.logger.warn({ msg: 'could not record API key use', keyId, error: error.message }));
+    this.keys
+      .touchLastUsed(keyId)
+      .catch((error: Error) => this.logger.warn({ msg: 'could not record API key use', keyId, error: error.message }));
   }
 }

@@ -32,9 +32,26 @@ const iso = (date: Date | null) => (date ? date.toISOString() : '-');
 
 function table(keys: ApiKeyRecord[]): string {
   const rows = [['id', 'owner', 'scopes', 'created', 'expires', 'last used', 'revoked']];
-  for (const k of keys) rows.push([k.id, k.ownerId, k.scopes.join(','), iso(k.createdAt), iso(k.expiresAt), iso(k.lastUsedAt), iso(k.revokedAt)]);
+  for (const k of keys) {
+    rows.push([
+      k.id,
+      k.ownerId,
+      k.scopes.join(','),
+      iso(k.createdAt),
+      iso(k.expiresAt),
+      iso(k.lastUsedAt),
+      iso(k.revokedAt),
+    ]);
+  }
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
-  return rows.map((r) => r.map((cell, i) => cell.padEnd(widths[i])).join('  ').trimEnd()).join('\n');
+  return rows
+    .map((r) =>
+      r
+        .map((cell, i) => cell.padEnd(widths[i]))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
 }
 
 type Command =
@@ -50,15 +67,25 @@ function ownerOf(raw: string): string {
 }
 
 function scopesOf(raw: string): string[] {
-  const scopes = raw.split(',').map((s) => s.trim()).filter(Boolean);
-  if (!scopes.length || scopes.some((s) => !isScope(s))) throw new UsageError(`--scopes must be a comma-separated list of ${SCOPES.join(', ')}`);
+  const scopes = raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  if (!scopes.length || scopes.some((s) => !isScope(s))) {
+    throw new UsageError(`--scopes must be a comma-separated list of ${SCOPES.join(', ')}`);
+  }
   return scopes;
 }
 
 function parseCommand(): Command {
   const { positionals, values } = parseArgs({
     allowPositionals: true,
-    options: { owner: { type: 'string' }, scopes: { type: 'string' }, 'expires-in': { type: 'string' }, 'expires-at': { type: 'string' } },
+    options: {
+      owner: { type: 'string' },
+      scopes: { type: 'string' },
+      'expires-in': { type: 'string' },
+      'expires-at': { type: 'string' },
+    },
   });
   switch (positionals[0]) {
     case 'list':
@@ -70,10 +97,19 @@ function parseCommand(): Command {
     }
     case 'create': {
       if (!values.owner || !values.scopes) throw new UsageError('create needs --owner and --scopes');
-      return { name: 'create', owner: ownerOf(values.owner), scopes: scopesOf(values.scopes), expiresAt: expiryOf(values['expires-in'], values['expires-at']) };
+      return {
+        name: 'create',
+        owner: ownerOf(values.owner),
+        scopes: scopesOf(values.scopes),
+        expiresAt: expiryOf(values['expires-in'], values['expires-at']),
+      };
     }
     case 'bootstrap':
-      return { name: 'bootstrap', owner: ownerOf(values.owner ?? 'admin'), scopes: scopesOf(values.scopes ?? SCOPES.join(',')) };
+      return {
+        name: 'bootstrap',
+        owner: ownerOf(values.owner ?? 'admin'),
+        scopes: scopesOf(values.scopes ?? SCOPES.join(',')),
+      };
     default:
       throw new UsageError('');
   }
@@ -87,7 +123,9 @@ async function run(command: Command, keys: ApiKeysService, bootstrapKey: string 
         process.stderr.write('API keys exist already: bootstrap changed nothing\n');
         return 0;
       }
-      process.stderr.write(`created the first API key ${first.id} for owner ${command.owner} with scopes ${command.scopes.join(',')}\n`);
+      process.stderr.write(
+        `created the first API key ${first.id} for owner ${command.owner} with scopes ${command.scopes.join(',')}\n`,
+      );
       // An operator's own key (ONEJOB_BOOTSTRAP_KEY) is theirs already: never echoed.
       if (!bootstrapKey) process.stdout.write(`${first.key}\n`);
       return 0;
@@ -95,7 +133,9 @@ async function run(command: Command, keys: ApiKeysService, bootstrapKey: string 
     case 'create': {
       const { id, key } = await keys.create(command.owner, command.scopes.filter(isScope), command.expiresAt);
       const expiry = command.expiresAt ? `, expiring ${command.expiresAt.toISOString()}` : '';
-      process.stderr.write(`created API key ${id} for owner ${command.owner} with scopes ${command.scopes.join(',')}${expiry}\n`);
+      process.stderr.write(
+        `created API key ${id} for owner ${command.owner} with scopes ${command.scopes.join(',')}${expiry}\n`,
+      );
       process.stdout.write(`${key}\n`);
       return 0;
     }
@@ -129,8 +169,12 @@ async function main(): Promise<number> {
   const database = await resolveDatabase(env);
   try {
     // The migration lock needs one session: DATABASE_DIRECT_URL behind a pooler, never the pooler itself.
-    if (env.migrationsRun) await migrateOver(sessionDatabaseUrl({ ...env, databaseUrl: database.url })!, 'onejob-apikey-migrate');
-    const dataSource = await new DataSource(dataSourceOptions({ url: database.url, poolSize: 2, applicationName: 'onejob-apikey' })).initialize();
+    if (env.migrationsRun) {
+      await migrateOver(sessionDatabaseUrl({ ...env, databaseUrl: database.url })!, 'onejob-apikey-migrate');
+    }
+    const dataSource = await new DataSource(
+      dataSourceOptions({ url: database.url, poolSize: 2, applicationName: 'onejob-apikey' }),
+    ).initialize();
     try {
       return await run(command, new ApiKeysService(new ApiKeysRepository(dataSource)), env.bootstrapApiKey);
     } finally {

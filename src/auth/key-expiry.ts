@@ -5,7 +5,9 @@ export class UsageError extends Error {}
 
 /** `--expires-in 90m | 12h | 30d` or `--expires-at 2027-01-01T00:00:00Z`; neither: the key does not expire. */
 export function expiryOf(expiresIn: string | undefined, expiresAt: string | undefined, now = Date.now()): Date | null {
-  if (expiresIn !== undefined && expiresAt !== undefined) throw new UsageError('give --expires-in or --expires-at, not both');
+  if (expiresIn !== undefined && expiresAt !== undefined) {
+    throw new UsageError('give --expires-in or --expires-at, not both');
+  }
   if (expiresIn !== undefined) {
     const match = /^([1-9]\d{0,5})([mhd])$/.exec(expiresIn.trim());
     if (!match) throw new UsageError('--expires-in must be a number followed by m, h or d (for example 30d)');
@@ -13,7 +15,9 @@ export function expiryOf(expiresIn: string | undefined, expiresAt: string | unde
   }
   if (expiresAt !== undefined) {
     const at = new Date(expiresAt);
-    if (!/^\d{4}-\d{2}-\d{2}T/.test(expiresAt) || Number.isNaN(at.getTime())) throw new UsageError('--expires-at must be an ISO-8601 date and time');
+    if (!/^\d{4}-\d{2}-\d{2}T/.test(expiresAt) || Number.isNaN(at.getTime())) {
+      throw new UsageError('--expires-at must be an ISO-8601 date and time');
+    }
     if (at.getTime() <= now) throw new UsageError('--expires-at must be in the future');
     return at;
   }

@@ -3,7 +3,15 @@
  * `providers:certify`, `budgets:write` and `owners:write` are admins': a budget, a weight and a cap are limits
  * set on an owner, not by it.
  */
-export const SCOPES = ['jobs:write', 'jobs:read', 'attempts:resolve', 'providers:certify', 'ops:read', 'budgets:write', 'owners:write'] as const;
+export const SCOPES = [
+  'jobs:write',
+  'jobs:read',
+  'attempts:resolve',
+  'providers:certify',
+  'ops:read',
+  'budgets:write',
+  'owners:write',
+] as const;
 export type Scope = (typeof SCOPES)[number];
 
 export function isScope(value: string): value is Scope {

@@ -33,9 +33,13 @@ export class BatchProgressSource implements StreamSource {
     const batch = await this.load();
     const ids = batchStreamIds(batch);
     const messages: StreamMessage[] = [];
-    if (idAfter(ids.progress, afterId)) messages.push({ id: ids.progress, event: 'batch.progress', data: toBatchView(batch) });
+    if (idAfter(ids.progress, afterId)) {
+      messages.push({ id: ids.progress, event: 'batch.progress', data: toBatchView(batch) });
+    }
     if (batch.completedAt) {
-      if (idAfter(ids.completed, afterId)) messages.push({ id: ids.completed, event: 'batch.completed', data: toBatchView(batch) });
+      if (idAfter(ids.completed, afterId)) {
+        messages.push({ id: ids.completed, event: 'batch.completed', data: toBatchView(batch) });
+      }
       this.done = true;
     }
     return messages;

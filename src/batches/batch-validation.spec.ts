@@ -72,7 +72,11 @@ describe('batchFingerprint', () => {
     metadata,
     priority: 0,
   });
-  const fp = (c: ReturnType<typeof command>) => batchFingerprint(c, c.items.map((i) => fingerprintOf(i)));
+  const fp = (c: ReturnType<typeof command>) =>
+    batchFingerprint(
+      c,
+      c.items.map((i) => fingerprintOf(i)),
+    );
 
   it('is the SHA-256 of the canonical JSON of the keys and fingerprints in order, and the metadata', () => {
     const c = command([item('a'), item('b')], { z: 1, a: [2] });

@@ -38,7 +38,7 @@ export class BatchesController {
     required: true,
     description:
       "The batch's own key (1-255 visible ASCII characters), in a key space of its own: the same key with the same " +
-      'items (in order) and metadata returns the same batch; with another body, 409. Each item\'s `key` is its ' +
+      "items (in order) and metadata returns the same batch; with another body, 409. Each item's `key` is its " +
       "job's key in the owner's job key space, exactly as POST /v1/jobs's header.",
     schema: {
       type: 'string',
@@ -74,7 +74,7 @@ export class BatchesController {
   @ApiOkResponse({
     type: BatchCreatedView,
     description: 'Replayed: same key and body. Header `Idempotent-Replayed: true`; the items as first answered.',
-    headers: { 'Location': headerRef('BatchLocation'), 'Idempotent-Replayed': headerRef('IdempotentReplayed') },
+    headers: { Location: headerRef('BatchLocation'), 'Idempotent-Replayed': headerRef('IdempotentReplayed') },
   })
   async createBatch(
     @OwnerId() ownerId: string,
@@ -132,7 +132,9 @@ export class BatchesController {
     @Headers('last-event-id') lastEventId: string | undefined,
     @Res() reply: FastifyReply,
   ): Promise<void> {
-    if (!wantsEventStream(accept)) return void reply.send(toBatchView(await this.batches.find(readerOf(principal), id)));
+    if (!wantsEventStream(accept)) {
+      return void reply.send(toBatchView(await this.batches.find(readerOf(principal), id)));
+    }
     const after = query.lastEventId ?? lastEventId;
     sendEventStream(reply, await this.batches.streamProgress(principal.ownerId, readerOf(principal), id, after));
   }
@@ -174,7 +176,7 @@ export class BatchesController {
   @batchId
   @ApiEndpoint({
     operationId: 'cancelBatch',
-    summary: 'Cancel every job of the batch that is not terminal (each a fence, as a job\'s cancel is)',
+    summary: "Cancel every job of the batch that is not terminal (each a fence, as a job's cancel is)",
     description: 'Terminal jobs are left as they are; a batch whose jobs are all terminal answers 200 unchanged.',
     problems: [badQuery, { status: 404, codes: ['not_found'] }],
   })

@@ -77,7 +77,7 @@ export class CreateBatchDto {
 }
 
 export class ListBatchJobsQueryDto extends PageQueryDto {
-  @ApiPropertyOptional({ enum: JOB_STATUSES, description: "Only the items whose job is in this status." })
+  @ApiPropertyOptional({ enum: JOB_STATUSES, description: 'Only the items whose job is in this status.' })
   @IsOptional()
   @IsIn(JOB_STATUSES)
   status?: JobStatus;

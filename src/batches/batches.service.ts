@@ -34,7 +34,6 @@ export interface SubmittedBatch {
 const CANCEL_CHUNK = 200;
 const ITEM_CURSOR = /^\d{1,5}$/;
 
-
 const indexCursor = (index: number) => Buffer.from(String(index), 'utf8').toString('base64url');
 
 /**
@@ -140,7 +139,11 @@ export class BatchesService {
       );
       const skipped = jobs.filter((job) => !created.has(job.ord));
       const found = skipped.length
-        ? await this.batches.lockExisting(ownerId, skipped.map((j) => j.idempotencyKey), manager)
+        ? await this.batches.lockExisting(
+            ownerId,
+            skipped.map((j) => j.idempotencyKey),
+            manager,
+          )
         : [];
       const existing = new Map(found.map((j) => [j.idempotencyKey, j]));
       let live = created.size;

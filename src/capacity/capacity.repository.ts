@@ -83,12 +83,19 @@ export class CapacityRepository {
     const lockSql = `SELECT provider FROM provider_state WHERE provider = ANY($1::text[]) ORDER BY provider FOR UPDATE`;
     if ((await rowsOf(manager, lockSql, [names])).length < names.length) {
       // First use of a provider: its row is made once, then locked like the others.
-      await manager.query(`INSERT INTO provider_state (provider) SELECT unnest($1::text[]) ORDER BY 1 ON CONFLICT DO NOTHING`, [names]);
+      await manager.query(
+        `INSERT INTO provider_state (provider) SELECT unnest($1::text[]) ORDER BY 1 ON CONFLICT DO NOTHING`,
+        [names],
+      );
       await manager.query(lockSql, [names]);
     }
     // Read in a statement of its own, after the lock: its snapshot then sees the leases that the previous holder
     // of the lock committed while this transaction waited (a subquery in the locking statement would not).
-    const rows = await rowsOf<ProviderStateRow>(manager, `SELECT ${STATE_COLUMNS} FROM provider_state s WHERE s.provider = ANY($1::text[])`, [names]);
+    const rows = await rowsOf<ProviderStateRow>(
+      manager,
+      `SELECT ${STATE_COLUMNS} FROM provider_state s WHERE s.provider = ANY($1::text[])`,
+      [names],
+    );
     return rows.map(stateFromRow);
   }
 

@@ -1,5 +1,13 @@
 import type { ProviderSpec } from '../config/catalog.types.js';
-import { afterAnswer, afterFailure, blankProviderState, gateOf, grant, type ProviderState, roomFor } from './capacity.rules.js';
+import {
+  afterAnswer,
+  afterFailure,
+  blankProviderState,
+  gateOf,
+  grant,
+  type ProviderState,
+  roomFor,
+} from './capacity.rules.js';
 
 const T0 = new Date('2026-11-30T10:00:00.000Z');
 const at = (ms: number) => new Date(T0.getTime() + ms);
@@ -8,12 +16,19 @@ function state(overrides: Partial<ProviderState> = {}): ProviderState {
   return { ...blankProviderState('p', T0), ...overrides };
 }
 
-const spec = (extra: Partial<ProviderSpec>) => ({ name: 'p', hardTimeoutMs: 10_000, maxDeferrals: 3, ...extra }) as ProviderSpec;
+const spec = (extra: Partial<ProviderSpec>) =>
+  ({ name: 'p', hardTimeoutMs: 10_000, maxDeferrals: 3, ...extra }) as ProviderSpec;
 
 describe('grant', () => {
   it('admits calls up to maxConcurrency minus the live leases', () => {
-    expect(grant(state({ inFlight: 3 }), spec({ maxConcurrency: 5 }), [0, 0, 0, 0])).toMatchObject({ granted: 2, refusal: 'concurrency' });
-    expect(grant(state({ inFlight: 5 }), spec({ maxConcurrency: 5 }), [0])).toMatchObject({ granted: 0, refusal: 'concurrency' });
+    expect(grant(state({ inFlight: 3 }), spec({ maxConcurrency: 5 }), [0, 0, 0, 0])).toMatchObject({
+      granted: 2,
+      refusal: 'concurrency',
+    });
+    expect(grant(state({ inFlight: 5 }), spec({ maxConcurrency: 5 }), [0])).toMatchObject({
+      granted: 0,
+      refusal: 'concurrency',
+    });
   });
 
   it('holds one second of requestsPerMinute and refills continuously', () => {
@@ -52,7 +67,9 @@ describe('grant', () => {
   it('counts this minute for the providers view', () => {
     const first = grant(state(), spec({ requestsPerMinute: 6000 }), [5, 7]);
     expect(first.state).toMatchObject({ requestsInWindow: 2, tokensInWindow: 12, windowStart: T0 });
-    expect(grant({ ...first.state, now: at(61_000) }, spec({ requestsPerMinute: 6000 }), [1]).state).toMatchObject({ requestsInWindow: 1 });
+    expect(grant({ ...first.state, now: at(61_000) }, spec({ requestsPerMinute: 6000 }), [1]).state).toMatchObject({
+      requestsInWindow: 1,
+    });
   });
 });
 
@@ -74,8 +91,14 @@ describe('breaker', () => {
   it("closes on the probe's answer and opens again on its failure; other attempts change nothing", () => {
     const half = state({ breaker: 'half_open', probeAttemptId: 'probe', breakerUntil: at(9000) });
     expect(afterAnswer(half, 'other').transition).toBeUndefined();
-    expect(afterAnswer(half, 'probe')).toMatchObject({ transition: { from: 'half_open', to: 'closed' }, state: { breaker: 'closed', failures: [] } });
-    expect(afterFailure(half, s, 'probe')).toMatchObject({ transition: { from: 'half_open', to: 'open' }, state: { breakerUntil: at(2000) } });
+    expect(afterAnswer(half, 'probe')).toMatchObject({
+      transition: { from: 'half_open', to: 'closed' },
+      state: { breaker: 'closed', failures: [] },
+    });
+    expect(afterFailure(half, s, 'probe')).toMatchObject({
+      transition: { from: 'half_open', to: 'open' },
+      state: { breakerUntil: at(2000) },
+    });
   });
 
   it('gives waiting jobs the room the provider has now, and none while it is paused; an open breaker holds none back', () => {
@@ -87,7 +110,13 @@ describe('breaker', () => {
     expect(roomFor(state({ pausedUntil: at(10) }), spec({ maxConcurrency: 5 }), 64)).toBe(0);
     // A long pause holds none back either: they are planned past it, or deferred to its end.
     expect(roomFor(state({ pausedUntil: at(3_600_000) }), spec({ maxConcurrency: 5 }), 64)).toBe(64);
-    expect(roomFor(state({ breaker: 'open', breakerUntil: at(1000) }), spec({ breaker: { failures: 1, windowMs: 1, cooldownMs: 1 } }), 64)).toBe(64);
+    expect(
+      roomFor(
+        state({ breaker: 'open', breakerUntil: at(1000) }),
+        spec({ breaker: { failures: 1, windowMs: 1, cooldownMs: 1 } }),
+        64,
+      ),
+    ).toBe(64);
     expect(roomFor(undefined, spec({}), 64)).toBe(64);
   });
 });

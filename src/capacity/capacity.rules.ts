@@ -73,7 +73,8 @@ export const MIN_PAUSE_MS = 1_000;
 export const DEFAULT_PAUSE_MS = 1_000;
 
 /** How long a rate-limit answer pauses its provider: what it asked, never less than MIN_PAUSE_MS. */
-export const pauseMsFor = (retryAfterMs: number | undefined) => Math.max(MIN_PAUSE_MS, retryAfterMs ?? DEFAULT_PAUSE_MS);
+export const pauseMsFor = (retryAfterMs: number | undefined) =>
+  Math.max(MIN_PAUSE_MS, retryAfterMs ?? DEFAULT_PAUSE_MS);
 
 /**
  * A pause with more than this left is a long one: a job with a certified fallback goes there rather than wait it
@@ -84,12 +85,22 @@ export const SHORT_PAUSE_MS = 5_000;
 
 /** Whether calls to this provider need the shared state locked before they start. */
 export function isGated(spec: ProviderSpec): boolean {
-  return spec.maxConcurrency !== undefined || spec.requestsPerMinute !== undefined || spec.tokensPerMinute !== undefined || spec.breaker !== undefined;
+  return (
+    spec.maxConcurrency !== undefined ||
+    spec.requestsPerMinute !== undefined ||
+    spec.tokensPerMinute !== undefined ||
+    spec.breaker !== undefined
+  );
 }
 
 /** A provider capped by maxConcurrency alone: a finished call's lease may pass straight to the next call. */
 export function handsOver(spec: ProviderSpec): boolean {
-  return spec.maxConcurrency !== undefined && spec.requestsPerMinute === undefined && spec.tokensPerMinute === undefined && spec.breaker === undefined;
+  return (
+    spec.maxConcurrency !== undefined &&
+    spec.requestsPerMinute === undefined &&
+    spec.tokensPerMinute === undefined &&
+    spec.breaker === undefined
+  );
 }
 
 /**
@@ -121,9 +132,15 @@ export function refill(state: ProviderState, spec: ProviderSpec): ProviderState 
 export function gateOf(state: ProviderState | undefined): Gate {
   if (!state) return { kind: 'open' };
   const now = state.now.getTime();
-  const until = (kind: 'paused' | 'breaker_open', at: Date): Gate => ({ kind, untilMs: at.getTime(), delayMs: at.getTime() - now });
+  const until = (kind: 'paused' | 'breaker_open', at: Date): Gate => ({
+    kind,
+    untilMs: at.getTime(),
+    delayMs: at.getTime() - now,
+  });
   if (state.pausedUntil && state.pausedUntil.getTime() > now) return until('paused', state.pausedUntil);
-  if (state.breaker !== 'closed' && state.breakerUntil && state.breakerUntil.getTime() > now) return until('breaker_open', state.breakerUntil);
+  if (state.breaker !== 'closed' && state.breakerUntil && state.breakerUntil.getTime() > now) {
+    return until('breaker_open', state.breakerUntil);
+  }
   return { kind: 'open' };
 }
 
@@ -237,7 +254,11 @@ export interface Transition {
  * A counted failure (docs/design.md#capacity): kept while within the window; `failures` of them open a closed
  * breaker, and the probe's failure opens a half-open one again, each for a full cooldown.
  */
-export function afterFailure(state: ProviderState, spec: ProviderSpec, attemptId: string): { state: ProviderState; transition?: Transition } {
+export function afterFailure(
+  state: ProviderState,
+  spec: ProviderSpec,
+  attemptId: string,
+): { state: ProviderState; transition?: Transition } {
   const breaker = spec.breaker;
   if (!breaker) return { state };
   const now = state.now.getTime();
@@ -255,10 +276,20 @@ export function afterFailure(state: ProviderState, spec: ProviderSpec, attemptId
 }
 
 /** The probe was answered: the breaker closes and its count starts afresh. Any other answer changes nothing. */
-export function afterAnswer(state: ProviderState, attemptId: string): { state: ProviderState; transition?: Transition } {
+export function afterAnswer(
+  state: ProviderState,
+  attemptId: string,
+): { state: ProviderState; transition?: Transition } {
   if (state.breaker !== 'half_open' || state.probeAttemptId !== attemptId) return { state };
   return {
-    state: { ...state, breaker: 'closed', breakerSince: state.now, breakerUntil: null, probeAttemptId: null, failures: [] },
+    state: {
+      ...state,
+      breaker: 'closed',
+      breakerSince: state.now,
+      breakerUntil: null,
+      probeAttemptId: null,
+      failures: [],
+    },
     transition: { from: 'half_open', to: 'closed' },
   };
 }

@@ -5,7 +5,6 @@ import { ProviderCapacity } from './provider-capacity.js';
 
 const open = (provider: string, now: Date): ProviderState => blankProviderState(provider, now);
 
-
 describe('ProviderCapacity.refresh', () => {
   it('keeps a pause this process stored while a read of the states was under way, instead of the older read', async () => {
     // The claim reads the providers' states beside its transaction; a call that met a 429 may store its pause in

@@ -93,7 +93,9 @@ export class ProviderCapacity {
   private async wakeDeferred(providers: string[]): Promise<void> {
     try {
       const woken = await this.repository.wakeDeferred(providers);
-      if (woken) this.logger.log({ msg: 'provider available again: jobs deferred behind it are due', providers, jobs: woken });
+      if (woken) {
+        this.logger.log({ msg: 'provider available again: jobs deferred behind it are due', providers, jobs: woken });
+      }
     } catch (error) {
       // They start at the end of the pause or cooldown they were deferred to: late, never lost.
       this.logger.warn({ msg: 'waking deferred jobs failed', providers, ...safeErrorFields(error) });
@@ -121,7 +123,9 @@ export class ProviderCapacity {
     if (state && gateOf(state).kind === 'paused') return 'paused';
     if (spec.maxConcurrency !== undefined && (state?.inFlight ?? 0) >= spec.maxConcurrency) return 'concurrency';
     const fresh = state && refill(state, spec);
-    return fresh?.requestBucket !== null && fresh?.requestBucket !== undefined && fresh.requestBucket < 1 ? 'requests_per_minute' : 'tokens_per_minute';
+    return fresh?.requestBucket !== null && fresh?.requestBucket !== undefined && fresh.requestBucket < 1
+      ? 'requests_per_minute'
+      : 'tokens_per_minute';
   }
 
   /** How long until this provider's rate buckets could admit a call of `cost` tokens, as of the last read. */
@@ -144,7 +148,12 @@ export class ProviderCapacity {
     this.remember({ ...(known ?? blankProviderState(provider, now)), pausedUntil: until, now });
     this.gated?.add(provider);
     this.throttled(provider, 'rate_limited');
-    this.logger.warn({ msg: 'provider rate-limited us: paused', provider, pausedUntil: until.toISOString(), retryAfterMs });
+    this.logger.warn({
+      msg: 'provider rate-limited us: paused',
+      provider,
+      pausedUntil: until.toISOString(),
+      retryAfterMs,
+    });
   }
 
   /** A counted failure (a definitive retryable failure other than a rate limit, or a timeout); no-op without a breaker. */
@@ -186,7 +195,11 @@ export class ProviderCapacity {
     if (!leases) this.spares.clear();
     if (!ids.length) return;
     await this.repository.releaseAll(ids).catch((error: unknown) =>
-      this.logger.warn({ msg: 'lease release failed; they will expire', count: ids.length, ...safeErrorFields(error) }),
+      this.logger.warn({
+        msg: 'lease release failed; they will expire',
+        count: ids.length,
+        ...safeErrorFields(error),
+      }),
     );
   }
 
@@ -208,7 +221,13 @@ export class ProviderCapacity {
   /** A transition to log and show; also how the in-claim grant reports the half-open one. */
   noteTransition(provider: string, transition: Transition, state: ProviderState): void {
     this.metrics.providerBreakerState.set({ provider }, BREAKER_GAUGE[transition.to]);
-    const log = { msg: `circuit breaker ${transition.from} -> ${transition.to}`, provider, from: transition.from, to: transition.to, until: state.breakerUntil?.toISOString() ?? null };
+    const log = {
+      msg: `circuit breaker ${transition.from} -> ${transition.to}`,
+      provider,
+      from: transition.from,
+      to: transition.to,
+      until: state.breakerUntil?.toISOString() ?? null,
+    };
     if (transition.to === 'open') this.logger.warn(log);
     else this.logger.log(log);
   }
@@ -243,7 +262,10 @@ export class ProviderCapacity {
     );
   }
 
-  private async update(spec: ProviderSpec, change: (state: ProviderState) => { state: ProviderState; transition?: Transition }): Promise<void> {
+  private async update(
+    spec: ProviderSpec,
+    change: (state: ProviderState) => { state: ProviderState; transition?: Transition },
+  ): Promise<void> {
     const result = await this.repository.withLocked(spec.name, async (state, manager) => {
       const next = change(state);
       if (next.state !== state) await this.repository.save(next.state, manager);

@@ -86,7 +86,7 @@ const headers: Record<string, HeaderObject> = {
     schema: { type: 'string', pattern: '^\\d+$', example: String(RETRY_AFTER_SECONDS) },
   },
   RetryAfterWhenPaused: {
-    description: 'Sent with `provider_paused`: seconds until the provider\'s pause ends.',
+    description: "Sent with `provider_paused`: seconds until the provider's pause ends.",
     required: false,
     schema: { type: 'string', pattern: '^\\d+$', example: '30' },
   },
@@ -111,7 +111,12 @@ export interface ProblemAnswer {
  * One decorator per endpoint: summary, operationId (the method name), auth, and every problem answer the endpoint
  * itself produces. Answers every endpoint shares (413/415 on a body, 500, 503) are added by completeDocument.
  */
-export function ApiEndpoint(options: { operationId: string; summary: string; description?: string; problems: ProblemAnswer[] }) {
+export function ApiEndpoint(options: {
+  operationId: string;
+  summary: string;
+  description?: string;
+  problems: ProblemAnswer[];
+}) {
   const problems = [...options.problems];
   if (!problems.some((p) => p.status === 401)) {
     problems.push({ status: 401, codes: ['unauthorized'] }, { status: 403, codes: ['forbidden'] });
@@ -221,7 +226,9 @@ function problemExamples(codes: string[]) {
 
 export const problemResponse = (codes: string[]) => ({
   description: `problem+json with code ${codes.join(' | ')}`,
-  content: { 'application/problem+json': { ...problemContent['application/problem+json'], examples: problemExamples(codes) } },
+  content: {
+    'application/problem+json': { ...problemContent['application/problem+json'], examples: problemExamples(codes) },
+  },
 });
 
 /** `response` (an endpoint's own problem answer, or none) also naming `code`, with its example. */
@@ -234,7 +241,8 @@ function withCode(response: ResponseObject | undefined, code: ErrorCode): Respon
   return response;
 }
 
-const isReference = (value: unknown): value is ReferenceObject => typeof value === 'object' && value !== null && '$ref' in value;
+const isReference = (value: unknown): value is ReferenceObject =>
+  typeof value === 'object' && value !== null && '$ref' in value;
 
 /**
  * What holds for every operation because one hook or filter does it for all (app.setup.ts,
@@ -257,7 +265,9 @@ export function completeDocument(document: OpenAPIObject): OpenAPIObject {
       // surrogate in any parameter (400), and those in a body or a number JSON cannot write (422).
       responses['400'] = withCode(responses['400'], 'validation_failed');
       if (operation.requestBody) responses['422'] = withCode(responses['422'], 'validation_failed');
-      if (!path.startsWith('/health/') && path !== '/metrics') responses['503'] ??= problemResponse(['service_unavailable']);
+      if (!path.startsWith('/health/') && path !== '/metrics') {
+        responses['503'] ??= problemResponse(['service_unavailable']);
+      }
       responses['500'] ??= problemResponse(['internal_error']);
       for (const [status, response] of Object.entries(responses)) {
         for (const example of Object.values(response.content?.['application/problem+json']?.examples ?? {})) {

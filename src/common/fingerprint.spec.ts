@@ -3,7 +3,9 @@ import { fingerprintOf } from './fingerprint.js';
 
 describe('canonicalJson', () => {
   it('sorts keys at every depth and drops insignificant whitespace', () => {
-    expect(canonicalJson({ b: 1, a: { d: [3, { z: 1, y: 2 }], c: null } })).toBe('{"a":{"c":null,"d":[3,{"y":2,"z":1}]},"b":1}');
+    expect(canonicalJson({ b: 1, a: { d: [3, { z: 1, y: 2 }], c: null } })).toBe(
+      '{"a":{"c":null,"d":[3,{"y":2,"z":1}]},"b":1}',
+    );
   });
 
   it('sorts by UTF-16 code units as RFC 8785 does', () => {
@@ -20,7 +22,9 @@ describe('fingerprintOf', () => {
   const base = { operation: 'summarize', input: { text: 'a', lang: 'en' }, providers: ['p1', 'p2'] };
 
   it('ignores key order in the input', () => {
-    expect(fingerprintOf(base)).toBe(fingerprintOf({ providers: ['p1', 'p2'], input: { lang: 'en', text: 'a' }, operation: 'summarize' }));
+    expect(fingerprintOf(base)).toBe(
+      fingerprintOf({ providers: ['p1', 'p2'], input: { lang: 'en', text: 'a' }, operation: 'summarize' }),
+    );
   });
 
   it('changes when the operation, the input or the provider order changes', () => {
@@ -31,8 +35,12 @@ describe('fingerprintOf', () => {
   });
 
   it('records an omitted chain as null, not as the default chain', () => {
-    expect(fingerprintOf({ operation: 'summarize', input: {} })).toBe(fingerprintOf({ operation: 'summarize', input: {}, providers: null }));
-    expect(fingerprintOf({ operation: 'summarize', input: {} })).not.toBe(fingerprintOf({ operation: 'summarize', input: {}, providers: ['p1'] }));
+    expect(fingerprintOf({ operation: 'summarize', input: {} })).toBe(
+      fingerprintOf({ operation: 'summarize', input: {}, providers: null }),
+    );
+    expect(fingerprintOf({ operation: 'summarize', input: {} })).not.toBe(
+      fingerprintOf({ operation: 'summarize', input: {}, providers: ['p1'] }),
+    );
   });
 
   it('is a SHA-256 hex digest', () => {

@@ -9,5 +9,7 @@ export interface JobIntent {
 
 /** SHA-256 of the canonical JSON of the intent: key order does not matter, a changed intent does. */
 export function fingerprintOf(intent: JobIntent): string {
-  return sha256Hex(canonicalJson({ operation: intent.operation, input: intent.input, providers: intent.providers ?? null }));
+  return sha256Hex(
+    canonicalJson({ operation: intent.operation, input: intent.input, providers: intent.providers ?? null }),
+  );
 }

@@ -18,7 +18,9 @@ async function silentDnsServer(): Promise<{ socket: Socket; address: string; que
  * A DNS server that knows a few names (A records only) and answers NXDOMAIN for the rest: enough of RFC 1035 to
  * see which names a resolver asks for, in which order.
  */
-async function tinyDnsServer(names: Record<string, string>): Promise<{ socket: Socket; address: string; asked: string[] }> {
+async function tinyDnsServer(
+  names: Record<string, string>,
+): Promise<{ socket: Socket; address: string; asked: string[] }> {
   const asked: string[] = [];
   const socket = createSocket('udp4');
   socket.on('message', (query, peer) => {
@@ -40,7 +42,10 @@ async function tinyDnsServer(names: Record<string, string>): Promise<{ socket: S
     const answer = address !== undefined && type === 1;
     header.writeUInt16BE(answer ? 1 : 0, 6);
     const record = answer
-      ? Buffer.concat([Buffer.from([0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4]), Buffer.from(address.split('.').map(Number))])
+      ? Buffer.concat([
+          Buffer.from([0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4]),
+          Buffer.from(address.split('.').map(Number)),
+        ])
       : Buffer.alloc(0);
     socket.send(Buffer.concat([header, question, record]), peer.port, peer.address);
   });
@@ -55,7 +60,10 @@ describe('HostLookup', () => {
   beforeAll(async () => {
     dns = await silentDnsServer();
     hostsFile = join(mkdtempSync(join(tmpdir(), 'onejob-hosts-')), 'hosts');
-    writeFileSync(hostsFile, '127.0.0.1 localhost\n203.0.113.7  receiver.test  alias.test # a comment\n::1 localhost\n');
+    writeFileSync(
+      hostsFile,
+      '127.0.0.1 localhost\n203.0.113.7  receiver.test  alias.test # a comment\n::1 localhost\n',
+    );
   });
   afterAll(() => dns.socket.close());
 
@@ -78,7 +86,11 @@ describe('HostLookup', () => {
   });
 
   it('answers IP literals without asking anyone, and localhost even without a hosts entry', async () => {
-    const lookup = new HostLookup({ timeoutMs: 500, servers: [dns.address], hostsFile: join(tmpdir(), 'no-such-hosts-file') });
+    const lookup = new HostLookup({
+      timeoutMs: 500,
+      servers: [dns.address],
+      hostsFile: join(tmpdir(), 'no-such-hosts-file'),
+    });
     await expect(lookup.resolve('[::1]')).resolves.toEqual([{ address: '::1', family: 6 }]);
     await expect(lookup.resolve('192.0.2.1')).resolves.toEqual([{ address: '192.0.2.1', family: 4 }]);
     await expect(lookup.resolve('localhost')).resolves.toContainEqual({ address: '127.0.0.1', family: 4 });
@@ -87,9 +99,17 @@ describe('HostLookup', () => {
   it('serves net.connect: one address, all of them, one family, and a refusal from the check', async () => {
     const lookup = new HostLookup({ timeoutMs: 500, servers: [dns.address], hostsFile });
     const call = (host: string, options: object, check?: Parameters<HostLookup['lookupFunction']>[0]) =>
-      new Promise<unknown[]>((resolve) => lookup.lookupFunction(check)(host, options, (...args: unknown[]) => resolve(args)));
+      new Promise<unknown[]>((resolve) =>
+        lookup.lookupFunction(check)(host, options, (...args: unknown[]) => resolve(args)),
+      );
     await expect(call('alias.test', {})).resolves.toEqual([null, '203.0.113.7', 4]);
-    await expect(call('localhost', { all: true })).resolves.toEqual([null, [{ address: '127.0.0.1', family: 4 }, { address: '::1', family: 6 }]]);
+    await expect(call('localhost', { all: true })).resolves.toEqual([
+      null,
+      [
+        { address: '127.0.0.1', family: 4 },
+        { address: '::1', family: 6 },
+      ],
+    ]);
     await expect(call('localhost', { family: 6 })).resolves.toEqual([null, '::1', 6]);
     const refused = await call('localhost', {}, (a) => {
       throw Object.assign(new Error(`refused ${a.address}`), { code: 'EREFUSED_ADDRESS' });
@@ -108,10 +128,16 @@ describe('HostLookup', () => {
   });
 
   it("applies resolv.conf's search domains to a short name, as the system resolver does, and not to an absolute one", async () => {
-    const server = await tinyDnsServer({ 'vllm.models.svc.cluster.local': '198.51.100.20', 'api.example.com': '198.51.100.30' });
+    const server = await tinyDnsServer({
+      'vllm.models.svc.cluster.local': '198.51.100.20',
+      'api.example.com': '198.51.100.30',
+    });
     try {
       const resolvConf = join(mkdtempSync(join(tmpdir(), 'onejob-resolv-')), 'resolv.conf');
-      writeFileSync(resolvConf, 'nameserver 10.0.0.10\nsearch models.svc.cluster.local svc.cluster.local\noptions ndots:2\n');
+      writeFileSync(
+        resolvConf,
+        'nameserver 10.0.0.10\nsearch models.svc.cluster.local svc.cluster.local\noptions ndots:2\n',
+      );
       const lookup = new HostLookup({ timeoutMs: 2_000, servers: [server.address], hostsFile, resolvConf });
       await expect(lookup.resolve('vllm')).resolves.toEqual([{ address: '198.51.100.20', family: 4 }]);
       // Two dots reach ndots: the name as given is asked first.
@@ -125,7 +151,10 @@ describe('HostLookup', () => {
   });
 
   it('reads search domains and ndots from a resolv.conf', () => {
-    expect(parseResolvConf('domain a.example\nsearch b.example c.example. # x\noptions ndots:5 timeout:2\n')).toEqual({ domains: ['b.example', 'c.example'], ndots: 5 });
+    expect(parseResolvConf('domain a.example\nsearch b.example c.example. # x\noptions ndots:5 timeout:2\n')).toEqual({
+      domains: ['b.example', 'c.example'],
+      ndots: 5,
+    });
     expect(parseResolvConf('nameserver 1.1.1.1\n')).toEqual({ domains: [], ndots: 1 });
   });
 });

@@ -57,7 +57,10 @@ export class HostLookup {
   /** Every address of `hostname`, hosts file first; throws HostLookupError when none comes in time. */
   async resolve(hostname: string): Promise<ResolvedAddress[]> {
     const absolute = hostname.endsWith('.');
-    const host = hostname.toLowerCase().replace(/^\[(.*)\]$/, '$1').replace(/\.$/, '');
+    const host = hostname
+      .toLowerCase()
+      .replace(/^\[(.*)\]$/, '$1')
+      .replace(/\.$/, '');
     const family = isIP(host);
     if (family) return [{ address: host, family: family as 4 | 6 }];
     const fromFile = this.fromHostsFile(host);
@@ -71,7 +74,14 @@ export class HostLookup {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(
-        () => reject(new HostLookupError(host, 'ETIMEOUT', `lookup of ${host} gave no answer within ${this.options.timeoutMs} ms`)),
+        () =>
+          reject(
+            new HostLookupError(
+              host,
+              'ETIMEOUT',
+              `lookup of ${host} gave no answer within ${this.options.timeoutMs} ms`,
+            ),
+          ),
         this.options.timeoutMs,
       );
     });
@@ -111,7 +121,9 @@ export class HostLookup {
     } catch {
       return { domains: [], ndots: 1 };
     }
-    if (this.search?.mtimeMs !== mtimeMs) this.search = { mtimeMs, ...parseResolvConf(readFileSync(this.resolvConf, 'utf8')) };
+    if (this.search?.mtimeMs !== mtimeMs) {
+      this.search = { mtimeMs, ...parseResolvConf(readFileSync(this.resolvConf, 'utf8')) };
+    }
     return this.search;
   }
 
@@ -123,9 +135,12 @@ export class HostLookup {
     return (hostname, options, callback) => {
       this.resolve(hostname).then(
         (all) => {
-          const wanted = options.family === 4 || options.family === 6 ? all.filter((a) => a.family === options.family) : all;
+          const wanted =
+            options.family === 4 || options.family === 6 ? all.filter((a) => a.family === options.family) : all;
           try {
-            if (!wanted.length) throw new HostLookupError(hostname, 'ENOTFOUND', `${hostname} has no IPv${options.family} address`);
+            if (!wanted.length) {
+              throw new HostLookupError(hostname, 'ENOTFOUND', `${hostname} has no IPv${options.family} address`);
+            }
             for (const address of wanted) check?.(address, hostname);
           } catch (error) {
             callback(error as NodeJS.ErrnoException, '', 0);
@@ -146,7 +161,9 @@ export class HostLookup {
     } catch {
       return undefined;
     }
-    if (this.hosts?.mtimeMs !== mtimeMs) this.hosts = { mtimeMs, names: parseHostsFile(readFileSync(this.hostsFile, 'utf8')) };
+    if (this.hosts?.mtimeMs !== mtimeMs) {
+      this.hosts = { mtimeMs, names: parseHostsFile(readFileSync(this.hostsFile, 'utf8')) };
+    }
     return this.hosts.names.get(host);
   }
 }
@@ -172,8 +189,13 @@ export function parseResolvConf(text: string): { domains: string[]; ndots: numbe
   let domains: string[] = [];
   let ndots = 1;
   for (const line of text.split('\n')) {
-    const [keyword, ...values] = line.replace(/[#;].*/, '').trim().split(/\s+/);
-    if (keyword === 'search' || keyword === 'domain') domains = values.map((d) => d.toLowerCase().replace(/\.$/, '')).filter(Boolean);
+    const [keyword, ...values] = line
+      .replace(/[#;].*/, '')
+      .trim()
+      .split(/\s+/);
+    if (keyword === 'search' || keyword === 'domain') {
+      domains = values.map((d) => d.toLowerCase().replace(/\.$/, '')).filter(Boolean);
+    }
     if (keyword === 'options') {
       for (const option of values) {
         const match = /^ndots:(\d+)$/.exec(option);

@@ -88,12 +88,16 @@ export function exceedsJsonLimits(text: string, maxMembers = MAX_JSON_MEMBERS): 
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (inString) {
-      if (c === 0x5c) i++; // backslash: skip the escaped character
+      if (c === 0x5c) {
+        i++;
+      } // backslash: skip the escaped character
       else if (c === 0x22) inString = false;
       continue;
     }
     if (c === 0x22) inString = true;
-    else if (c === 0x3a && ++members > maxMembers) return 'members'; // ':' ends a member name
+    else if (c === 0x3a && ++members > maxMembers) {
+      return 'members';
+    } // ':' ends a member name
     else if ((c === 0x7b || c === 0x5b) && ++depth > MAX_JSON_DEPTH) return 'depth';
     else if (c === 0x7d || c === 0x5d) depth--;
   }

@@ -4,7 +4,8 @@ import { ValidationFailedError } from './domain.errors.js';
 
 export const UUID_CURSOR = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-export const badCursor = () => new ValidationFailedError([{ field: 'cursor', message: 'is not a cursor this API returned' }]);
+export const badCursor = () =>
+  new ValidationFailedError([{ field: 'cursor', message: 'is not a cursor this API returned' }]);
 
 /** The id a cursor carries, checked against the shape of the ids it pages over; undefined for the first page. */
 export function decodeCursor(cursor: string | undefined, shape: RegExp = UUID_CURSOR): string | undefined {
@@ -17,5 +18,8 @@ export function decodeCursor(cursor: string | undefined, shape: RegExp = UUID_CU
 /** `rows` read with `limit + 1`: the page, and the cursor of the next one when that extra row came back. */
 export function pageOf<T extends { id: string }>(rows: T[], limit: number): { page: T[]; nextCursor: string | null } {
   const page = rows.slice(0, limit);
-  return { page, nextCursor: rows.length > limit ? Buffer.from(page[page.length - 1].id, 'utf8').toString('base64url') : null };
+  return {
+    page,
+    nextCursor: rows.length > limit ? Buffer.from(page[page.length - 1].id, 'utf8').toString('base64url') : null,
+  };
 }

@@ -56,7 +56,11 @@ export function safeErrorFields(error: unknown, options: { stack?: boolean } = {
   if (typeof code === 'string' || typeof code === 'number') fields.code = String(code);
   // The first line of a stack repeats the message: only the frames are kept.
   if (options.stack && error.stack) {
-    fields.stack = error.stack.split('\n').filter((line) => /^\s+at /.test(line)).slice(0, 15).join('\n');
+    fields.stack = error.stack
+      .split('\n')
+      .filter((line) => /^\s+at /.test(line))
+      .slice(0, 15)
+      .join('\n');
   }
   return fields;
 }

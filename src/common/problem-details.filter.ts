@@ -72,8 +72,16 @@ export interface Classified {
 function classify(exception: unknown): Classified | undefined {
   if (exception instanceof DomainError) {
     const errors = exception.errors.length ? exception.errors : undefined;
-    const errorsOmitted = exception instanceof ValidationFailedError && exception.errorsOmitted ? exception.errorsOmitted : undefined;
-    return { status: exception.status, code: exception.code, detail: exception.message, errors, errorsOmitted, retryAfterSeconds: exception.retryAfterSeconds };
+    const errorsOmitted =
+      exception instanceof ValidationFailedError && exception.errorsOmitted ? exception.errorsOmitted : undefined;
+    return {
+      status: exception.status,
+      code: exception.code,
+      detail: exception.message,
+      errors,
+      errorsOmitted,
+      retryAfterSeconds: exception.retryAfterSeconds,
+    };
   }
   if (exception instanceof HttpException) {
     const status = exception.getStatus();
@@ -108,11 +116,19 @@ export class ProblemDetailsFilter implements ExceptionFilter {
     const reply = http.getResponse<FastifyReply>();
     const classified = classify(exception);
     if (!classified) {
-      this.logger.error({ msg: 'unhandled error', requestId: request.id, ...safeErrorFields(exception, { stack: true }) });
+      this.logger.error({
+        msg: 'unhandled error',
+        requestId: request.id,
+        ...safeErrorFields(exception, { stack: true }),
+      });
     } else if (classified.status === 503) {
       this.logger.warn({ msg: 'database unavailable', requestId: request.id, ...safeErrorFields(exception) });
     }
-    sendProblem(request, reply, classified ?? { status: 500, code: 'internal_error', detail: 'An unexpected error occurred.' });
+    sendProblem(
+      request,
+      reply,
+      classified ?? { status: 500, code: 'internal_error', detail: 'An unexpected error occurred.' },
+    );
   }
 }
 
@@ -136,11 +152,18 @@ export function sendProblem(request: FastifyRequest, reply: FastifyReply, classi
   if (status === 401) void reply.header('WWW-Authenticate', 'Bearer');
   // Also set by app.setup.ts's first hook; a refusal Fastify makes before the hooks run (a malformed path) has it too.
   void reply.header('X-Content-Type-Options', 'nosniff');
-  void reply.status(status).header('Content-Type', 'application/problem+json; charset=utf-8').send(JSON.stringify(problem));
+  void reply
+    .status(status)
+    .header('Content-Type', 'application/problem+json; charset=utf-8')
+    .send(JSON.stringify(problem));
 }
 
 const parserRefusals: Record<string, { status: number; reason: string; detail: string }> = {
-  HPE_HEADER_OVERFLOW: { status: 431, reason: 'Request Header Fields Too Large', detail: 'The request headers are too large.' },
+  HPE_HEADER_OVERFLOW: {
+    status: 431,
+    reason: 'Request Header Fields Too Large',
+    detail: 'The request headers are too large.',
+  },
   ERR_HTTP_REQUEST_TIMEOUT: { status: 408, reason: 'Request Timeout', detail: 'The request was not received in time.' },
 };
 

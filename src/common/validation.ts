@@ -4,7 +4,11 @@ import { type FieldError, ValidationFailedError } from './domain.errors.js';
 
 export function flattenValidationErrors(errors: ValidationError[], parent = ''): FieldError[] {
   return errors.flatMap((error) => {
-    const field = parent ? (/^\d+$/.test(error.property) ? `${parent}[${error.property}]` : `${parent}.${error.property}`) : error.property;
+    const field = parent
+      ? /^\d+$/.test(error.property)
+        ? `${parent}[${error.property}]`
+        : `${parent}.${error.property}`
+      : error.property;
     const own = Object.values(error.constraints ?? {}).map((message) => ({ field, message }));
     return [...own, ...flattenValidationErrors(error.children ?? [], field)];
   });

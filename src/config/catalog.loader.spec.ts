@@ -1,14 +1,26 @@
 import { CatalogError, validateCatalog } from './catalog.loader.js';
 
 const catalog = (pricing: unknown) => ({
-  providers: [{ name: 'p', kind: 'simulated', model: 'm', timeoutMs: 100, ...(pricing === undefined ? {} : { pricing }) }],
-  operations: [{ name: 'o', prompt: { user: 'x' }, inputSchema: { type: 'object' }, outputSchema: { type: 'object' }, providers: ['p'] }],
+  providers: [
+    { name: 'p', kind: 'simulated', model: 'm', timeoutMs: 100, ...(pricing === undefined ? {} : { pricing }) },
+  ],
+  operations: [
+    {
+      name: 'o',
+      prompt: { user: 'x' },
+      inputSchema: { type: 'object' },
+      outputSchema: { type: 'object' },
+      providers: ['p'],
+    },
+  ],
 });
 
 describe('catalog pricing', () => {
   it('is optional, and kept when valid', () => {
     expect(validateCatalog(catalog(undefined)).providers[0].pricing).toBeUndefined();
-    expect(validateCatalog(catalog({ inputPerMTok: 3, outputPerMTok: 15, currency: 'USD' })).providers[0].pricing).toEqual({ inputPerMTok: 3, outputPerMTok: 15, currency: 'USD' });
+    expect(
+      validateCatalog(catalog({ inputPerMTok: 3, outputPerMTok: 15, currency: 'USD' })).providers[0].pricing,
+    ).toEqual({ inputPerMTok: 3, outputPerMTok: 15, currency: 'USD' });
   });
 
   it.each([
@@ -33,8 +45,22 @@ describe('catalog capacity fields', () => {
     const [p] = validateCatalog(withFields({})).providers;
     expect(p).toMatchObject({ maxDeferrals: 3 });
     expect(p.maxConcurrency).toBeUndefined();
-    const [q] = validateCatalog(withFields({ maxConcurrency: 5, requestsPerMinute: 60, tokensPerMinute: 1000, breaker: { failures: 5, windowMs: 1000, cooldownMs: 500 }, maxDeferrals: 0 })).providers;
-    expect(q).toMatchObject({ maxConcurrency: 5, requestsPerMinute: 60, tokensPerMinute: 1000, breaker: { failures: 5, windowMs: 1000, cooldownMs: 500 }, maxDeferrals: 0 });
+    const [q] = validateCatalog(
+      withFields({
+        maxConcurrency: 5,
+        requestsPerMinute: 60,
+        tokensPerMinute: 1000,
+        breaker: { failures: 5, windowMs: 1000, cooldownMs: 500 },
+        maxDeferrals: 0,
+      }),
+    ).providers;
+    expect(q).toMatchObject({
+      maxConcurrency: 5,
+      requestsPerMinute: 60,
+      tokensPerMinute: 1000,
+      breaker: { failures: 5, windowMs: 1000, cooldownMs: 500 },
+      maxDeferrals: 0,
+    });
   });
 
   it.each([
@@ -45,7 +71,9 @@ describe('catalog capacity fields', () => {
     [{ breaker: { failures: 0, windowMs: 1000, cooldownMs: 1 } }, 'breaker.failures'],
     [{ maxDeferrals: 'many' }, 'maxDeferrals'],
   ])('refuses %j, naming the field', (fields, field) => {
-    expect(() => validateCatalog(withFields(fields))).toThrow(new RegExp(`providers\\[0\\]\\.${field.replace('.', '\\.')}`));
+    expect(() => validateCatalog(withFields(fields))).toThrow(
+      new RegExp(`providers\\[0\\]\\.${field.replace('.', '\\.')}`),
+    );
   });
 });
 

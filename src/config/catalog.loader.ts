@@ -148,9 +148,15 @@ function describe(error: ErrorObject): CatalogError {
   const base = fieldPath(error.instancePath) || '(root)';
   switch (error.keyword) {
     case 'required':
-      return new CatalogError(base === '(root)' ? error.params.missingProperty : `${base}.${error.params.missingProperty}`, 'is required');
+      return new CatalogError(
+        base === '(root)' ? error.params.missingProperty : `${base}.${error.params.missingProperty}`,
+        'is required',
+      );
     case 'additionalProperties':
-      return new CatalogError(base === '(root)' ? error.params.additionalProperty : `${base}.${error.params.additionalProperty}`, 'is not a known field');
+      return new CatalogError(
+        base === '(root)' ? error.params.additionalProperty : `${base}.${error.params.additionalProperty}`,
+        'is not a known field',
+      );
     default:
       return new CatalogError(base, error.message ?? 'is invalid');
   }
@@ -170,16 +176,22 @@ export function validateCatalog(raw: unknown): Catalog {
     if (providerNames.has(provider.name)) throw new CatalogError(`${at}.name`, 'repeats the name of another provider');
     providerNames.add(provider.name);
     provider.hardTimeoutMs ??= provider.timeoutMs * 10;
-    if (provider.hardTimeoutMs < provider.timeoutMs) throw new CatalogError(`${at}.hardTimeoutMs`, 'must not be less than timeoutMs');
+    if (provider.hardTimeoutMs < provider.timeoutMs) {
+      throw new CatalogError(`${at}.hardTimeoutMs`, 'must not be less than timeoutMs');
+    }
     if (provider.onTimeout === 'failover' && !provider.sideEffectFree) {
       throw new CatalogError(`${at}.onTimeout`, 'may be failover only when sideEffectFree is true');
     }
-    if (provider.api !== undefined && provider.kind !== 'openai') throw new CatalogError(`${at}.api`, 'is allowed only for kind openai');
+    if (provider.api !== undefined && provider.kind !== 'openai') {
+      throw new CatalogError(`${at}.api`, 'is allowed only for kind openai');
+    }
     if (provider.pollIntervalMs !== undefined && provider.api !== 'responses') {
       throw new CatalogError(`${at}.pollIntervalMs`, 'is allowed only with api responses');
     }
     if (provider.kind === 'openai') provider.api ??= 'chat';
-    if (provider.store !== undefined && provider.api !== 'chat') throw new CatalogError(`${at}.store`, 'is allowed only for kind openai with api chat');
+    if (provider.store !== undefined && provider.api !== 'chat') {
+      throw new CatalogError(`${at}.store`, 'is allowed only for kind openai with api chat');
+    }
     if (provider.api === 'responses') provider.pollIntervalMs ??= 500;
     if (provider.kind === 'simulated') {
       provider.simulate = { latencyMs: 0, outcome: 'success', errorStatus: 500, ...provider.simulate };
@@ -192,10 +204,14 @@ export function validateCatalog(raw: unknown): Catalog {
   const operationNames = new Set<string>();
   catalog.operations.forEach((operation, i) => {
     const at = `operations[${i}]`;
-    if (operationNames.has(operation.name)) throw new CatalogError(`${at}.name`, 'repeats the name of another operation');
+    if (operationNames.has(operation.name)) {
+      throw new CatalogError(`${at}.name`, 'repeats the name of another operation');
+    }
     operationNames.add(operation.name);
     operation.providers.forEach((provider, j) => {
-      if (!providerNames.has(provider)) throw new CatalogError(`${at}.providers[${j}]`, 'names no provider of the catalog');
+      if (!providerNames.has(provider)) {
+        throw new CatalogError(`${at}.providers[${j}]`, 'names no provider of the catalog');
+      }
     });
     for (const key of ['inputSchema', 'outputSchema'] as const) {
       try {

@@ -2,7 +2,14 @@ import { EnvError, parseEnv } from './env.js';
 
 describe('parseEnv', () => {
   it('gives the documented defaults for an empty environment', () => {
-    expect(parseEnv({})).toMatchObject({ port: 3000, databaseUrl: undefined, dataDir: '.data', catalogFile: 'config/catalog.yaml', role: 'all', migrationsRun: true });
+    expect(parseEnv({})).toMatchObject({
+      port: 3000,
+      databaseUrl: undefined,
+      dataDir: '.data',
+      catalogFile: 'config/catalog.yaml',
+      role: 'all',
+      migrationsRun: true,
+    });
   });
 
   it.each([
@@ -27,20 +34,31 @@ describe('parseEnv', () => {
   });
 
   it('parses the delivery and retention settings, with documented defaults', () => {
-    expect(parseEnv({})).toMatchObject({ webhookAllowedHosts: [], webhookTimeoutMs: 10_000, webhookBackoffScale: 1, jobRetentionDays: 30, retentionIntervalMs: 300_000 });
-    expect(parseEnv({ WEBHOOK_ALLOWED_HOSTS: ' 127.0.0.1, Hooks.Internal ,', WEBHOOK_BACKOFF_SCALE: '0.001', JOB_RETENTION_DAYS: '0' })).toMatchObject({
+    expect(parseEnv({})).toMatchObject({
+      webhookAllowedHosts: [],
+      webhookTimeoutMs: 10_000,
+      webhookBackoffScale: 1,
+      jobRetentionDays: 30,
+      retentionIntervalMs: 300_000,
+    });
+    expect(
+      parseEnv({
+        WEBHOOK_ALLOWED_HOSTS: ' 127.0.0.1, Hooks.Internal ,',
+        WEBHOOK_BACKOFF_SCALE: '0.001',
+        JOB_RETENTION_DAYS: '0',
+      }),
+    ).toMatchObject({
       webhookAllowedHosts: ['127.0.0.1', 'hooks.internal'],
       webhookBackoffScale: 0.001,
       jobRetentionDays: 0,
     });
     // Scoped by port; IPv6 bracketed before a port, bare without one.
-    expect(parseEnv({ WEBHOOK_ALLOWED_HOSTS: '127.0.0.1:4000,[::1]:8080,::1,Hooks.Internal:8443' }).webhookAllowedHosts).toEqual([
-      '127.0.0.1:4000',
-      '[::1]:8080',
-      '::1',
-      'hooks.internal:8443',
-    ]);
-    for (const bad of ['127.0.0.1:0', '127.0.0.1:70000', 'host:port', 'http://x/']) expect(() => parseEnv({ WEBHOOK_ALLOWED_HOSTS: bad })).toThrow(/WEBHOOK_ALLOWED_HOSTS/);
+    expect(
+      parseEnv({ WEBHOOK_ALLOWED_HOSTS: '127.0.0.1:4000,[::1]:8080,::1,Hooks.Internal:8443' }).webhookAllowedHosts,
+    ).toEqual(['127.0.0.1:4000', '[::1]:8080', '::1', 'hooks.internal:8443']);
+    for (const bad of ['127.0.0.1:0', '127.0.0.1:70000', 'host:port', 'http://x/']) {
+      expect(() => parseEnv({ WEBHOOK_ALLOWED_HOSTS: bad })).toThrow(/WEBHOOK_ALLOWED_HOSTS/);
+    }
   });
 
   it('reads METRICS_PORT as optional, and refuses it out of range or equal to PORT', () => {

@@ -98,14 +98,18 @@ function oneOf<T extends string>(source: Source, name: string, fallback: T, allo
 }
 
 function bool(source: Source, name: string, fallback: boolean): boolean {
-  return oneOf(source, name, fallback ? 'true' : 'false', ['true', 'false', '1', '0'] as const).match(/^(true|1)$/) !== null;
+  return (
+    oneOf(source, name, fallback ? 'true' : 'false', ['true', 'false', '1', '0'] as const).match(/^(true|1)$/) !== null
+  );
 }
 
 function decimal(source: Source, name: string, fallback: number, min: number, max: number): number {
   const raw = source[name];
   if (raw === undefined || raw === '') return fallback;
   const value = Number(raw.trim());
-  if (!/^\d+(\.\d+)?$/.test(raw.trim()) || value < min || value > max) throw new EnvError(name, `must be a number from ${min} to ${max}`);
+  if (!/^\d+(\.\d+)?$/.test(raw.trim()) || value < min || value > max) {
+    throw new EnvError(name, `must be a number from ${min} to ${max}`);
+  }
   return value;
 }
 
@@ -115,11 +119,17 @@ function decimal(source: Source, name: string, fallback: number, min: number, ma
  */
 function hostList(source: Source, name: string): string[] {
   const raw = source[name] ?? '';
-  const entries = raw.split(',').map((h) => h.trim().toLowerCase()).filter(Boolean);
-  const invalid = () => new EnvError(name, 'must be a comma-separated list of hosts or IP addresses, each with an optional :port');
+  const entries = raw
+    .split(',')
+    .map((h) => h.trim().toLowerCase())
+    .filter(Boolean);
+  const invalid = () =>
+    new EnvError(name, 'must be a comma-separated list of hosts or IP addresses, each with an optional :port');
   return entries.map((entry) => {
     const bareIPv6 = /^[0-9a-f:.]+$/.test(entry) && entry.split(':').length > 2;
-    const match = bareIPv6 ? [entry, `[${entry}]`, undefined] : /^(\[[0-9a-f:.]+\]|[a-z0-9.-]{1,253})(?::(\d{1,5}))?$/.exec(entry);
+    const match = bareIPv6
+      ? [entry, `[${entry}]`, undefined]
+      : /^(\[[0-9a-f:.]+\]|[a-z0-9.-]{1,253})(?::(\d{1,5}))?$/.exec(entry);
     if (!match) throw invalid();
     const port = match[2] === undefined ? undefined : Number(match[2]);
     if (port !== undefined && (port < 1 || port > 65_535)) throw invalid();
@@ -137,17 +147,24 @@ function hostList(source: Source, name: string): string[] {
 
 function serverList(source: Source, name: string): string[] {
   const raw = source[name] ?? '';
-  const servers = raw.split(',').map((s) => s.trim()).filter(Boolean);
+  const servers = raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   // An IPv4 address with an optional port, or an IPv6 one (bracketed when it has a port).
   const valid = /^(\d{1,3}(\.\d{1,3}){3}(:\d{1,5})?|\[[0-9a-f:]+\](:\d{1,5})?|[0-9a-f:]+)$/i;
-  if (servers.some((s) => !valid.test(s))) throw new EnvError(name, 'must be a comma-separated list of IP addresses, each with an optional :port');
+  if (servers.some((s) => !valid.test(s))) {
+    throw new EnvError(name, 'must be a comma-separated list of IP addresses, each with an optional :port');
+  }
   return servers;
 }
 
 function apiKey(source: Source, name: string): string | undefined {
   const raw = source[name];
   if (raw === undefined || raw.trim() === '') return undefined;
-  if (!API_KEY_PATTERN.test(raw.trim())) throw new EnvError(name, 'must be oj_ followed by 32 to 200 letters, digits, - or _');
+  if (!API_KEY_PATTERN.test(raw.trim())) {
+    throw new EnvError(name, 'must be oj_ followed by 32 to 200 letters, digits, - or _');
+  }
   return raw.trim();
 }
 
@@ -197,7 +214,15 @@ export function parseEnv(source: Source): Env {
     dbPreparedStatements: bool(source, 'DB_PREPARED_STATEMENTS', true),
     bodyLimitBytes: integer(source, 'BODY_LIMIT_BYTES', 1_048_576, 1024, 104_857_600),
     batchBodyLimitBytes: integer(source, 'BATCH_BODY_LIMIT_BYTES', 16_777_216, 1024, 268_435_456),
-    logLevel: oneOf(source, 'LOG_LEVEL', 'info', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const),
+    logLevel: oneOf(source, 'LOG_LEVEL', 'info', [
+      'fatal',
+      'error',
+      'warn',
+      'info',
+      'debug',
+      'trace',
+      'silent',
+    ] as const),
     webhookAllowedHosts: hostList(source, 'WEBHOOK_ALLOWED_HOSTS'),
     webhookTimeoutMs: integer(source, 'WEBHOOK_TIMEOUT_MS', 10_000, 100, 60_000),
     webhookBackoffScale: decimal(source, 'WEBHOOK_BACKOFF_SCALE', 1, 0.0001, 100),

@@ -39,10 +39,24 @@ const setHeaders = (res: object) => {
 
 /** Serves /console/ (/console redirects there; public: the page holds no data; its API calls carry the operator's key). */
 export function serveConsole(app: NestFastifyApplication): void {
-  app.useStaticAssets({ root: PAGE_DIR, prefix: '/console', index: ['index.html'], redirect: true, setHeaders, cacheControl: false });
+  app.useStaticAssets({
+    root: PAGE_DIR,
+    prefix: '/console',
+    index: ['index.html'],
+    redirect: true,
+    setHeaders,
+    cacheControl: false,
+  });
   const vendor = vendorDir();
   if (vendor) {
     const allowedPath = (path: string) => /^\/uPlot\.(iife\.min\.js|min\.css)$/.test(path);
-    app.useStaticAssets({ root: vendor, prefix: '/console/vendor/', decorateReply: false, setHeaders, cacheControl: false, allowedPath });
+    app.useStaticAssets({
+      root: vendor,
+      prefix: '/console/vendor/',
+      decorateReply: false,
+      setHeaders,
+      cacheControl: false,
+      allowedPath,
+    });
   }
 }

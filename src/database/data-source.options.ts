@@ -58,19 +58,24 @@ class OnejobClient extends pg.Client {
   }
 
   override query(...args: unknown[]): never {
-    if (typeof args[0] !== 'string' || typeof args[args.length - 1] === 'function') return this.send(args, undefined) as never;
+    if (typeof args[0] !== 'string' || typeof args[args.length - 1] === 'function') {
+      return this.send(args, undefined) as never;
+    }
     const [text, values] = args as [string, unknown[] | undefined];
     const name = this.prepared?.on ? statementName(text) : undefined;
     // A client is waiting: its bound, not the background's (undefined leaves the pool's query_timeout).
-    const queryTimeout = this.requestQueryTimeoutMs !== undefined && requestBoundApplies() ? this.requestQueryTimeoutMs : undefined;
+    const queryTimeout =
+      this.requestQueryTimeoutMs !== undefined && requestBoundApplies() ? this.requestQueryTimeoutMs : undefined;
     const unnamed = () => this.send([{ text, values, query_timeout: queryTimeout }], undefined);
     if (!name) return unnamed() as never;
-    return (this.send([{ name, text, values, query_timeout: queryTimeout }], name) as Promise<unknown>).catch((error: Error & { code?: string }) => {
-      if (!error?.code || !UNSUPPORTED_PREPARED.has(error.code)) throw error;
-      refusePrepared(this.prepared!, error);
-      if (this.getTransactionStatus() === 'I') return unnamed();
-      throw error;
-    }) as never;
+    return (this.send([{ name, text, values, query_timeout: queryTimeout }], name) as Promise<unknown>).catch(
+      (error: Error & { code?: string }) => {
+        if (!error?.code || !UNSUPPORTED_PREPARED.has(error.code)) throw error;
+        refusePrepared(this.prepared!, error);
+        if (this.getTransactionStatus() === 'I') return unnamed();
+        throw error;
+      },
+    ) as never;
   }
 
   private send(args: unknown[], name: string | undefined): unknown {
@@ -130,7 +135,9 @@ export function dataSourceOptions(settings: DataSourceSettings): DataSourceOptio
       keepAliveInitialDelayMillis: 10_000,
       Client: OnejobClient,
       preparedState: { on: settings.preparedStatements === true } satisfies PreparedState,
-      ...(settings.requestQueryTimeoutMs && queryTimeout ? { requestQueryTimeoutMs: Math.min(settings.requestQueryTimeoutMs, queryTimeout) } : {}),
+      ...(settings.requestQueryTimeoutMs && queryTimeout
+        ? { requestQueryTimeoutMs: Math.min(settings.requestQueryTimeoutMs, queryTimeout) }
+        : {}),
       ...(queryTimeout ? { query_timeout: queryTimeout } : {}),
     },
   };

@@ -31,7 +31,9 @@ async function reachable(url: string): Promise<boolean> {
  * The database a CLI should use: DATABASE_URL when set; else the embedded server a running service started;
  * else an embedded server of its own in DATA_DIR (stopped by the returned `stop`).
  */
-export async function resolveDatabase(env: Pick<Env, 'databaseUrl' | 'dataDir'>): Promise<{ url: string; stop: () => Promise<void>; embedded?: EmbeddedDatabase }> {
+export async function resolveDatabase(
+  env: Pick<Env, 'databaseUrl' | 'dataDir'>,
+): Promise<{ url: string; stop: () => Promise<void>; embedded?: EmbeddedDatabase }> {
   if (env.databaseUrl) return { url: env.databaseUrl, stop: async () => undefined };
   const file = join(env.dataDir, RUNNING_FILE);
   if (existsSync(file)) {

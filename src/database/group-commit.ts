@@ -56,7 +56,7 @@ export class GroupCommit<W, R> {
       const batch: Array<Pending<W, R>> = [];
       const keys = new Set<string>();
       let weight = 0;
-      for (let i = 0; i < this.queue.length && batch.length < maxBatch; ) {
+      for (let i = 0; i < this.queue.length && batch.length < maxBatch;) {
         const item = this.queue[i];
         const key = keyOf(item.write);
         const itemWeight = weightOf?.(item.write) ?? 0;

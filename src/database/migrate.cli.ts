@@ -11,7 +11,9 @@ async function main(): Promise<void> {
   const database = await resolveDatabase({ ...env, databaseUrl: sessionDatabaseUrl(env) });
   try {
     const applied = await migrateOver(database.url, 'onejob-migrate');
-    process.stdout.write(applied.length ? `applied: ${applied.map((m) => m.name).join(', ')}\n` : 'no pending migrations\n');
+    process.stdout.write(
+      applied.length ? `applied: ${applied.map((m) => m.name).join(', ')}\n` : 'no pending migrations\n',
+    );
   } finally {
     await database.stop();
   }

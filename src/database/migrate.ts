@@ -38,7 +38,9 @@ export async function migrationsApplied(dataSource: DataSource): Promise<boolean
  * replica started after that would wait for it forever.
  */
 export async function migrateOver(url: string, applicationName: string): Promise<Migration[]> {
-  const dataSource = await new DataSource(dataSourceOptions({ url, poolSize: 2, applicationName, queryTimeoutMs: false })).initialize();
+  const dataSource = await new DataSource(
+    dataSourceOptions({ url, poolSize: 2, applicationName, queryTimeoutMs: false }),
+  ).initialize();
   try {
     return await runMigrationsLocked(dataSource);
   } finally {

@@ -21,7 +21,18 @@ export function uniqueViolationOf(error: unknown): string | undefined {
   return e?.code === '23505' ? e.constraint : undefined;
 }
 
-const connectionCodes = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', '57P01', '57P02', '57P03', '53300']);
+const connectionCodes = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ENOTFOUND',
+  'ETIMEDOUT',
+  'EPIPE',
+  'EHOSTUNREACH',
+  '57P01',
+  '57P02',
+  '57P03',
+  '53300',
+]);
 const connectionMessages = [
   'Connection terminated',
   'timeout exceeded when trying to connect',

@@ -63,7 +63,11 @@ export class PgNotifications implements OnApplicationBootstrap, OnApplicationShu
   private async listen(): Promise<void> {
     const url = sessionDatabaseUrl(this.config);
     if (this.stopped || !url || !this.handlers.size) return;
-    const client = new pg.Client({ connectionString: url, application_name: `onejob-${this.config.role}-listen`, connectionTimeoutMillis: 3000 });
+    const client = new pg.Client({
+      connectionString: url,
+      application_name: `onejob-${this.config.role}-listen`,
+      connectionTimeoutMillis: 3000,
+    });
     client.on('notification', (message) => {
       for (const handler of this.handlers.get(message.channel) ?? []) handler(message.payload ?? '');
     });
@@ -93,7 +97,10 @@ export class PgNotifications implements OnApplicationBootstrap, OnApplicationShu
       client.removeAllListeners('end');
       client.end().catch(() => undefined);
       if (!this.warned) {
-        this.logger.warn({ msg: 'LISTEN failed: falling back to polling (set DATABASE_DIRECT_URL behind a transaction pooler)', error: (error as Error).message });
+        this.logger.warn({
+          msg: 'LISTEN failed: falling back to polling (set DATABASE_DIRECT_URL behind a transaction pooler)',
+          error: (error as Error).message,
+        });
         this.warned = true;
       }
       if (!this.stopped) this.reconnectTimer = setTimeout(() => void this.listen(), RECONNECT_MS);

@@ -24,7 +24,10 @@ export async function rowsOf<T>(queryable: Queryable, sql: string, params: unkno
  * aborted the transaction before the statement ran, and turned naming off, so the second run goes unnamed
  * (docs/operations.md#pgbouncer). `work` must be safe to run twice: database work only, effects after commit.
  */
-export async function inTransaction<T>(dataSource: DataSource, work: (manager: EntityManager) => Promise<T>): Promise<T> {
+export async function inTransaction<T>(
+  dataSource: DataSource,
+  work: (manager: EntityManager) => Promise<T>,
+): Promise<T> {
   try {
     return await dataSource.transaction(work);
   } catch (error) {

@@ -13,7 +13,9 @@ export class HealthController {
 
   @Get('live')
   @ApiPublicEndpoint({ operationId: 'live', summary: 'Liveness: the process answers' })
-  @ApiOkResponse({ schema: { type: 'object', required: ['status'], properties: { status: { type: 'string', enum: ['ok'] } } } })
+  @ApiOkResponse({
+    schema: { type: 'object', required: ['status'], properties: { status: { type: 'string', enum: ['ok'] } } },
+  })
   live(): { status: 'ok' } {
     return { status: 'ok' };
   }

@@ -39,7 +39,9 @@ export class ReadinessService {
     if (this.lifecycle.shuttingDown) throw new NotReadyError('The service is shutting down.');
     if (!this.schemaConfirmed) {
       const applied = await this.bounded(() => this.probe.migrationsApplied());
-      if (applied === 'unreachable') throw new NotReadyError('The service is starting: the database has not answered yet.');
+      if (applied === 'unreachable') {
+        throw new NotReadyError('The service is starting: the database has not answered yet.');
+      }
       if (!applied) throw new NotReadyError('Database migrations are pending.');
       this.schemaConfirmed = true;
     }

@@ -36,14 +36,18 @@ describe('JobsService.submit: the idempotency mapping', () => {
   const command = { operation: 'summarize', input: { text: 'x' } };
 
   it('answers a collision with the same fingerprint as a replay of the stored job', async () => {
-    const create = jest.fn<JobsService['create']>().mockRejectedValue(new DuplicateIdempotencyKeyError('o', 'k', job.fingerprint));
+    const create = jest
+      .fn<JobsService['create']>()
+      .mockRejectedValue(new DuplicateIdempotencyKeyError('o', 'k', job.fingerprint));
     const replay = jest.fn<JobsService['replay']>().mockResolvedValue(job);
     await expect(harness(create, replay).submit('o', 'k', command, 0)).resolves.toEqual({ job, replayed: true });
     expect(replay).toHaveBeenCalledWith('o', 'k', job.fingerprint, 0, undefined);
   });
 
   it('lets the 409 of a different fingerprint through', async () => {
-    const create = jest.fn<JobsService['create']>().mockRejectedValue(new DuplicateIdempotencyKeyError('o', 'k', 'other'));
+    const create = jest
+      .fn<JobsService['create']>()
+      .mockRejectedValue(new DuplicateIdempotencyKeyError('o', 'k', 'other'));
     const replay = jest.fn<JobsService['replay']>().mockRejectedValue(new IdempotencyKeyReusedError());
     await expect(harness(create, replay).submit('o', 'k', command)).rejects.toBeInstanceOf(IdempotencyKeyReusedError);
   });
@@ -51,8 +55,12 @@ describe('JobsService.submit: the idempotency mapping', () => {
   it('leaves every other error and every success alone', async () => {
     const boom = new Error('boom');
     const replay = jest.fn<JobsService['replay']>();
-    await expect(harness(jest.fn<JobsService['create']>().mockRejectedValue(boom), replay).submit('o', 'k', command)).rejects.toBe(boom);
-    await expect(harness(jest.fn<JobsService['create']>().mockResolvedValue(job), replay).submit('o', 'k', command)).resolves.toEqual({ job, replayed: false });
+    await expect(
+      harness(jest.fn<JobsService['create']>().mockRejectedValue(boom), replay).submit('o', 'k', command),
+    ).rejects.toBe(boom);
+    await expect(
+      harness(jest.fn<JobsService['create']>().mockResolvedValue(job), replay).submit('o', 'k', command),
+    ).resolves.toEqual({ job, replayed: false });
     expect(replay).not.toHaveBeenCalled();
   });
 });

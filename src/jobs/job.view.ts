@@ -36,7 +36,8 @@ export class CostView {
 export class JobCostView {
   @ApiProperty({ description: 'ISO 4217.' }) currency!: string;
   @ApiProperty({ description: 'Every attempt of the job, won, discarded or failed.' }) total!: number;
-  @ApiProperty({ description: 'Spent on results that lost the settlement race (paid for, thrown away).' }) discarded!: number;
+  @ApiProperty({ description: 'Spent on results that lost the settlement race (paid for, thrown away).' })
+  discarded!: number;
 }
 
 export class AttemptView {
@@ -57,7 +58,8 @@ export class AttemptView {
   @ApiProperty({
     nullable: true,
     type: String,
-    description: "The provider's own id of the request (OpenAI's response id), committed as soon as the provider gave it.",
+    description:
+      "The provider's own id of the request (OpenAI's response id), committed as soon as the provider gave it.",
     example: 'resp_67ccd2bed1ec8190b14f964abc0542670bb6a6b452d3795b',
   })
   providerRequestId!: string | null;
@@ -85,8 +87,12 @@ export class AttemptView {
     nullable: true,
     required: ['amount', 'currency'],
     selfRequired: true,
-    properties: { amount: { type: 'number', description: 'Rounded to 8 decimals.' }, currency: { type: 'string', description: 'ISO 4217.' } },
-    description: "From the usage, at the provider's catalog pricing when it was written; null without either (inline: see usageSchema).",
+    properties: {
+      amount: { type: 'number', description: 'Rounded to 8 decimals.' },
+      currency: { type: 'string', description: 'ISO 4217.' },
+    },
+    description:
+      "From the usage, at the provider's catalog pricing when it was written; null without either (inline: see usageSchema).",
   })
   cost!: CostView | null;
 }
@@ -96,10 +102,17 @@ export class JobFieldsView {
   @ApiProperty({ format: 'uuid', example: '0193e0b2-7c51-7d7a-9a4e-5d3b1f0c2a11' }) id!: string;
   @ApiProperty({ enum: JOB_STATUSES, example: 'succeeded' }) status!: string;
   @ApiProperty({ example: 'summarize' }) operation!: string;
-  @ApiProperty({ type: 'object', additionalProperties: true, example: { text: 'Idempotency keys bind one intent to one job.' } }) input!: unknown;
+  @ApiProperty({
+    type: 'object',
+    additionalProperties: true,
+    example: { text: 'Idempotency keys bind one intent to one job.' },
+  })
+  input!: unknown;
   @ApiProperty({ type: [String], example: ['sim-primary', 'sim-fallback'] }) providers!: string[];
-  @ApiProperty({ minLength: 1, maxLength: 255, pattern: '^[\\x21-\\x7e]+$', example: 'summary-report-2026-12-01' }) idempotencyKey!: string;
-  @ApiProperty({ type: 'integer', minimum: 0, description: 'Bumped only by settlement and cancellation.' }) version!: number;
+  @ApiProperty({ minLength: 1, maxLength: 255, pattern: '^[\\x21-\\x7e]+$', example: 'summary-report-2026-12-01' })
+  idempotencyKey!: string;
+  @ApiProperty({ type: 'integer', minimum: 0, description: 'Bumped only by settlement and cancellation.' })
+  version!: number;
   @ApiProperty({
     type: 'integer',
     minimum: -1000,
@@ -108,9 +121,22 @@ export class JobFieldsView {
     description: "Higher first among the owner's own due jobs (as created; not part of the fingerprint).",
   })
   priority!: number;
-  @ApiProperty({ type: 'object', nullable: true, additionalProperties: true, example: { summary: 'A key binds one intent to one job.' } }) result!: unknown;
+  @ApiProperty({
+    type: 'object',
+    nullable: true,
+    additionalProperties: true,
+    example: { summary: 'A key binds one intent to one job.' },
+  })
+  result!: unknown;
   @ApiProperty({ type: 'object', nullable: true, additionalProperties: true, example: null }) error!: unknown;
-  @ApiProperty({ format: 'uuid', nullable: true, type: String, description: 'The attempt whose result won.', example: '0193e0b2-7d10-7b6f-8c2a-1e5f3a9d4b70' }) completedBy!: string | null;
+  @ApiProperty({
+    format: 'uuid',
+    nullable: true,
+    type: String,
+    description: 'The attempt whose result won.',
+    example: '0193e0b2-7d10-7b6f-8c2a-1e5f3a9d4b70',
+  })
+  completedBy!: string | null;
   @ApiProperty({ format: 'date-time' }) createdAt!: string;
   @ApiProperty({ format: 'date-time' }) updatedAt!: string;
   @ApiProperty({ format: 'date-time', nullable: true, type: String }) completedAt!: string | null;
@@ -128,12 +154,17 @@ export class JobSummaryView extends JobFieldsView {
 
 export class JobView extends JobFieldsView {
   @ApiProperty({ type: [AttemptView] }) attempts!: AttemptView[];
-  @ApiProperty({ type: [JobCostView], description: 'The attempts\' cost per currency (empty when no attempt was priced).' }) cost!: JobCostView[];
+  @ApiProperty({
+    type: [JobCostView],
+    description: "The attempts' cost per currency (empty when no attempt was priced).",
+  })
+  cost!: JobCostView[];
 }
 
 export class JobPageView {
   @ApiProperty({ type: [JobSummaryView] }) items!: JobSummaryView[];
-  @ApiProperty({ nullable: true, type: String, pattern: CURSOR.source, description: 'Null on the last page.' }) nextCursor!: string | null;
+  @ApiProperty({ nullable: true, type: String, pattern: CURSOR.source, description: 'Null on the last page.' })
+  nextCursor!: string | null;
 }
 
 const iso = (date: Date | null) => (date ? date.toISOString() : null);
@@ -154,7 +185,10 @@ export function toAttemptView(attempt: Attempt): AttemptView {
     startedAt: attempt.startedAt.toISOString(),
     deadlineAt: attempt.deadlineAt.toISOString(),
     finishedAt: iso(attempt.finishedAt),
-    cost: attempt.cost === null || attempt.costCurrency === null ? null : { amount: attempt.cost, currency: attempt.costCurrency },
+    cost:
+      attempt.cost === null || attempt.costCurrency === null
+        ? null
+        : { amount: attempt.cost, currency: attempt.costCurrency },
   };
 }
 

@@ -14,11 +14,12 @@ import { clientGoneSignal, IdempotencyKey, MAX_IDEMPOTENCY_KEY_LENGTH, PreferWai
 const preferHeader = ApiHeader({
   name: 'Prefer',
   required: false,
-  description: 'wait=N (N ≤ 30): hold the answer until the job is terminal or N seconds pass. Answered with Preference-Applied.',
+  description:
+    'wait=N (N ≤ 30): hold the answer until the job is terminal or N seconds pass. Answered with Preference-Applied.',
   schema: { type: 'string', example: 'wait=10' },
 });
 const jobId = ApiParam({ name: 'id', description: 'A job id.', schema: { type: 'string', format: 'uuid' } });
-const jobHeaders = { 'Location': headerRef('Location'), 'Preference-Applied': headerRef('PreferenceApplied') };
+const jobHeaders = { Location: headerRef('Location'), 'Preference-Applied': headerRef('PreferenceApplied') };
 
 @ApiTags('jobs')
 @Controller({ path: 'jobs', version: '1' })
@@ -37,7 +38,13 @@ export class JobsController {
       'days later still finds the job and never creates a second one; a key cannot be reused for another intent. ' +
       'Terminal jobs are purged after JOB_RETENTION_DAYS (default 30); after that the key creates a new job.',
     // Swagger UI's "Try it out" fills the example in: change it for each new intent.
-    schema: { type: 'string', minLength: 1, maxLength: MAX_IDEMPOTENCY_KEY_LENGTH, pattern: '^[\\x21-\\x7e]+$', example: 'summary-report-2026-12-01' },
+    schema: {
+      type: 'string',
+      minLength: 1,
+      maxLength: MAX_IDEMPOTENCY_KEY_LENGTH,
+      pattern: '^[\\x21-\\x7e]+$',
+      example: 'summary-report-2026-12-01',
+    },
   })
   @preferHeader
   @ApiEndpoint({
@@ -66,7 +73,13 @@ export class JobsController {
     @Body() body: CreateJobDto,
     @Res() reply: FastifyReply,
   ): Promise<void> {
-    const { job, replayed } = await this.jobs.submit(ownerId, idempotencyKey, body, wait, wait ? clientGoneSignal(reply) : undefined);
+    const { job, replayed } = await this.jobs.submit(
+      ownerId,
+      idempotencyKey,
+      body,
+      wait,
+      wait ? clientGoneSignal(reply) : undefined,
+    );
     sendJob(reply, replayed ? 200 : 201, job, { replayed, waited: wait });
   }
 
@@ -96,7 +109,11 @@ export class JobsController {
 
   @Get()
   @RequireScopes('jobs:read')
-  @ApiEndpoint({ operationId: 'listJobs', summary: "The owner's jobs, newest first (keyset pagination)", problems: [{ status: 400, codes: ['validation_failed'] }] })
+  @ApiEndpoint({
+    operationId: 'listJobs',
+    summary: "The owner's jobs, newest first (keyset pagination)",
+    problems: [{ status: 400, codes: ['validation_failed'] }],
+  })
   @ApiOkResponse({ type: JobPageView })
   async listJobs(@OwnerId() ownerId: string, @Query() query: ListJobsQueryDto): Promise<JobPageView> {
     const page = await this.jobs.list(ownerId, query);

@@ -20,7 +20,12 @@ import { JOB_STATUSES, type JobStatus } from '../ledger/job.types.js';
 export { CURSOR } from '../common/page-query.dto.js';
 
 export class CreateJobDto {
-  @ApiProperty({ description: 'Name of an operation of the catalog (GET /v1/operations).', example: 'summarize', minLength: 1, maxLength: 100 })
+  @ApiProperty({
+    description: 'Name of an operation of the catalog (GET /v1/operations).',
+    example: 'summarize',
+    minLength: 1,
+    maxLength: 100,
+  })
   @IsString()
   @Length(1, 100)
   operation!: string;
@@ -35,7 +40,8 @@ export class CreateJobDto {
   input!: Record<string, unknown>;
 
   @ApiPropertyOptional({
-    description: "Ordered provider chain, primary first. Omitted: the operation's default chain (and the fingerprint records null).",
+    description:
+      "Ordered provider chain, primary first. Omitted: the operation's default chain (and the fingerprint records null).",
     type: 'array',
     items: { type: 'string', minLength: 1, maxLength: 100 },
     minItems: 1,

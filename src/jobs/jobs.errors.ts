@@ -13,12 +13,16 @@ export class IdempotencyKeyReusedError extends DomainError {
 
 export class IdempotencyKeyMissingError extends DomainError {
   constructor() {
-    super('idempotency_key_missing', 400, 'The Idempotency-Key header is required.', [{ field: 'Idempotency-Key', message: 'is required' }]);
+    super('idempotency_key_missing', 400, 'The Idempotency-Key header is required.', [
+      { field: 'Idempotency-Key', message: 'is required' },
+    ]);
   }
 }
 
 export class IdempotencyKeyInvalidError extends DomainError {
   constructor(why: string) {
-    super('idempotency_key_invalid', 400, `The Idempotency-Key header ${why}.`, [{ field: 'Idempotency-Key', message: why }]);
+    super('idempotency_key_invalid', 400, `The Idempotency-Key header ${why}.`, [
+      { field: 'Idempotency-Key', message: why },
+    ]);
   }
 }

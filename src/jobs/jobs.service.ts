@@ -1,7 +1,13 @@
 import { Injectable } from '@nestjs/common';
 
 import { isGated } from '../capacity/capacity.rules.js';
-import { DomainError, NotFoundError, UnknownOperationError, UnknownProviderError, ValidationFailedError } from '../common/domain.errors.js';
+import {
+  DomainError,
+  NotFoundError,
+  UnknownOperationError,
+  UnknownProviderError,
+  ValidationFailedError,
+} from '../common/domain.errors.js';
 import { fingerprintOf } from '../common/fingerprint.js';
 import { badCursor, decodeCursor, pageOf } from '../common/keyset-page.js';
 import { isTerminal, type JobStatus, type JobWithAttempts, type ListedJob } from '../ledger/job.types.js';
@@ -49,17 +55,32 @@ export class JobsService {
    * UQ_jobs_owner_idempotency_key, the existing job is loaded and answers as a replay for the same fingerprint,
    * or 409 idempotency_key_reused for another. No lookup before the INSERT.
    */
-  async submit(ownerId: string, idempotencyKey: string, command: CreateJobCommand, waitSeconds = 0, gone?: AbortSignal): Promise<{ job: JobWithAttempts; replayed: boolean }> {
+  async submit(
+    ownerId: string,
+    idempotencyKey: string,
+    command: CreateJobCommand,
+    waitSeconds = 0,
+    gone?: AbortSignal,
+  ): Promise<{ job: JobWithAttempts; replayed: boolean }> {
     try {
       return { job: await this.create(ownerId, idempotencyKey, command, waitSeconds, gone), replayed: false };
     } catch (error) {
       if (!(error instanceof DuplicateIdempotencyKeyError)) throw error;
-      return { job: await this.replay(error.ownerId, error.idempotencyKey, error.fingerprint, waitSeconds, gone), replayed: true };
+      return {
+        job: await this.replay(error.ownerId, error.idempotencyKey, error.fingerprint, waitSeconds, gone),
+        replayed: true,
+      };
     }
   }
 
   /** Writes the job and nothing else; no provider is called in the request path (docs/design.md#7-execution). */
-  async create(ownerId: string, idempotencyKey: string, command: CreateJobCommand, waitSeconds = 0, gone?: AbortSignal): Promise<JobWithAttempts> {
+  async create(
+    ownerId: string,
+    idempotencyKey: string,
+    command: CreateJobCommand,
+    waitSeconds = 0,
+    gone?: AbortSignal,
+  ): Promise<JobWithAttempts> {
     const operation = this.catalog.operation(command.operation);
     if (!operation) throw new UnknownOperationError(command.operation);
     command.providers?.forEach((name, i) => {
@@ -103,10 +124,22 @@ export class JobsService {
   }
 
   /** The answer to a request whose INSERT hit the owner-and-key constraint: the same intent replays, another is refused. */
-  async replay(ownerId: string, idempotencyKey: string, fingerprint: string, waitSeconds = 0, gone?: AbortSignal): Promise<JobWithAttempts> {
+  async replay(
+    ownerId: string,
+    idempotencyKey: string,
+    fingerprint: string,
+    waitSeconds = 0,
+    gone?: AbortSignal,
+  ): Promise<JobWithAttempts> {
     const job = await this.jobs.findOwnedByKey(ownerId, idempotencyKey);
     // The row existed when our INSERT collided; it is gone only if the retention purge took it since.
-    if (!job) throw new DomainError('service_unavailable', 503, 'The job under this key was purged by retention just now; retry to create a new one.');
+    if (!job) {
+      throw new DomainError(
+        'service_unavailable',
+        503,
+        'The job under this key was purged by retention just now; retry to create a new one.',
+      );
+    }
     if (job.fingerprint !== fingerprint) {
       this.metrics.idempotencyConflicts.inc();
       throw new IdempotencyKeyReusedError();
@@ -124,7 +157,11 @@ export class JobsService {
   }
 
   async list(ownerId: string, query: { status?: JobStatus; limit: number; cursor?: string }): Promise<JobPage> {
-    const items = await this.jobs.listOwned(ownerId, { status: query.status, limit: query.limit + 1, afterId: decodeCursor(query.cursor) });
+    const items = await this.jobs.listOwned(ownerId, {
+      status: query.status,
+      limit: query.limit + 1,
+      afterId: decodeCursor(query.cursor),
+    });
     if (!items) throw badCursor();
     const { page, nextCursor } = pageOf(items, query.limit);
     return { items: page, nextCursor };
@@ -146,13 +183,22 @@ export class JobsService {
    * reads the database when it starts and when it wakes, never on a timer while LISTEN is up. It ends early
    * when the client goes away, and a process holds at most MAX_CONCURRENT_WAITS of them.
    */
-  private async waitForTerminal(ownerId: string, id: string, waitSeconds: number, gone?: AbortSignal): Promise<JobWithAttempts> {
+  private async waitForTerminal(
+    ownerId: string,
+    id: string,
+    waitSeconds: number,
+    gone?: AbortSignal,
+  ): Promise<JobWithAttempts> {
     const release = this.waits.acquire();
     try {
       const until = Date.now() + waitSeconds * 1000;
       for (;;) {
         const left = until - Date.now();
-        const waiter = this.signals.waitFor(id, this.signals.listening ? Math.max(0, left) : Math.min(FALLBACK_POLL_MS, Math.max(0, left)), gone);
+        const waiter = this.signals.waitFor(
+          id,
+          this.signals.listening ? Math.max(0, left) : Math.min(FALLBACK_POLL_MS, Math.max(0, left)),
+          gone,
+        );
         const job = await this.jobs.findOwnedById(ownerId, id);
         if (!job) {
           waiter.cancel();

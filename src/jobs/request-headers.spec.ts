@@ -29,7 +29,9 @@ async function signalAfter(delayMs: number, clientAbortsAfterMs: number): Promis
   });
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
-  const request = fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`, { signal: controller.signal }).catch(() => undefined);
+  const request = fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`, {
+    signal: controller.signal,
+  }).catch(() => undefined);
   const signal = await taken;
   await request;
   // The fetch settles on the client's side; the server notices the closed socket a moment later (under load, after

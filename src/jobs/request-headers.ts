@@ -15,8 +15,12 @@ export function parseIdempotencyKey(value: string | string[] | undefined): strin
   if (value === undefined) throw new IdempotencyKeyMissingError();
   if (Array.isArray(value)) throw new IdempotencyKeyInvalidError('must be sent once');
   if (value.length === 0) throw new IdempotencyKeyInvalidError('must not be empty');
-  if (value.length > MAX_IDEMPOTENCY_KEY_LENGTH) throw new IdempotencyKeyInvalidError(`must be at most ${MAX_IDEMPOTENCY_KEY_LENGTH} characters`);
-  if (!VISIBLE_ASCII.test(value)) throw new IdempotencyKeyInvalidError('must be visible ASCII characters only (0x21-0x7E)');
+  if (value.length > MAX_IDEMPOTENCY_KEY_LENGTH) {
+    throw new IdempotencyKeyInvalidError(`must be at most ${MAX_IDEMPOTENCY_KEY_LENGTH} characters`);
+  }
+  if (!VISIBLE_ASCII.test(value)) {
+    throw new IdempotencyKeyInvalidError('must be visible ASCII characters only (0x21-0x7E)');
+  }
   return value;
 }
 
@@ -32,7 +36,9 @@ export const IdempotencyKey = createParamDecorator((_: unknown, context: Executi
   parseIdempotencyKey(headersOf(context)['idempotency-key']),
 );
 
-export const PreferWait = createParamDecorator((_: unknown, context: ExecutionContext) => parsePreferWait(headersOf(context).prefer));
+export const PreferWait = createParamDecorator((_: unknown, context: ExecutionContext) =>
+  parsePreferWait(headersOf(context).prefer),
+);
 
 /** Aborts when the client closes the connection before its answer was written: a long-poll then stops at once. */
 export function clientGoneSignal(reply: FastifyReply): AbortSignal {

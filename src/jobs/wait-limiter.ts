@@ -5,7 +5,11 @@ import { type AppConfig, appConfig } from '../config/app.config.js';
 
 export class TooManyWaitsError extends DomainError {
   constructor() {
-    super('service_unavailable', 503, 'Too many requests are holding a `Prefer: wait` here; retry, or poll without waiting.');
+    super(
+      'service_unavailable',
+      503,
+      'Too many requests are holding a `Prefer: wait` here; retry, or poll without waiting.',
+    );
   }
 }
 

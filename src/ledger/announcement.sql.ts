@@ -9,7 +9,10 @@ export function isoTimeSql(expression: string): string {
 }
 
 /** `jsonb_build_object(...)` of one announcement; each argument is a SQL expression of the announcing statement. */
-export function announcementSql(job: string, event: { type: string; attemptId: string; status: string; error: string }): string {
+export function announcementSql(
+  job: string,
+  event: { type: string; attemptId: string; status: string; error: string },
+): string {
   return `jsonb_build_object('type', ${event.type}, 'timestamp', ${isoTimeSql('now()')}, 'data', jsonb_build_object(
                   'jobId', ${job}.id, 'attemptId', ${event.attemptId}, 'status', ${event.status}, 'operation', ${job}.operation,
                   'idempotencyKey', ${job}.idempotency_key, 'version', ${job}.version, 'result', ${job}.result, 'error', ${event.error},
@@ -17,7 +20,18 @@ export function announcementSql(job: string, event: { type: string; attemptId: s
 }
 
 /** The fields of an announcement's `data`, in the order docs/operations.md#webhooks lists them. */
-const DATA_FIELDS = ['jobId', 'attemptId', 'status', 'operation', 'idempotencyKey', 'version', 'result', 'error', 'completedBy', 'completedAt'];
+const DATA_FIELDS = [
+  'jobId',
+  'attemptId',
+  'status',
+  'operation',
+  'idempotencyKey',
+  'version',
+  'result',
+  'error',
+  'completedBy',
+  'completedAt',
+];
 
 /**
  * The body as it is signed and sent: compact JSON in the documented field order, as the REST API writes its
@@ -25,10 +39,18 @@ const DATA_FIELDS = ['jobId', 'attemptId', 'status', 'operation', 'idempotencyKe
  * payload gives the same bytes on every retry, so one delivery keeps one signature.
  */
 export function announcementBody(storedPayload: string): string {
-  const { type, timestamp, data } = JSON.parse(storedPayload) as { type: string; timestamp: string; data: Record<string, unknown> };
+  const { type, timestamp, data } = JSON.parse(storedPayload) as {
+    type: string;
+    timestamp: string;
+    data: Record<string, unknown>;
+  };
   if (type === 'batch.completed') return JSON.stringify({ type, timestamp, data: batchData(data) });
   const fields = type.startsWith('provider.') ? PROVIDER_DATA_FIELDS : DATA_FIELDS;
-  return JSON.stringify({ type, timestamp, data: Object.fromEntries(fields.map((field) => [field, data[field] ?? null])) });
+  return JSON.stringify({
+    type,
+    timestamp,
+    data: Object.fromEntries(fields.map((field) => [field, data[field] ?? null])),
+  });
 }
 
 /**
@@ -46,4 +68,14 @@ function batchData(data: Record<string, unknown>): Record<string, unknown> {
 }
 
 /** A provider announcement's `data` (`provider.decertified`), in the order docs/operations.md#webhooks lists them. */
-const PROVIDER_DATA_FIELDS = ['provider', 'operation', 'model', 'contractDigest', 'reportId', 'passed', 'trigger', 'cost', 'certifiedAt'];
+const PROVIDER_DATA_FIELDS = [
+  'provider',
+  'operation',
+  'model',
+  'contractDigest',
+  'reportId',
+  'passed',
+  'trigger',
+  'cost',
+  'certifiedAt',
+];

@@ -80,7 +80,8 @@ export interface AttemptRow {
 }
 
 const date = (value: Date | string): Date => (value instanceof Date ? value : new Date(value));
-const dateOrNull = (value: Date | string | null | undefined): Date | null => (value === null || value === undefined ? null : date(value));
+const dateOrNull = (value: Date | string | null | undefined): Date | null =>
+  value === null || value === undefined ? null : date(value);
 
 export function attemptFromRow(row: AttemptRow): Attempt {
   return {

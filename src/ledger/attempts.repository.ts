@@ -5,7 +5,16 @@ import { LEASE_SLACK_MS } from '../capacity/capacity.rules.js';
 import { uniqueViolationOf } from '../database/pg-errors.js';
 import { prepared } from '../database/prepared-statements.js';
 import { type Queryable, rowsOf } from '../database/transactions.js';
-import { type Attempt, type AttemptError, attemptFromRow, type AttemptOutcome, type AttemptRow, type AttemptStatus, type ResolvedBy, type Usage } from './attempt.types.js';
+import {
+  type Attempt,
+  type AttemptError,
+  attemptFromRow,
+  type AttemptOutcome,
+  type AttemptRow,
+  type AttemptStatus,
+  type ResolvedBy,
+  type Usage,
+} from './attempt.types.js';
 import { type Job, jobFromRow, type JobRow, type JobStatus } from './job.types.js';
 import { AttemptInProgressError } from './ledger.errors.js';
 
@@ -121,7 +130,14 @@ export class AttemptsRepository {
          VALUES ($1, COALESCE((SELECT max(number) FROM attempts WHERE job_id = $1), 0) + 1, $2, $3,
                  now() + ${interval('$4')}, now() + ${interval('$5')}, CASE WHEN $6::text IS NULL THEN NULL ELSE now() END, $6)
          RETURNING *`,
-        [attempt.jobId, attempt.provider, attempt.jobVersion, attempt.timeoutMs, attempt.hardTimeoutMs, attempt.workerId],
+        [
+          attempt.jobId,
+          attempt.provider,
+          attempt.jobVersion,
+          attempt.timeoutMs,
+          attempt.hardTimeoutMs,
+          attempt.workerId,
+        ],
       );
       return attemptFromRow(rows[0]);
     } catch (error) {
@@ -136,24 +152,26 @@ export class AttemptsRepository {
    */
   async insertClaimed(starts: ClaimedStart[], manager: Queryable): Promise<Attempt[]> {
     if (!starts.length) return [];
-    const rows = await rowsOf<AttemptRow>(
-      manager,
-      INSERT_CLAIMED,
-      [
-        starts.map((s) => s.jobId),
-        starts.map((s) => s.provider),
-        starts.map((s) => s.jobVersion),
-        starts.map((s) => s.timeoutMs),
-        starts.map((s) => s.hardTimeoutMs),
-        starts.map((s) => s.workerId),
-        starts.map((s) => s.jobFrom),
-      ],
-    );
+    const rows = await rowsOf<AttemptRow>(manager, INSERT_CLAIMED, [
+      starts.map((s) => s.jobId),
+      starts.map((s) => s.provider),
+      starts.map((s) => s.jobVersion),
+      starts.map((s) => s.timeoutMs),
+      starts.map((s) => s.hardTimeoutMs),
+      starts.map((s) => s.workerId),
+      starts.map((s) => s.jobFrom),
+    ]);
     return rows.map(attemptFromRow);
   }
 
   /** A worker takes over an attempt the API queued. */
-  async claimQueued(attemptId: string, workerId: string, timeoutMs: number, hardTimeoutMs: number, manager: Queryable): Promise<Attempt | undefined> {
+  async claimQueued(
+    attemptId: string,
+    workerId: string,
+    timeoutMs: number,
+    hardTimeoutMs: number,
+    manager: Queryable,
+  ): Promise<Attempt | undefined> {
     const rows = await rowsOf<AttemptRow>(
       manager,
       `UPDATE attempts SET claimed_at = now(), worker_id = $2, started_at = now(),
@@ -171,11 +189,12 @@ export class AttemptsRepository {
    */
   async markRunning(calls: CallStart[], manager: Queryable): Promise<Attempt[]> {
     if (!calls.length) return [];
-    const rows = await rowsOf<AttemptRow>(
-      manager,
-      MARK_RUNNING,
-      [calls.map((c) => c.id), calls.map((c) => c.timeoutMs), calls.map((c) => c.hardTimeoutMs), LEASE_SLACK_MS],
-    );
+    const rows = await rowsOf<AttemptRow>(manager, MARK_RUNNING, [
+      calls.map((c) => c.id),
+      calls.map((c) => c.timeoutMs),
+      calls.map((c) => c.hardTimeoutMs),
+      LEASE_SLACK_MS,
+    ]);
     return rows.map(attemptFromRow);
   }
 
@@ -183,7 +202,11 @@ export class AttemptsRepository {
    * The job, then the attempt, locked in that order in one round trip (the LATERAL runs per locked job row), so
    * no two writers can deadlock. Undefined when either is missing or the attempt is not the job's.
    */
-  async lockPair(jobId: string, attemptId: string, manager: Queryable): Promise<{ job: Job; attempt: Attempt } | undefined> {
+  async lockPair(
+    jobId: string,
+    attemptId: string,
+    manager: Queryable,
+  ): Promise<{ job: Job; attempt: Attempt } | undefined> {
     const rows = await rowsOf<{ job: JobRow; attempt: AttemptRow }>(
       manager,
       `WITH j AS MATERIALIZED (SELECT * FROM jobs WHERE id = $1 FOR UPDATE)
@@ -194,7 +217,12 @@ export class AttemptsRepository {
     if (!rows[0]) return undefined;
     const job = rows[0].job;
     return {
-      job: jobFromRow({ ...job, created_at: new Date(job.created_at), updated_at: new Date(job.updated_at), completed_at: job.completed_at && new Date(job.completed_at) }),
+      job: jobFromRow({
+        ...job,
+        created_at: new Date(job.created_at),
+        updated_at: new Date(job.updated_at),
+        completed_at: job.completed_at && new Date(job.completed_at),
+      }),
       attempt: attemptFromRow(rows[0].attempt),
     };
   }
@@ -210,7 +238,12 @@ export class AttemptsRepository {
   }
 
   /** Writes a transition the caller has checked against the state machine, under the job's row lock. */
-  async updateStatus(attemptId: string, to: AttemptStatus, update: AttemptUpdate, manager: Queryable): Promise<Attempt> {
+  async updateStatus(
+    attemptId: string,
+    to: AttemptStatus,
+    update: AttemptUpdate,
+    manager: Queryable,
+  ): Promise<Attempt> {
     const rows = await rowsOf<AttemptRow>(
       manager,
       `UPDATE attempts SET status = $2,
@@ -320,12 +353,19 @@ export class AttemptsRepository {
   }
 
   async operationOfJob(jobId: string): Promise<string> {
-    const rows = await rowsOf<{ operation: string }>(this.dataSource.manager, 'SELECT operation FROM jobs WHERE id = $1', [jobId]);
+    const rows = await rowsOf<{ operation: string }>(
+      this.dataSource.manager,
+      'SELECT operation FROM jobs WHERE id = $1',
+      [jobId],
+    );
     return rows[0].operation;
   }
 
   async countUnknown(): Promise<number> {
-    const rows = await rowsOf<{ n: number }>(this.dataSource.manager, `SELECT count(*)::int AS n FROM attempts WHERE status = 'unknown'`);
+    const rows = await rowsOf<{ n: number }>(
+      this.dataSource.manager,
+      `SELECT count(*)::int AS n FROM attempts WHERE status = 'unknown'`,
+    );
     return rows[0].n;
   }
 }

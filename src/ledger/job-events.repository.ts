@@ -25,7 +25,17 @@ export class JobEventsRepository {
     const values: unknown[] = [];
     const tuples = events.map((event, i) => {
       const detail = event.detail === undefined ? null : JSON.stringify(event.detail);
-      values.push(event.jobId, event.attemptId ?? null, event.subject, event.from, event.to, event.reason, detail, event.actor?.keyId ?? null, event.actor?.ownerId ?? null);
+      values.push(
+        event.jobId,
+        event.attemptId ?? null,
+        event.subject,
+        event.from,
+        event.to,
+        event.reason,
+        detail,
+        event.actor?.keyId ?? null,
+        event.actor?.ownerId ?? null,
+      );
       const p = i * 9;
       return `($${p + 1}, $${p + 2}, $${p + 3}, $${p + 4}, $${p + 5}, $${p + 6}, $${p + 7}::jsonb, $${p + 8}::uuid, $${p + 9})`;
     });

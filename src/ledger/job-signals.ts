@@ -169,7 +169,9 @@ export class JobSignals implements OnApplicationShutdown {
     this.dueToSend.clear();
     const payloads: Array<[string, string]> = [];
     if (due.length) payloads.push([DUE, due.join(',')]);
-    for (let i = 0; i < ids.length; i += IDS_PER_NOTIFY) payloads.push([SETTLED, ids.slice(i, i + IDS_PER_NOTIFY).join(',')]);
+    for (let i = 0; i < ids.length; i += IDS_PER_NOTIFY) {
+      payloads.push([SETTLED, ids.slice(i, i + IDS_PER_NOTIFY).join(',')]);
+    }
     for (let i = 0; i < events.length; i += IDS_PER_NOTIFY) {
       payloads.push([EVENTS, events.slice(i, i + IDS_PER_NOTIFY).join(',')]);
     }

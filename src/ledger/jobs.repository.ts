@@ -56,7 +56,11 @@ const keyOf = (ownerId: string, idempotencyKey: string) => `${ownerId}\u0000${id
 function recordsOf(creates: Create[], budgeted = false): string {
   const records = creates.map(({ job, inputJson }, ord) => {
     const fields = JSON.stringify({
-      ...(budgeted && { ord, prompt_tokens: job.worstCaseTokens?.prompt ?? 0, completion_tokens: job.worstCaseTokens?.completion ?? 0 }),
+      ...(budgeted && {
+        ord,
+        prompt_tokens: job.worstCaseTokens?.prompt ?? 0,
+        completion_tokens: job.worstCaseTokens?.completion ?? 0,
+      }),
       owner_id: job.ownerId,
       idempotency_key: job.idempotencyKey,
       fingerprint: job.fingerprint,
@@ -367,12 +371,17 @@ export class JobsRepository {
       return created;
     }
     try {
-      const rows = await rowsOf<JobRow>(
-        on(this.dataSource, manager),
-        INSERT_JOB,
-        [job.ownerId, job.idempotencyKey, job.fingerprint, job.operation, JSON.stringify(job.input), job.providers, job.traceContext ?? null, job.waitingFor ?? null,
-          job.priority ?? 0],
-      );
+      const rows = await rowsOf<JobRow>(on(this.dataSource, manager), INSERT_JOB, [
+        job.ownerId,
+        job.idempotencyKey,
+        job.fingerprint,
+        job.operation,
+        JSON.stringify(job.input),
+        job.providers,
+        job.traceContext ?? null,
+        job.waitingFor ?? null,
+        job.priority ?? 0,
+      ]);
       return jobFromRow(rows[0]);
     } catch (error) {
       if (uniqueViolationOf(error) === 'UQ_jobs_owner_idempotency_key') {
@@ -409,7 +418,10 @@ export class JobsRepository {
    * snapshot taken after the lock. The transaction is the group commit's, as the statement of INSERT_JOBS is.
    * A budget removed since the cache read lets the creates through unchecked (INSERT_JOBS).
    */
-  private async insertWithinBudget(ownerId: string, creates: Create[]): Promise<Array<Job | OverBudgetError | undefined>> {
+  private async insertWithinBudget(
+    ownerId: string,
+    creates: Create[],
+  ): Promise<Array<Job | OverBudgetError | undefined>> {
     // Named statements in a transaction: a pooler's refusal runs it again, unnamed (inTransaction).
     return inTransaction(this.dataSource, async (manager) => {
       const [budget] = await rowsOf<{ monthly_limit: string; currency: string }>(manager, LOCK_BUDGET, [ownerId]);
@@ -418,12 +430,11 @@ export class JobsRepository {
         const created = new Map(rows.map((row) => [row.idempotency_key, jobFromRow(row)]));
         return creates.map(({ job }) => created.get(job.idempotencyKey));
       }
-      const rows = await rowsOf<JobRow & { ord: number; refused: boolean; used: string }>(manager, INSERT_JOBS_WITHIN_BUDGET, [
-        recordsOf(creates, true),
-        ownerId,
-        budget.currency,
-        budget.monthly_limit,
-      ]);
+      const rows = await rowsOf<JobRow & { ord: number; refused: boolean; used: string }>(
+        manager,
+        INSERT_JOBS_WITHIN_BUDGET,
+        [recordsOf(creates, true), ownerId, budget.currency, budget.monthly_limit],
+      );
       return rows.map((row) => {
         if (row.refused) return new OverBudgetError(Number(budget.monthly_limit), budget.currency, Number(row.used));
         return row.id ? jobFromRow(row) : undefined;
@@ -436,11 +447,12 @@ export class JobsRepository {
     return rows[0] && jobWithAttemptsFromRow(rows[0]);
   }
 
-  async findOwnedByKey(ownerId: string, idempotencyKey: string, manager?: Queryable): Promise<JobWithAttempts | undefined> {
-    const rows = await rowsOf<JobWithAttemptsRow>(on(this.dataSource, manager), BY_KEY, [
-      ownerId,
-      idempotencyKey,
-    ]);
+  async findOwnedByKey(
+    ownerId: string,
+    idempotencyKey: string,
+    manager?: Queryable,
+  ): Promise<JobWithAttempts | undefined> {
+    const rows = await rowsOf<JobWithAttemptsRow>(on(this.dataSource, manager), BY_KEY, [ownerId, idempotencyKey]);
     return rows[0] && jobWithAttemptsFromRow(rows[0]);
   }
 
@@ -460,7 +472,10 @@ export class JobsRepository {
     }
     if (query.afterId) {
       params.push(query.afterId);
-      const cursor = await this.dataSource.query('SELECT 1 FROM jobs WHERE id = $1 AND owner_id = $2', [query.afterId, ownerId]);
+      const cursor = await this.dataSource.query('SELECT 1 FROM jobs WHERE id = $1 AND owner_id = $2', [
+        query.afterId,
+        ownerId,
+      ]);
       if (!cursor.length) return undefined;
       where += ` AND (j.created_at, j.id) < (SELECT c.created_at, c.id FROM jobs c WHERE c.id = $${params.length})`;
     }
@@ -484,7 +499,11 @@ export class JobsRepository {
   }
 
   async lockOwned(ownerId: string, id: string, manager: Queryable): Promise<Job | undefined> {
-    const rows = await rowsOf<JobRow>(manager, `SELECT ${JOB_COLUMNS} FROM jobs j WHERE j.id = $1 AND j.owner_id = $2 FOR UPDATE`, [id, ownerId]);
+    const rows = await rowsOf<JobRow>(
+      manager,
+      `SELECT ${JOB_COLUMNS} FROM jobs j WHERE j.id = $1 AND j.owner_id = $2 FOR UPDATE`,
+      [id, ownerId],
+    );
     return rows[0] && jobFromRow(rows[0]);
   }
 
@@ -524,11 +543,11 @@ export class JobsRepository {
    * while that provider has no room.
    */
   async claimDue(limit: number, waiting: WaitingRoom, manager: Queryable): Promise<FairClaim> {
-    const rows = await rowsOf<JobWithAttemptsRow & ClaimShareRow>(
-      manager,
-      CLAIM_DUE,
-      [limit, waiting.providers, waiting.rooms],
-    );
+    const rows = await rowsOf<JobWithAttemptsRow & ClaimShareRow>(manager, CLAIM_DUE, [
+      limit,
+      waiting.providers,
+      waiting.rooms,
+    ]);
     const shares = new Map<string, OwnerShare>();
     for (const row of rows) {
       const share = shares.get(row.owner_id) ?? {
@@ -607,7 +626,12 @@ export class JobsRepository {
   }
 
   /** Bookkeeping under the caller's row lock: never touches version. `nextAttemptInMs` null clears the schedule. */
-  async updateBookkeeping(id: string, status: JobStatus, nextAttemptInMs: number | null | undefined, manager: Queryable): Promise<void> {
+  async updateBookkeeping(
+    id: string,
+    status: JobStatus,
+    nextAttemptInMs: number | null | undefined,
+    manager: Queryable,
+  ): Promise<void> {
     // A new schedule ends any wait for capacity: the job is planned afresh when it is due.
     await manager.query(
       `UPDATE jobs SET status = $2, updated_at = now(),

@@ -20,7 +20,7 @@ export class OverBudgetError extends Error {
     /** Spent this month plus what live jobs still hold, when the create was refused. */
     readonly used: number,
   ) {
-    super('the owner\'s budget cannot hold this job\'s worst case');
+    super("the owner's budget cannot hold this job's worst case");
     this.name = 'OverBudgetError';
   }
 }
@@ -33,7 +33,11 @@ export class JobTerminalError extends DomainError {
 
 export class AttemptInProgressError extends DomainError {
   constructor() {
-    super('attempt_in_progress', 409, 'The job has an attempt that is starting, running or unknown; resolve it (or cancel the job) first.');
+    super(
+      'attempt_in_progress',
+      409,
+      'The job has an attempt that is starting, running or unknown; resolve it (or cancel the job) first.',
+    );
   }
 }
 

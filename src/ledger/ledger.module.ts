@@ -21,6 +21,14 @@ import { SettlementRepository } from './settlement.repository.js';
     LedgerFactory,
     JobSignals,
   ],
-  exports: [CapacityModule, JobsRepository, AttemptsRepository, JobEventsRepository, BatchesRepository, LedgerFactory, JobSignals],
+  exports: [
+    CapacityModule,
+    JobsRepository,
+    AttemptsRepository,
+    JobEventsRepository,
+    BatchesRepository,
+    LedgerFactory,
+    JobSignals,
+  ],
 })
 export class LedgerModule {}

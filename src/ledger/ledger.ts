@@ -8,11 +8,17 @@ import { safeErrorFields } from '../common/log-safe.js';
 import { inTransaction } from '../database/transactions.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { type Attempt, type AttemptStatus, NOT_SENT, type ResolvedBy, type Usage } from './attempt.types.js';
-import { AttemptsRepository, type AttemptUpdate, type CallStart, type ClaimedStart, type NewAttempt } from './attempts.repository.js';
+import {
+  AttemptsRepository,
+  type AttemptUpdate,
+  type CallStart,
+  type ClaimedStart,
+  type NewAttempt,
+} from './attempts.repository.js';
 import type { Job, JobStatus, JobWithAttempts } from './job.types.js';
 import { type JobEvent, JobEventsRepository } from './job-events.repository.js';
 import { JobSignals } from './job-signals.js';
-import { type FairClaim, JobsRepository,type OwnerCharge } from './jobs.repository.js';
+import { type FairClaim, JobsRepository, type OwnerCharge } from './jobs.repository.js';
 import { type Announcement, OUTBOX, type Outbox } from './outbox.port.js';
 import { SettlementRepository } from './settlement.repository.js';
 import { SettlementBatcher } from './settlement-batcher.js';
@@ -148,9 +154,24 @@ export class Ledger {
   /** Claimed jobs that must wait for capacity on `provider`: no attempt, their place in the queue kept. */
   async waitForCapacity(jobs: Job[], provider: string): Promise<void> {
     if (!jobs.length) return;
-    const started = new Set(await this.repos.jobs.markWaiting(jobs.map((j) => j.id), provider, this.manager));
+    const started = new Set(
+      await this.repos.jobs.markWaiting(
+        jobs.map((j) => j.id),
+        provider,
+        this.manager,
+      ),
+    );
     for (const job of jobs) {
-      if (started.has(job.id)) this.events.push({ jobId: job.id, subject: 'job', from: job.status, to: job.status, reason: 'waiting_for_capacity', detail: { provider } });
+      if (started.has(job.id)) {
+        this.events.push({
+          jobId: job.id,
+          subject: 'job',
+          from: job.status,
+          to: job.status,
+          reason: 'waiting_for_capacity',
+          detail: { provider },
+        });
+      }
     }
   }
 
@@ -166,26 +187,55 @@ export class Ledger {
 
   async insertAttempt(attempt: NewAttempt, reason: string): Promise<Attempt> {
     const inserted = await this.repos.attempts.insertAttempt(attempt, this.manager);
-    this.events.push({ jobId: inserted.jobId, attemptId: inserted.id, subject: 'attempt', from: null, to: 'starting', reason, detail: { provider: inserted.provider, number: inserted.number } });
+    this.events.push({
+      jobId: inserted.jobId,
+      attemptId: inserted.id,
+      subject: 'attempt',
+      from: null,
+      to: 'starting',
+      reason,
+      detail: { provider: inserted.provider, number: inserted.number },
+    });
     this.afterCommit(() => this.metrics.attempts.inc({ provider: inserted.provider, status: 'starting' }));
     return inserted;
   }
 
-  claimQueued(attempt: Attempt, workerId: string, timeoutMs: number, hardTimeoutMs: number): Promise<Attempt | undefined> {
+  claimQueued(
+    attempt: Attempt,
+    workerId: string,
+    timeoutMs: number,
+    hardTimeoutMs: number,
+  ): Promise<Attempt | undefined> {
     return this.repos.attempts.claimQueued(attempt.id, workerId, timeoutMs, hardTimeoutMs, this.manager);
   }
 
   /** Moves an attempt (checked against the state machine) and records why. Same-status writes record fields only. */
-  async moveAttempt(attempt: Attempt, to: AttemptStatus, reason: string, update: AttemptUpdate = {}, detail?: unknown): Promise<Attempt> {
+  async moveAttempt(
+    attempt: Attempt,
+    to: AttemptStatus,
+    reason: string,
+    update: AttemptUpdate = {},
+    detail?: unknown,
+  ): Promise<Attempt> {
     if (attempt.status !== to) assertAttemptTransition(attempt.status, to);
     // Who ended an unknown attempt (docs/design.md#resolution-at-the-provider): the service's clocks unless told.
     const by = attempt.status === 'unknown' && to !== 'unknown' ? (update.resolvedBy ?? 'deadline') : undefined;
     const updated = await this.repos.attempts.updateStatus(attempt.id, to, { ...update, resolvedBy: by }, this.manager);
-    this.events.push({ jobId: attempt.jobId, attemptId: attempt.id, subject: 'attempt', from: attempt.status, to, reason, detail });
+    this.events.push({
+      jobId: attempt.jobId,
+      attemptId: attempt.id,
+      subject: 'attempt',
+      from: attempt.status,
+      to,
+      reason,
+      detail,
+    });
     if (to === 'unknown' && attempt.status !== to) {
       this.announcements.push({ jobId: attempt.jobId, attemptId: attempt.id, type: 'attempt.unknown' });
     }
-    if (attempt.status !== to) this.afterCommit(() => this.metrics.attempts.inc({ provider: attempt.provider, status: to }));
+    if (attempt.status !== to) {
+      this.afterCommit(() => this.metrics.attempts.inc({ provider: attempt.provider, status: to }));
+    }
     if (by) this.afterCommit(() => this.metrics.unknownResolved.inc({ by }));
     return updated;
   }
@@ -195,7 +245,15 @@ export class Ledger {
     await this.repos.attempts.recordProviderRequest(attempt.id, providerRequestId, this.manager);
     const { jobId, id: attemptId, status } = attempt;
     const detail = { providerRequestId };
-    this.events.push({ jobId, attemptId, subject: 'attempt', from: status, to: status, reason: 'provider_request_created', detail });
+    this.events.push({
+      jobId,
+      attemptId,
+      subject: 'attempt',
+      from: status,
+      to: status,
+      reason: 'provider_request_created',
+      detail,
+    });
   }
 
   /** What the provider now says of the attempt's request; an event only when that changed. */
@@ -237,7 +295,14 @@ export class Ledger {
   async settleFailure(job: Job, readVersion: number, error: FinalError): Promise<boolean> {
     const version = await this.repos.settlements.failIfVersion(job.id, readVersion, error, this.manager);
     if (version === undefined) return false;
-    this.events.push({ jobId: job.id, subject: 'job', from: job.status, to: 'failed', reason: error.reason, detail: { version } });
+    this.events.push({
+      jobId: job.id,
+      subject: 'job',
+      from: job.status,
+      to: 'failed',
+      reason: error.reason,
+      detail: { version },
+    });
     this.settled(job, 'failed');
     return true;
   }
@@ -249,10 +314,26 @@ export class Ledger {
   async cancel(job: Job): Promise<boolean> {
     const version = await this.repos.settlements.cancelIfLive(job.id, this.manager);
     if (version === undefined) return false;
-    this.events.push({ jobId: job.id, subject: 'job', from: job.status, to: 'cancelled', reason: 'cancelled_by_owner', detail: { version } });
+    this.events.push({
+      jobId: job.id,
+      subject: 'job',
+      from: job.status,
+      to: 'cancelled',
+      reason: 'cancelled_by_owner',
+      detail: { version },
+    });
     this.settled(job, 'cancelled');
-    for (const queued of (await this.listAttempts(job.id)).filter((a) => a.status === 'starting' && a.claimedAt === null)) {
-      await this.moveAttempt(queued, 'failed', NOT_SENT, { error: { reason: NOT_SENT, message: 'The job was cancelled before a worker took the attempt.', retryable: false }, finished: true });
+    for (const queued of (await this.listAttempts(job.id)).filter(
+      (a) => a.status === 'starting' && a.claimedAt === null,
+    )) {
+      await this.moveAttempt(queued, 'failed', NOT_SENT, {
+        error: {
+          reason: NOT_SENT,
+          message: 'The job was cancelled before a worker took the attempt.',
+          retryable: false,
+        },
+        finished: true,
+      });
     }
     return true;
   }
@@ -341,7 +422,9 @@ export class LedgerFactory {
    */
   async run<T>(work: (ledger: Ledger) => Promise<T>, options: { once?: boolean } = {}): Promise<T> {
     let ledger!: Ledger;
-    const transaction = options.once ? (w: (m: EntityManager) => Promise<T>) => this.dataSource.transaction(w) : (w: (m: EntityManager) => Promise<T>) => inTransaction(this.dataSource, w);
+    const transaction = options.once
+      ? (w: (m: EntityManager) => Promise<T>) => this.dataSource.transaction(w)
+      : (w: (m: EntityManager) => Promise<T>) => inTransaction(this.dataSource, w);
     const result = await transaction(async (manager) => {
       ledger = new Ledger(manager, this.repos, this.metrics, this.signals, this.logger);
       const value = await work(ledger);
@@ -362,7 +445,11 @@ export class LedgerFactory {
    * and records, for this result and the others that arrived with it (SettlementBatcher); metrics, the race log
    * line and wake-ups follow it.
    */
-  async settleResult(jobId: string, attemptId: string, arrived: ArrivedResult): Promise<{ outcome: SettlementOutcome; provider: string }> {
+  async settleResult(
+    jobId: string,
+    attemptId: string,
+    arrived: ArrivedResult,
+  ): Promise<{ outcome: SettlementOutcome; provider: string }> {
     const digest = sha256Hex(canonicalJson(arrived.value));
     const settled = await this.settlements.submit({
       jobId,
@@ -378,7 +465,9 @@ export class LedgerFactory {
     if (!settled) throw new Error(`attempt ${attemptId} of job ${jobId} was not found`);
     const provider = settled.provider;
     if (settled.priorOutcome !== null) return { outcome: 'duplicate', provider }; // the same result delivered twice (worker and lookup)
-    if (settled.attemptTo !== settled.attemptFrom) this.metrics.attempts.inc({ provider: settled.provider, status: settled.attemptTo });
+    if (settled.attemptTo !== settled.attemptFrom) {
+      this.metrics.attempts.inc({ provider: settled.provider, status: settled.attemptTo });
+    }
     if (settled.attemptFrom === 'unknown') this.metrics.unknownResolved.inc({ by: arrived.resolvedBy ?? 'deadline' });
     if (settled.version !== null) {
       this.metrics.jobsSettled.inc({ status: 'succeeded' });

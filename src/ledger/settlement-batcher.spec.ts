@@ -45,7 +45,9 @@ describe('SettlementBatcher', () => {
   it('settles results that arrive together in shared statements, at most SETTLE_IN_FLIGHT at a time, each answered with its own row', async () => {
     const s = scripted();
     const batcher = new SettlementBatcher(s.settle);
-    const results = await Promise.all(Array.from({ length: 200 }, (_, i) => batcher.submit(write(`job-${i}`, `a-${i}`))));
+    const results = await Promise.all(
+      Array.from({ length: 200 }, (_, i) => batcher.submit(write(`job-${i}`, `a-${i}`))),
+    );
     expect(results.map((r) => r?.provider)).toEqual(Array.from({ length: 200 }, (_, i) => `p-a-${i}`));
     expect(s.statements.length).toBeLessThanOrEqual(Math.ceil(200 / SETTLE_BATCH) + SETTLE_IN_FLIGHT);
     expect(Math.max(...s.statements.map((b) => b.length))).toBeLessThanOrEqual(SETTLE_BATCH);
@@ -55,7 +57,11 @@ describe('SettlementBatcher', () => {
   it('never puts two results of one job in one statement', async () => {
     const s = scripted();
     const batcher = new SettlementBatcher(s.settle);
-    await Promise.all([batcher.submit(write('j', 'a1')), batcher.submit(write('j', 'a2')), batcher.submit(write('k', 'b1'))]);
+    await Promise.all([
+      batcher.submit(write('j', 'a1')),
+      batcher.submit(write('j', 'a2')),
+      batcher.submit(write('k', 'b1')),
+    ]);
     for (const statement of s.statements) expect(statement.filter((id) => id.startsWith('a'))).not.toHaveLength(2);
     expect(s.statements.flat().sort()).toEqual(['a1', 'a2', 'b1']);
   });
@@ -66,9 +72,13 @@ describe('SettlementBatcher', () => {
   });
 
   it('settles each result of a failed batch alone, so one bad result fails only itself', async () => {
-    const s = scripted((writes) => (writes.some((w) => w.attemptId === 'bad') ? new Error('invalid input syntax') : undefined));
+    const s = scripted((writes) =>
+      writes.some((w) => w.attemptId === 'bad') ? new Error('invalid input syntax') : undefined,
+    );
     const batcher = new SettlementBatcher(s.settle);
-    const answers = await Promise.allSettled(['a', 'bad', 'b', 'c'].map((id, i) => batcher.submit(write(`job-${i}`, id))));
+    const answers = await Promise.allSettled(
+      ['a', 'bad', 'b', 'c'].map((id, i) => batcher.submit(write(`job-${i}`, id))),
+    );
     expect(answers.map((a) => a.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'fulfilled']);
   });
 

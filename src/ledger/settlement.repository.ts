@@ -116,7 +116,9 @@ export class SettlementRepository {
   async settleResults(writes: ArrivedResultWrite[], manager: Queryable): Promise<Map<string, SettledResult>> {
     if (!writes.length) return new Map();
     const eligibleFrom = writes[0].eligibleFrom;
-    if (writes.some((w) => w.eligibleFrom.join() !== eligibleFrom.join())) throw new Error('a settlement batch shares one eligibleFrom');
+    if (writes.some((w) => w.eligibleFrom.join() !== eligibleFrom.join())) {
+      throw new Error('a settlement batch shares one eligibleFrom');
+    }
     const rows = await rowsOf<{
       attempt_id: string;
       version: number | null;
@@ -129,25 +131,21 @@ export class SettlementRepository {
       job_version: number;
       read_version: number;
       winner: string | null;
-    }>(
-      manager,
-      SETTLE_RESULTS,
-      [
-        JSON.stringify(
-          writes.map((w) => ({
-            job_id: w.jobId,
-            attempt_id: w.attemptId,
-            value: w.value,
-            usage: w.usage,
-            provider_request_id: w.providerRequestId,
-            result_digest: w.resultDigest,
-            resolved_by: w.resolvedBy ?? 'deadline',
-            provider_status: w.providerStatus ?? null,
-          })),
-        ),
-        eligibleFrom,
-      ],
-    );
+    }>(manager, SETTLE_RESULTS, [
+      JSON.stringify(
+        writes.map((w) => ({
+          job_id: w.jobId,
+          attempt_id: w.attemptId,
+          value: w.value,
+          usage: w.usage,
+          provider_request_id: w.providerRequestId,
+          result_digest: w.resultDigest,
+          resolved_by: w.resolvedBy ?? 'deadline',
+          provider_status: w.providerStatus ?? null,
+        })),
+      ),
+      eligibleFrom,
+    ]);
     const settled = new Map<string, SettledResult>();
     for (const row of rows) {
       settled.set(row.attempt_id, {
@@ -167,7 +165,12 @@ export class SettlementRepository {
   }
 
   /** A final failure goes through the same compare-and-swap. Undefined when something else settled first. */
-  async failIfVersion(jobId: string, readVersion: number, error: unknown, manager: Queryable): Promise<number | undefined> {
+  async failIfVersion(
+    jobId: string,
+    readVersion: number,
+    error: unknown,
+    manager: Queryable,
+  ): Promise<number | undefined> {
     const rows = await rowsOf<{ version: number }>(
       manager,
       `UPDATE jobs SET status = 'failed', error = $3::jsonb, version = version + 1, completed_at = now(), updated_at = now(), next_attempt_at = NULL

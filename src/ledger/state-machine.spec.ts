@@ -1,6 +1,13 @@
 import { ATTEMPT_STATUSES, type AttemptStatus } from './attempt.types.js';
 import { JOB_STATUSES, type JobStatus } from './job.types.js';
-import { assertAttemptTransition, assertJobTransition, attemptSourcesOf, canTransitionAttempt, canTransitionJob, IllegalTransitionError } from './state-machine.js';
+import {
+  assertAttemptTransition,
+  assertJobTransition,
+  attemptSourcesOf,
+  canTransitionAttempt,
+  canTransitionJob,
+  IllegalTransitionError,
+} from './state-machine.js';
 
 const legalAttempt = new Set([
   'starting>running',
@@ -31,18 +38,26 @@ const legalJob = new Set([
   'unknown>cancelled',
 ]);
 
-const pairs = <T extends string>(values: readonly T[]) => values.flatMap((from) => values.filter((to) => to !== from).map((to) => [from, to] as [T, T]));
+const pairs = <T extends string>(values: readonly T[]) =>
+  values.flatMap((from) => values.filter((to) => to !== from).map((to) => [from, to] as [T, T]));
 
 describe('attempt state machine (docs/design.md#5-states)', () => {
-  it.each(pairs(ATTEMPT_STATUSES))('%s -> %s is legal only if the design lists it', (from: AttemptStatus, to: AttemptStatus) => {
-    const legal = legalAttempt.has(`${from}>${to}`);
-    expect(canTransitionAttempt(from, to)).toBe(legal);
-    if (legal) expect(() => assertAttemptTransition(from, to)).not.toThrow();
-    else expect(() => assertAttemptTransition(from, to)).toThrow(IllegalTransitionError);
-  });
+  it.each(pairs(ATTEMPT_STATUSES))(
+    '%s -> %s is legal only if the design lists it',
+    (from: AttemptStatus, to: AttemptStatus) => {
+      const legal = legalAttempt.has(`${from}>${to}`);
+      expect(canTransitionAttempt(from, to)).toBe(legal);
+      if (legal) expect(() => assertAttemptTransition(from, to)).not.toThrow();
+      else expect(() => assertAttemptTransition(from, to)).toThrow(IllegalTransitionError);
+    },
+  );
 
   it('never lets a timeout become failed on its own: unknown leaves only by a result, a resolution or a cancel', () => {
-    expect(ATTEMPT_STATUSES.filter((to) => canTransitionAttempt('unknown', to))).toEqual(['succeeded', 'failed', 'cancelled']);
+    expect(ATTEMPT_STATUSES.filter((to) => canTransitionAttempt('unknown', to))).toEqual([
+      'succeeded',
+      'failed',
+      'cancelled',
+    ]);
   });
 
   it('lets a cancelled attempt still win with a late result, and nothing else', () => {

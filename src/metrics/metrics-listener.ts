@@ -25,12 +25,15 @@ export class MetricsListener implements OnApplicationBootstrap, OnApplicationShu
     if (this.config.metricsPort === undefined) return;
     this.server = createServer((request, response) => {
       if (request.method !== 'GET' || request.url?.split('?')[0] !== '/metrics') {
-        response.writeHead(404, { 'Content-Type': 'text/plain; charset=utf-8' }).end('Only GET /metrics is served here.\n');
+        response
+          .writeHead(404, { 'Content-Type': 'text/plain; charset=utf-8' })
+          .end('Only GET /metrics is served here.\n');
         return;
       }
       this.metrics.registry.metrics().then(
         (text) => response.writeHead(200, { 'Content-Type': this.metrics.registry.contentType }).end(text),
-        () => response.writeHead(500, { 'Content-Type': 'text/plain; charset=utf-8' }).end('collecting metrics failed\n'),
+        () =>
+          response.writeHead(500, { 'Content-Type': 'text/plain; charset=utf-8' }).end('collecting metrics failed\n'),
       );
     });
     this.server.listen(this.config.metricsPort, this.config.host);

@@ -18,7 +18,10 @@ export class MetricsController {
 
   @Get()
   @Header('Content-Type', 'text/plain; version=0.0.4; charset=utf-8')
-  @ApiPublicEndpoint({ operationId: 'metrics', summary: 'Prometheus metrics (on METRICS_PORT instead, when that is set)' })
+  @ApiPublicEndpoint({
+    operationId: 'metrics',
+    summary: 'Prometheus metrics (on METRICS_PORT instead, when that is set)',
+  })
   @ApiOkResponse({ content: { 'text/plain': { schema: { type: 'string' } } } })
   @ApiResponse({ status: 404, ...problemResponse(['not_found']) })
   metricsText(): Promise<string> {

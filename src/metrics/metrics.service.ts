@@ -8,8 +8,17 @@ import { packageVersion } from './build-info.js';
 export class MetricsService {
   readonly registry = new Registry();
 
-  readonly jobsCreated = new Counter({ name: 'onejob_jobs_created_total', help: 'Jobs created (201).', labelNames: ['operation'], registers: [this.registry] });
-  readonly jobsReplayed = new Counter({ name: 'onejob_jobs_replayed_total', help: 'Idempotent replays (200 + Idempotent-Replayed).', registers: [this.registry] });
+  readonly jobsCreated = new Counter({
+    name: 'onejob_jobs_created_total',
+    help: 'Jobs created (201).',
+    labelNames: ['operation'],
+    registers: [this.registry],
+  });
+  readonly jobsReplayed = new Counter({
+    name: 'onejob_jobs_replayed_total',
+    help: 'Idempotent replays (200 + Idempotent-Replayed).',
+    registers: [this.registry],
+  });
   readonly idempotencyConflicts = new Counter({
     name: 'onejob_idempotency_conflicts_total',
     help: 'Requests refused with 409 idempotency_key_reused.',
@@ -28,7 +37,7 @@ export class MetricsService {
   });
   readonly unknownResolved = new Counter({
     name: 'onejob_unknown_resolved_total',
-    help: 'Unknown attempts ended, by who ended them: the provider\'s record (a look-up), an operator, or the deadline.',
+    help: "Unknown attempts ended, by who ended them: the provider's record (a look-up), an operator, or the deadline.",
     labelNames: ['by'],
     registers: [this.registry],
   });
@@ -50,7 +59,12 @@ export class MetricsService {
     labelNames: ['provider'],
     registers: [this.registry],
   });
-  readonly jobsSettled = new Counter({ name: 'onejob_jobs_settled_total', help: 'Jobs settled, by final status.', labelNames: ['status'], registers: [this.registry] });
+  readonly jobsSettled = new Counter({
+    name: 'onejob_jobs_settled_total',
+    help: 'Jobs settled, by final status.',
+    labelNames: ['status'],
+    registers: [this.registry],
+  });
   readonly attemptDuration = new Histogram({
     name: 'onejob_attempt_duration_seconds',
     help: 'Provider call duration per attempt, until a result, an error or the hard timeout.',

@@ -23,7 +23,8 @@ export class OpsController {
   @RequireAnyScope('jobs:read', 'ops:read')
   @ApiEndpoint({
     operationId: 'listJobEvents',
-    summary: "A job's timeline: every transition with its reason, attempt, time and acting key (oldest first, keyset pages)",
+    summary:
+      "A job's timeline: every transition with its reason, attempt, time and acting key (oldest first, keyset pages)",
     description:
       "For the job's owner (`jobs:read`) and for operators (`ops:read`, any owner). Another owner's job answers " +
       '404. With `Accept: text/event-stream`, a live stream: the timeline so far, then each event as it commits, ' +
@@ -77,7 +78,11 @@ export class OpsController {
 
   @Get('ops/jobs')
   @RequireScopes('ops:read')
-  @ApiEndpoint({ operationId: 'listAnyJobs', summary: 'Jobs of every owner (or one), newest first (keyset pages)', problems: [badQuery] })
+  @ApiEndpoint({
+    operationId: 'listAnyJobs',
+    summary: 'Jobs of every owner (or one), newest first (keyset pages)',
+    problems: [badQuery],
+  })
   @ApiOkResponse({ type: OpsJobPageView })
   listAnyJobs(@Query() query: ListOpsJobsQueryDto): Promise<OpsJobPageView> {
     return this.ops.listJobs(query);

@@ -5,7 +5,6 @@ import { IsIn, IsInt, IsOptional, IsString, Length, Matches, Max, Min } from 'cl
 import { PageQueryDto } from '../common/page-query.dto.js';
 import { JOB_STATUSES, type JobStatus } from '../ledger/job.types.js';
 
-
 export class ListEventsQueryDto extends PageQueryDto {
   @ApiPropertyOptional({ type: 'integer', minimum: 1, maximum: 500, default: 100 })
   @IsOptional()
@@ -30,7 +29,11 @@ export class ListEventsQueryDto extends PageQueryDto {
 export const QUEUE_STATUSES = ['unknown', 'running', 'starting'] as const;
 
 export class ListAttemptsQueryDto extends PageQueryDto {
-  @ApiPropertyOptional({ enum: QUEUE_STATUSES, default: 'unknown', description: 'Live attempts only: the ones that may need a decision.' })
+  @ApiPropertyOptional({
+    enum: QUEUE_STATUSES,
+    default: 'unknown',
+    description: 'Live attempts only: the ones that may need a decision.',
+  })
   @IsOptional()
   @IsIn(QUEUE_STATUSES)
   status: (typeof QUEUE_STATUSES)[number] = 'unknown';

@@ -117,7 +117,9 @@ export class OpsRepository {
 
   /** The job's owner, or undefined when there is no such job. */
   async findJobOwner(id: string): Promise<string | undefined> {
-    const rows: Array<{ owner_id: string }> = await this.dataSource.query('SELECT owner_id FROM jobs WHERE id = $1', [id]);
+    const rows: Array<{ owner_id: string }> = await this.dataSource.query('SELECT owner_id FROM jobs WHERE id = $1', [
+      id,
+    ]);
     return rows[0]?.owner_id;
   }
 
@@ -191,7 +193,9 @@ export class OpsRepository {
       where.push(`${WAITING_SINCE} <= now() - make_interval(secs => $${params.length}::float8)`);
     }
     if (query.afterId !== undefined) {
-      if (!(await this.dataSource.query('SELECT 1 FROM attempts WHERE id = $1', [query.afterId])).length) return undefined;
+      if (!(await this.dataSource.query('SELECT 1 FROM attempts WHERE id = $1', [query.afterId])).length) {
+        return undefined;
+      }
       params.push(query.afterId);
       where.push(`(a.deadline_at, a.id) > (SELECT c.deadline_at, c.id FROM attempts c WHERE c.id = $${params.length})`);
     }

@@ -25,7 +25,10 @@ const EVENT_ID = /^[1-9]\d{0,18}$/;
 export const LAST_EVENT_ID = /^(0|[1-9]\d{0,18})$/;
 const TERMINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
-type WaitingAttemptsQuery = Pick<AttemptQueueQuery, 'status' | 'provider' | 'limit'> & { olderThan?: number; cursor?: string };
+type WaitingAttemptsQuery = Pick<AttemptQueueQuery, 'status' | 'provider' | 'limit'> & {
+  olderThan?: number;
+  cursor?: string;
+};
 
 const iso = (date: Date) => new Date(date).toISOString();
 const round = (value: number | null) => (value === null ? null : Math.round(value * 10) / 10);
@@ -70,7 +73,11 @@ export class OpsService {
   }
 
   /** The owner with `jobs:read` sees its own job's events; `ops:read` sees any job's. Another owner's job: 404 (I7). */
-  async listEvents(principal: Principal, jobId: string, query: { limit: number; cursor?: string }): Promise<JobEventPageView> {
+  async listEvents(
+    principal: Principal,
+    jobId: string,
+    query: { limit: number; cursor?: string },
+  ): Promise<JobEventPageView> {
     const owner = await this.ops.findJobOwner(jobId);
     const own = owner === principal.ownerId && principal.scopes.includes('jobs:read');
     const visible = owner !== undefined && (own || principal.scopes.includes('ops:read'));
@@ -116,9 +123,17 @@ export class OpsService {
     return { ...toJobView(job), owner: job.ownerId };
   }
 
-  async listJobs(query: { status?: JobStatus; owner?: string; idempotencyKey?: string; limit: number; cursor?: string }): Promise<OpsJobPageView> {
+  async listJobs(query: {
+    status?: JobStatus;
+    owner?: string;
+    idempotencyKey?: string;
+    limit: number;
+    cursor?: string;
+  }): Promise<OpsJobPageView> {
     if (query.idempotencyKey !== undefined && query.owner === undefined) {
-      throw new ValidationFailedError([{ field: 'owner', message: 'is needed with idempotencyKey (a key is unique per owner only)' }]);
+      throw new ValidationFailedError([
+        { field: 'owner', message: 'is needed with idempotencyKey (a key is unique per owner only)' },
+      ]);
     }
     const jobs = await this.ops.listJobs({
       ownerId: query.owner,

@@ -29,7 +29,10 @@ export class JobEventView {
     nullable: true,
     required: ['keyId', 'owner'],
     selfRequired: true,
-    properties: { keyId: { type: 'string', format: 'uuid', description: 'The API key that acted.' }, owner: { type: 'string', description: "The acting key's owner." } },
+    properties: {
+      keyId: { type: 'string', format: 'uuid', description: 'The API key that acted.' },
+      owner: { type: 'string', description: "The acting key's owner." },
+    },
     description: 'The operator key behind the transition; null when the service acted.',
   })
   actor!: ActorView | null;
@@ -51,7 +54,11 @@ export function toEventView(row: JobEventRow): JobEventView {
 
 export class JobEventPageView {
   @ApiProperty({ type: [JobEventView] }) items!: JobEventView[];
-  @ApiProperty({ nullable: true, type: String, description: 'Null on the last page so far: events keep arriving while the job lives.' })
+  @ApiProperty({
+    nullable: true,
+    type: String,
+    description: 'Null on the last page so far: events keep arriving while the job lives.',
+  })
   nextCursor!: string | null;
 }
 
@@ -65,9 +72,11 @@ export class WaitingAttemptView {
   @ApiProperty({ enum: ['unknown', 'running', 'starting'] }) status!: string;
   @ApiProperty({ format: 'date-time' }) startedAt!: string;
   @ApiProperty({ format: 'date-time' }) deadlineAt!: string;
-  @ApiProperty({ format: 'date-time', description: 'When it became unknown (or started, for live ones).' }) waitingSince!: string;
+  @ApiProperty({ format: 'date-time', description: 'When it became unknown (or started, for live ones).' })
+  waitingSince!: string;
   @ApiProperty({ description: 'Seconds since waitingSince.' }) waitedSeconds!: number;
-  @ApiProperty({ nullable: true, type: String, description: "The provider's own request id, when it sent one." }) providerRequestId!: string | null;
+  @ApiProperty({ nullable: true, type: String, description: "The provider's own request id, when it sent one." })
+  providerRequestId!: string | null;
   @ApiProperty({ type: 'object', nullable: true, additionalProperties: true }) error!: unknown;
 }
 
@@ -105,7 +114,8 @@ export class ProviderHealthView {
   @ApiProperty({ description: 'Attempts started in the window.' }) attempts!: number;
   @ApiProperty() succeeded!: number;
   @ApiProperty() failed!: number;
-  @ApiProperty({ description: 'Attempts that went unknown (deadline passed, connection lost, worker gone).' }) timeouts!: number;
+  @ApiProperty({ description: 'Attempts that went unknown (deadline passed, connection lost, worker gone).' })
+  timeouts!: number;
   @ApiProperty({ description: 'Of those, still unknown now.' }) unknownNow!: number;
   @ApiProperty() cancelled!: number;
   @ApiProperty({ description: 'Results that lost the race (settlement races).' }) discarded!: number;
@@ -115,5 +125,6 @@ export class ProviderHealthView {
 export class OpsStatsView {
   @ApiProperty() minutes!: number;
   @ApiProperty({ type: [MinuteStatsView] }) perMinute!: MinuteStatsView[];
-  @ApiProperty({ type: [ProviderHealthView], description: 'From the database, so across every replica.' }) providers!: ProviderHealthView[];
+  @ApiProperty({ type: [ProviderHealthView], description: 'From the database, so across every replica.' })
+  providers!: ProviderHealthView[];
 }

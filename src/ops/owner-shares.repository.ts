@@ -49,8 +49,12 @@ export class OwnerSharesRepository {
    * so its cost grows with the backlog: an operator's read, not a hot path.
    */
   list(limit: number): Promise<OwnerShareRow[]> {
-    return rowsOf<OwnerShareRow>(this.dataSource.manager, `${OWNERS} WHERE o.queued + o.in_flight + o.unknown > 0 OR o.weight <> 1 OR o.max_concurrency IS NOT NULL
-        ORDER BY o.queued DESC, o.in_flight DESC, o.owner_id LIMIT $1`, [limit]);
+    return rowsOf<OwnerShareRow>(
+      this.dataSource.manager,
+      `${OWNERS} WHERE o.queued + o.in_flight + o.unknown > 0 OR o.weight <> 1 OR o.max_concurrency IS NOT NULL
+        ORDER BY o.queued DESC, o.in_flight DESC, o.owner_id LIMIT $1`,
+      [limit],
+    );
   }
 }
 

@@ -20,14 +20,19 @@ export class OwnersController {
   @RequireScopes('owners:write')
   @ApiEndpoint({
     operationId: 'setOwnerShare',
-    summary: "Set an owner's weight and maxConcurrency (admins): its share of contended slots, and its cap on jobs running",
+    summary:
+      "Set an owner's weight and maxConcurrency (admins): its share of contended slots, and its cap on jobs running",
     description:
       'Every replica claims with it from its commit (the claim statement reads it). Recorded with the acting key ' +
       'in owner_share_changes. Setting weight 1 and no cap restores the default.',
     problems: [badInput],
   })
   @ApiOkResponse({ type: OwnerShareView })
-  setOwnerShare(@CurrentPrincipal() principal: Principal, @Param() params: OwnerParamsDto, @Body() body: SetOwnerShareDto): Promise<OwnerShareView> {
+  setOwnerShare(
+    @CurrentPrincipal() principal: Principal,
+    @Param() params: OwnerParamsDto,
+    @Body() body: SetOwnerShareDto,
+  ): Promise<OwnerShareView> {
     return this.owners.set(principal, params.owner, body.weight, body.maxConcurrency ?? null);
   }
 
@@ -35,7 +40,8 @@ export class OwnersController {
   @RequireAnyScope('ops:read', 'owners:write')
   @ApiEndpoint({
     operationId: 'listOwnerShares',
-    summary: 'Owners with live jobs or settings, the most queued first: jobs queued, in flight and unknown, weight, cap',
+    summary:
+      'Owners with live jobs or settings, the most queued first: jobs queued, in flight and unknown, weight, cap',
     problems: [badInput],
   })
   @ApiOkResponse({ type: OwnerSharePageView })

@@ -15,7 +15,8 @@ export class SetOwnerShareDto {
     minimum: 1,
     maximum: 100,
     example: 2,
-    description: 'Its share of contended slots against the other owners with due work: a weight of 2 gets twice the share of 1.',
+    description:
+      'Its share of contended slots against the other owners with due work: a weight of 2 gets twice the share of 1.',
   })
   @IsInt()
   @Min(1)
@@ -28,7 +29,8 @@ export class SetOwnerShareDto {
     minimum: 0,
     maximum: 100_000,
     example: 20,
-    description: "The most of the owner's jobs running at once, across every provider and replica; null or omitted: no cap.",
+    description:
+      "The most of the owner's jobs running at once, across every provider and replica; null or omitted: no cap.",
   })
   @IsOptional()
   @ValidateIf((_, value) => value !== null)

@@ -21,8 +21,18 @@ function toOwnerShareView(row: OwnerShareRow): OwnerShareView {
 export class OwnersService {
   constructor(private readonly shares: OwnerSharesRepository) {}
 
-  async set(principal: Principal, ownerId: string, weight: number, maxConcurrency: number | null): Promise<OwnerShareView> {
-    const row = await this.shares.set({ ownerId, weight, maxConcurrency, actor: { keyId: principal.keyId, owner: principal.ownerId } });
+  async set(
+    principal: Principal,
+    ownerId: string,
+    weight: number,
+    maxConcurrency: number | null,
+  ): Promise<OwnerShareView> {
+    const row = await this.shares.set({
+      ownerId,
+      weight,
+      maxConcurrency,
+      actor: { keyId: principal.keyId, owner: principal.ownerId },
+    });
     return toOwnerShareView(row);
   }
 

@@ -4,10 +4,31 @@ export class OwnerShareView {
   @ApiProperty({ example: 'team-search' }) ownerId!: string;
   @ApiProperty({ type: 'integer', minimum: 1, maximum: 100, example: 1 }) weight!: number;
   @ApiProperty({ type: 'integer', nullable: true, minimum: 0, example: null }) maxConcurrency!: number | null;
-  @ApiProperty({ type: 'integer', minimum: 0, description: 'Jobs pending: due, scheduled for a retry, or waiting for capacity.' }) queued!: number;
-  @ApiProperty({ type: 'integer', minimum: 0, description: 'Jobs running (an attempt starting or running): what maxConcurrency bounds.' }) inFlight!: number;
-  @ApiProperty({ type: 'integer', minimum: 0, description: 'Jobs whose attempt is unknown (not counted against maxConcurrency).' }) unknown!: number;
-  @ApiProperty({ format: 'date-time', nullable: true, type: String, description: 'When an admin last set the weight or cap.' }) updatedAt!: string | null;
+  @ApiProperty({
+    type: 'integer',
+    minimum: 0,
+    description: 'Jobs pending: due, scheduled for a retry, or waiting for capacity.',
+  })
+  queued!: number;
+  @ApiProperty({
+    type: 'integer',
+    minimum: 0,
+    description: 'Jobs running (an attempt starting or running): what maxConcurrency bounds.',
+  })
+  inFlight!: number;
+  @ApiProperty({
+    type: 'integer',
+    minimum: 0,
+    description: 'Jobs whose attempt is unknown (not counted against maxConcurrency).',
+  })
+  unknown!: number;
+  @ApiProperty({
+    format: 'date-time',
+    nullable: true,
+    type: String,
+    description: 'When an admin last set the weight or cap.',
+  })
+  updatedAt!: string | null;
 }
 
 export class OwnerSharePageView {

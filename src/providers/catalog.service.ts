@@ -10,9 +10,17 @@ export const CATALOG = Symbol('CATALOG');
 
 export function ajvErrors(errors: ErrorObject[] | null | undefined, root: string): FieldError[] {
   return (errors ?? []).map((error) => {
-    const extra = error.keyword === 'required' ? `.${error.params.missingProperty}` : error.keyword === 'additionalProperties' ? `.${error.params.additionalProperty}` : '';
+    const extra =
+      error.keyword === 'required'
+        ? `.${error.params.missingProperty}`
+        : error.keyword === 'additionalProperties'
+          ? `.${error.params.additionalProperty}`
+          : '';
     const path = fieldPath(error.instancePath);
-    return { field: `${root}${path ? (path.startsWith('[') ? path : `.${path}`) : ''}${extra}`, message: error.message ?? 'is invalid' };
+    return {
+      field: `${root}${path ? (path.startsWith('[') ? path : `.${path}`) : ''}${extra}`,
+      message: error.message ?? 'is invalid',
+    };
   });
 }
 

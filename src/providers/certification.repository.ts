@@ -3,9 +3,21 @@ import { DataSource } from 'typeorm';
 
 import type { CertificationReport } from './certification.types.js';
 
-type Row = { id: string; provider: string; operation: string; contract_digest: string; passed: boolean; report: CertificationReport; created_at: Date };
+type Row = {
+  id: string;
+  provider: string;
+  operation: string;
+  contract_digest: string;
+  passed: boolean;
+  report: CertificationReport;
+  created_at: Date;
+};
 
-const toReport = (row: Row): CertificationReport => ({ ...row.report, id: row.id, createdAt: row.created_at.toISOString() });
+const toReport = (row: Row): CertificationReport => ({
+  ...row.report,
+  id: row.id,
+  createdAt: row.created_at.toISOString(),
+});
 
 @Injectable()
 export class CertificationRepository {
@@ -20,7 +32,11 @@ export class CertificationRepository {
   }
 
   /** The newest report for this provider, operation and contract digest: a later failure revokes an earlier pass. */
-  async findLatest(provider: string, operation: string, contractDigest: string): Promise<CertificationReport | undefined> {
+  async findLatest(
+    provider: string,
+    operation: string,
+    contractDigest: string,
+  ): Promise<CertificationReport | undefined> {
     const rows: Row[] = await this.dataSource.query(
       `SELECT * FROM certifications WHERE provider = $1 AND operation = $2 AND contract_digest = $3 ORDER BY created_at DESC LIMIT 1`,
       [provider, operation, contractDigest],

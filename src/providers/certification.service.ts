@@ -31,7 +31,10 @@ export function contractDigest(operation: OperationSpec, provider: ProviderSpec)
 function costOf(cases: CertificationCase[], provider: ProviderSpec): CertificationReport['cost'] {
   if (!provider.pricing) return null;
   const { inputPerMTok, outputPerMTok, currency } = provider.pricing;
-  const micro = cases.reduce((n, c) => n + (c.usage ? c.usage.promptTokens * inputPerMTok + c.usage.completionTokens * outputPerMTok : 0), 0);
+  const micro = cases.reduce(
+    (n, c) => n + (c.usage ? c.usage.promptTokens * inputPerMTok + c.usage.completionTokens * outputPerMTok : 0),
+    0,
+  );
   return { amount: Math.round((micro / 1e6) * 1e8) / 1e8, currency };
 }
 
@@ -49,7 +52,11 @@ export class CertificationService {
   ) {}
 
   /** Render check, token check, then every golden case through the full round trip; the report is stored either way. */
-  async certify(providerName: string, operationName: string, trigger: 'request' | 'schedule' = 'request'): Promise<CertificationReport> {
+  async certify(
+    providerName: string,
+    operationName: string,
+    trigger: 'request' | 'schedule' = 'request',
+  ): Promise<CertificationReport> {
     const provider = this.catalog.provider(providerName);
     if (!provider) throw new NotFoundError(`Provider ${JSON.stringify(providerName)}`);
     const operation = this.catalog.operation(operationName);
@@ -61,7 +68,9 @@ export class CertificationService {
     for (const golden of operation.goldenCases) {
       try {
         const prompt = renderPrompt(operation, golden.input);
-        if (PLACEHOLDER_LEFT.test(`${prompt.system ?? ''}${prompt.user}`)) renderErrors.push('the rendered prompt still holds a {{ or }}');
+        if (PLACEHOLDER_LEFT.test(`${prompt.system ?? ''}${prompt.user}`)) {
+          renderErrors.push('the rendered prompt still holds a {{ or }}');
+        }
         prompts.push(prompt);
       } catch (error) {
         renderErrors.push((error as Error).message);
@@ -80,7 +89,9 @@ export class CertificationService {
 
     const cases: CertificationCase[] = [];
     if (render.passed && tokens.passed) {
-      for (const [index, prompt] of prompts.entries()) cases.push(await this.runCase(index, prompt, operation, provider));
+      for (const [index, prompt] of prompts.entries()) {
+        cases.push(await this.runCase(index, prompt, operation, provider));
+      }
     }
     const passed = render.passed && tokens.passed && cases.length > 0 && cases.every((c) => c.passed);
     const report = await this.certifications.insertReport({
@@ -96,7 +107,12 @@ export class CertificationService {
       cost: costOf(cases, provider),
     });
     this.logger.log({ msg: 'certification', provider: provider.name, operation: operation.name, passed, trigger });
-    this.metrics.certificationRuns.inc({ provider: provider.name, operation: operation.name, trigger, passed: String(passed) });
+    this.metrics.certificationRuns.inc({
+      provider: provider.name,
+      operation: operation.name,
+      trigger,
+      passed: String(passed),
+    });
     return report;
   }
 
@@ -105,7 +121,11 @@ export class CertificationService {
     const provider = this.catalog.provider(providerName);
     const operation = this.catalog.operation(operationName);
     if (!provider || !operation) return false;
-    const latest = await this.certifications.findLatest(provider.name, operation.name, contractDigest(operation, provider));
+    const latest = await this.certifications.findLatest(
+      provider.name,
+      operation.name,
+      contractDigest(operation, provider),
+    );
     return latest?.passed === true;
   }
 
@@ -115,11 +135,19 @@ export class CertificationService {
     return reports.map((report) => {
       const provider = this.catalog.provider(report.provider);
       const operation = this.catalog.operation(report.operation);
-      return { ...report, current: !!provider && !!operation && contractDigest(operation, provider) === report.contractDigest };
+      return {
+        ...report,
+        current: !!provider && !!operation && contractDigest(operation, provider) === report.contractDigest,
+      };
     });
   }
 
-  private async runCase(index: number, prompt: RenderedPrompt, operation: OperationSpec, provider: ProviderSpec): Promise<CertificationCase> {
+  private async runCase(
+    index: number,
+    prompt: RenderedPrompt,
+    operation: OperationSpec,
+    provider: ProviderSpec,
+  ): Promise<CertificationCase> {
     const started = Date.now();
     // A timer of our own: AbortSignal.timeout can be collected before it fires (src/common/deadline.ts).
     const hard = deadline(provider.hardTimeoutMs);
@@ -135,10 +163,22 @@ export class CertificationService {
         signal: hard.signal,
       });
       const check = checkOutput(this.catalog, operation.name, response.text);
-      return { index, passed: check.ok, errors: check.ok ? [] : check.errors, latencyMs: Date.now() - started, usage: response.usage };
+      return {
+        index,
+        passed: check.ok,
+        errors: check.ok ? [] : check.errors,
+        latencyMs: Date.now() - started,
+        usage: response.usage,
+      };
     } catch (error) {
       const reason = error instanceof ProviderError ? `${error.kind}: ${error.reason}` : 'error';
-      return { index, passed: false, errors: [{ field: 'provider', message: `${reason}: ${(error as Error).message}` }], latencyMs: Date.now() - started, usage: null };
+      return {
+        index,
+        passed: false,
+        errors: [{ field: 'provider', message: `${reason}: ${(error as Error).message}` }],
+        latencyMs: Date.now() - started,
+        usage: null,
+      };
     } finally {
       hard.clear();
     }

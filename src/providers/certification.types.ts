@@ -18,7 +18,13 @@ export interface CertificationReport {
   passed: boolean;
   createdAt: string;
   render: { passed: boolean; errors: string[] };
-  tokens: { passed: boolean; promptTokens: number; maxTokens: number; contextWindow: number; counter: 'tiktoken' | 'estimate' };
+  tokens: {
+    passed: boolean;
+    promptTokens: number;
+    maxTokens: number;
+    contextWindow: number;
+    counter: 'tiktoken' | 'estimate';
+  };
   cases: CertificationCase[];
   /** `request`: an admin's POST or the CLI; `schedule`: the provider's `recertify`. Absent on older reports. */
   trigger?: 'request' | 'schedule';

@@ -17,7 +17,10 @@ async function main(): Promise<number> {
     return 2;
   }
   const database = await resolveDatabase(loadEnv());
-  const context = await NestFactory.createApplicationContext(AppModule.forRoot({ databaseUrl: database.url, role: 'api' }), { logger: ['error'] });
+  const context = await NestFactory.createApplicationContext(
+    AppModule.forRoot({ databaseUrl: database.url, role: 'api' }),
+    { logger: ['error'] },
+  );
   try {
     const report = await context.get(CertificationService).certify(values.provider, values.operation);
     process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);

@@ -14,7 +14,12 @@ export class PromptRenderError extends Error {
 const PLACEHOLDER = /\{\{\s*([A-Za-z_][\w.]*)\s*\}\}/g;
 
 function lookup(input: Record<string, unknown>, path: string): unknown {
-  return path.split('.').reduce<unknown>((value, key) => (value && typeof value === 'object' ? (value as Record<string, unknown>)[key] : undefined), input);
+  return path
+    .split('.')
+    .reduce<unknown>(
+      (value, key) => (value && typeof value === 'object' ? (value as Record<string, unknown>)[key] : undefined),
+      input,
+    );
 }
 
 function fill(template: string, input: Record<string, unknown>, where: 'system' | 'user'): string {
@@ -28,5 +33,7 @@ function fill(template: string, input: Record<string, unknown>, where: 'system' 
 /** Fills `{{var}}` (dotted paths allowed) from the input; a missing variable fails loudly, never renders empty. */
 export function renderPrompt(operation: Pick<OperationSpec, 'prompt'>, input: Record<string, unknown>): RenderedPrompt {
   const user = fill(operation.prompt.user, input, 'user');
-  return operation.prompt.system === undefined ? { user } : { system: fill(operation.prompt.system, input, 'system'), user };
+  return operation.prompt.system === undefined
+    ? { user }
+    : { system: fill(operation.prompt.system, input, 'system'), user };
 }

@@ -61,7 +61,9 @@ export class ProviderCall {
         // status is what matters: its body, counted below all the same, is only read for a message.
         for (let i = 0; status < 300 && i + 1 < raw.length; i += 2) {
           const name = raw[i].toString('latin1').toLowerCase();
-          if (name === 'content-length' && Number(raw[i + 1].toString('latin1')) > this.maxResponseBytes) return refuse();
+          if (name === 'content-length' && Number(raw[i + 1].toString('latin1')) > this.maxResponseBytes) {
+            return refuse();
+          }
         }
         return (handler.onHeaders as (...a: unknown[]) => boolean)(status, raw, resume, text);
       },

@@ -15,7 +15,12 @@ import { ProviderHttp } from './provider-http.js';
 export async function createAdapter(spec: ProviderSpec, index: number, lookup: HostLookup): Promise<ProviderAdapter> {
   if (spec.kind === 'simulated') return new SimulatedAdapter(spec);
   const apiKey = readSecret(spec.apiKeyEnv!);
-  if (!apiKey) throw new CatalogError(`providers[${index}].apiKeyEnv`, `names the environment variable ${spec.apiKeyEnv}, which is not set`);
+  if (!apiKey) {
+    throw new CatalogError(
+      `providers[${index}].apiKeyEnv`,
+      `names the environment variable ${spec.apiKeyEnv}, which is not set`,
+    );
+  }
   // A connection (TCP and TLS) that takes longer than the soft deadline fails as not sent, before the attempt
   // would be unknown; at least 1 s, so a short deadline does not refuse a distant provider's handshake.
   const http = new ProviderHttp(lookup, Math.max(1000, Math.min(spec.timeoutMs, 10_000)));

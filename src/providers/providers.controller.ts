@@ -9,7 +9,12 @@ import { ProvidersService } from './providers.service.js';
 import { OperationView, ProviderView } from './providers.view.js';
 
 export class CertifyDto {
-  @ApiProperty({ description: 'The operation whose contract suite to run.', example: 'summarize', minLength: 1, maxLength: 100 })
+  @ApiProperty({
+    description: 'The operation whose contract suite to run.',
+    example: 'summarize',
+    minLength: 1,
+    maxLength: 100,
+  })
   @IsString()
   @Length(1, 100)
   operation!: string;
@@ -23,14 +28,22 @@ export class ProvidersController {
   constructor(private readonly providers: ProvidersService) {}
 
   @Get('providers')
-  @ApiEndpoint({ operationId: 'listProviders', summary: 'The providers of the catalog, each with its certifications per operation', problems: [] })
+  @ApiEndpoint({
+    operationId: 'listProviders',
+    summary: 'The providers of the catalog, each with its certifications per operation',
+    problems: [],
+  })
   @ApiOkResponse({ type: ProviderView, isArray: true })
   listProviders(): Promise<ProviderView[]> {
     return this.providers.listProviders();
   }
 
   @Get('operations')
-  @ApiEndpoint({ operationId: 'listOperations', summary: 'The operations of the catalog, with their schemas and default chains', problems: [] })
+  @ApiEndpoint({
+    operationId: 'listOperations',
+    summary: 'The operations of the catalog, with their schemas and default chains',
+    problems: [],
+  })
   @ApiOkResponse({ type: OperationView, isArray: true })
   listOperations(): OperationView[] {
     return this.providers.listOperations();

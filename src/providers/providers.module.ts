@@ -12,7 +12,15 @@ import { Recertifier } from './recertifier.js';
 @Module({
   imports: [CapacityModule],
   controllers: [ProvidersController],
-  providers: [catalogProvider, CatalogService, providerRegistryProvider, CertificationRepository, CertificationService, ProvidersService, Recertifier],
+  providers: [
+    catalogProvider,
+    CatalogService,
+    providerRegistryProvider,
+    CertificationRepository,
+    CertificationService,
+    ProvidersService,
+    Recertifier,
+  ],
   exports: [CatalogService, ProviderRegistry, CertificationService, Recertifier],
 })
 export class ProvidersModule {}

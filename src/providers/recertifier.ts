@@ -1,4 +1,11 @@
-import { type BeforeApplicationShutdown, Inject, Injectable, Logger, type OnApplicationBootstrap, Optional } from '@nestjs/common';
+import {
+  type BeforeApplicationShutdown,
+  Inject,
+  Injectable,
+  Logger,
+  type OnApplicationBootstrap,
+  Optional,
+} from '@nestjs/common';
 import { DataSource } from 'typeorm';
 
 import { safeErrorFields } from '../common/log-safe.js';
@@ -53,15 +60,20 @@ export class Recertifier implements OnApplicationBootstrap, BeforeApplicationShu
 
   onApplicationBootstrap(): void {
     if (this.config.role === 'api' || !this.catalog.listProviders().some((p) => p.recertify)) return;
-    this.timer = setInterval(() => {
-      if (this.running) return;
-      this.running = this.tick()
-        .then(() => undefined)
-        .catch((error: Error) => {
-          if (!isDatabaseUnavailable(error)) this.logger.error({ msg: 'recertification pass failed', ...safeErrorFields(error) });
-        })
-        .finally(() => (this.running = undefined));
-    }, Math.min(this.config.reconcileIntervalMs, 60_000));
+    this.timer = setInterval(
+      () => {
+        if (this.running) return;
+        this.running = this.tick()
+          .then(() => undefined)
+          .catch((error: Error) => {
+            if (!isDatabaseUnavailable(error)) {
+              this.logger.error({ msg: 'recertification pass failed', ...safeErrorFields(error) });
+            }
+          })
+          .finally(() => (this.running = undefined));
+      },
+      Math.min(this.config.reconcileIntervalMs, 60_000),
+    );
     this.timer.unref();
   }
 
@@ -98,7 +110,9 @@ export class Recertifier implements OnApplicationBootstrap, BeforeApplicationShu
     const runner = this.dataSource.createQueryRunner();
     await runner.connect();
     try {
-      const [{ locked }] = (await runner.query('SELECT pg_try_advisory_lock($1) AS locked', [RECERTIFY_LOCK_KEY])) as Array<{ locked: boolean }>;
+      const [{ locked }] = (await runner.query('SELECT pg_try_advisory_lock($1) AS locked', [
+        RECERTIFY_LOCK_KEY,
+      ])) as Array<{ locked: boolean }>;
       if (!locked) return 0;
       try {
         // Read again under the lock: the replica that held it may have just run them.
@@ -119,9 +133,15 @@ export class Recertifier implements OnApplicationBootstrap, BeforeApplicationShu
     const labels = { provider: run.provider, operation: run.operation };
     if (report.passed || !wasCertified) return;
     this.metrics.decertified.inc(labels);
-    this.logger.warn({ msg: 'a scheduled certification failed: the provider is no longer certified', ...labels, reportId: report.id });
-    await this.listener?.decertified(report).catch((error: Error) =>
-      this.logger.error({ msg: 'announcing a decertification failed', ...labels, ...safeErrorFields(error) }),
-    );
+    this.logger.warn({
+      msg: 'a scheduled certification failed: the provider is no longer certified',
+      ...labels,
+      reportId: report.id,
+    });
+    await this.listener
+      ?.decertified(report)
+      .catch((error: Error) =>
+        this.logger.error({ msg: 'announcing a decertification failed', ...labels, ...safeErrorFields(error) }),
+      );
   }
 }

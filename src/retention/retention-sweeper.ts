@@ -1,4 +1,10 @@
-import { type BeforeApplicationShutdown, Inject, Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
+import {
+  type BeforeApplicationShutdown,
+  Inject,
+  Injectable,
+  Logger,
+  type OnApplicationBootstrap,
+} from '@nestjs/common';
 import { Counter } from 'prom-client';
 
 import { type AppConfig, appConfig } from '../config/app.config.js';
@@ -66,9 +72,15 @@ export class RetentionSweeper implements OnApplicationBootstrap, BeforeApplicati
     this.pendingDeliveriesMetric.inc(pending);
     // A pending delivery purged with its job is an announcement its receiver never gets: said, at warn, with
     // the count. (Keeping such jobs instead would let a disabled endpoint hold data past its retention forever.)
-    const line = { msg: 'retention: terminal jobs purged', count: total, olderThanDays: days, pendingWebhookDeliveries: pending };
-    if (pending) this.logger.warn({ ...line, msg: 'retention: terminal jobs purged with webhook deliveries still pending' });
-    else if (total) this.logger.log(line);
+    const line = {
+      msg: 'retention: terminal jobs purged',
+      count: total,
+      olderThanDays: days,
+      pendingWebhookDeliveries: pending,
+    };
+    if (pending) {
+      this.logger.warn({ ...line, msg: 'retention: terminal jobs purged with webhook deliveries still pending' });
+    } else if (total) this.logger.log(line);
     return total;
   }
 }

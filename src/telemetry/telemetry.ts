@@ -24,7 +24,9 @@ const UNTRACED = /^\/(health\/|metrics(\?|$))/;
 export function startTelemetry(env: TelemetryEnv, options: { exporter?: SpanExporter } = {}): void {
   if (sdk) return;
   const instrumentations = [
-    new HttpInstrumentation({ ignoreIncomingRequestHook: (request: IncomingMessage) => UNTRACED.test(request.url ?? '') }),
+    new HttpInstrumentation({
+      ignoreIncomingRequestHook: (request: IncomingMessage) => UNTRACED.test(request.url ?? ''),
+    }),
     new UndiciInstrumentation(),
     new PgInstrumentation({ requireParentSpan: true }),
   ];

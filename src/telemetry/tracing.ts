@@ -1,4 +1,12 @@
-import { type Attributes, type Context, context, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
+import {
+  type Attributes,
+  type Context,
+  context,
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+} from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 
 /**
@@ -40,7 +48,13 @@ function jobContext(traceparent: string | null | undefined): Context {
   return w3c.extract(ROOT_CONTEXT, { traceparent }, { get: (c, k) => c[k], keys: (c) => Object.keys(c) });
 }
 
-async function inSpan<T>(name: string, attributes: Attributes, parent: Context, fn: () => Promise<T>, kind = SpanKind.INTERNAL): Promise<T> {
+async function inSpan<T>(
+  name: string,
+  attributes: Attributes,
+  parent: Context,
+  fn: () => Promise<T>,
+  kind = SpanKind.INTERNAL,
+): Promise<T> {
   return tracer.startActiveSpan(name, { attributes, kind }, parent, async (span) => {
     try {
       return await fn();
@@ -73,10 +87,18 @@ export interface JobTraceInfo {
  * span for the claim transaction, then `onejob.attempt` around the run, both children of the request's span. A job
  * created untraced starts a trace of its own.
  */
-export function inJobTrace<T>(job: { id: string; traceContext?: string | null }, info: JobTraceInfo, fn: () => Promise<T>): Promise<T> {
+export function inJobTrace<T>(
+  job: { id: string; traceContext?: string | null },
+  info: JobTraceInfo,
+  fn: () => Promise<T>,
+): Promise<T> {
   if (!enabled) return fn();
   const parent = jobContext(job.traceContext);
-  const attributes = { 'onejob.job_id': info.jobId, 'onejob.attempt_id': info.attemptId, 'onejob.provider': info.provider };
+  const attributes = {
+    'onejob.job_id': info.jobId,
+    'onejob.attempt_id': info.attemptId,
+    'onejob.provider': info.provider,
+  };
   tracer.startSpan('onejob.claim', { attributes, startTime: info.claimStartedAt }, parent).end();
   return inSpan('onejob.attempt', attributes, parent, fn, SpanKind.CONSUMER);
 }
@@ -89,4 +111,3 @@ export function activeTraceIds(): { traceId?: string; spanId?: string } {
   const { traceId, spanId } = span.spanContext();
   return { traceId, spanId };
 }
-

@@ -17,7 +17,7 @@ const toBudgetView = (status: BudgetStatus): BudgetView => ({
 
 const SET_DESCRIPTION =
   'Spend counts attempts priced in the budget currency (catalog `pricing`), discarded results included, plus the worst case ' +
-  'live jobs still hold. Every replica applies a change as it commits. A budget is an admin\'s limit: scope `budgets:write`.';
+  "live jobs still hold. Every replica applies a change as it commits. A budget is an admin's limit: scope `budgets:write`.";
 
 /** An owner reads its budget; admins (`budgets:write`) set and remove any owner's (docs/operations.md#cost). */
 @ApiTags('usage')
@@ -27,7 +27,11 @@ export class BudgetController {
 
   @Get('budget')
   @RequireScopes('jobs:read')
-  @ApiEndpoint({ operationId: 'getBudget', summary: "The owner's monthly budget, this month's spend and the reset time", problems: [{ status: 404, codes: ['not_found'] }] })
+  @ApiEndpoint({
+    operationId: 'getBudget',
+    summary: "The owner's monthly budget, this month's spend and the reset time",
+    problems: [{ status: 404, codes: ['not_found'] }],
+  })
   @ApiOkResponse({ type: BudgetView })
   async getBudget(@OwnerId() ownerId: string): Promise<BudgetView> {
     return toBudgetView(await this.budgets.status(ownerId));
@@ -37,7 +41,8 @@ export class BudgetController {
   @RequireScopes('budgets:write')
   @ApiEndpoint({
     operationId: 'setBudget',
-    summary: "Set the key's own owner's monthly budget: past it, POST /v1/jobs answers 429 budget_exceeded until the month ends",
+    summary:
+      "Set the key's own owner's monthly budget: past it, POST /v1/jobs answers 429 budget_exceeded until the month ends",
     description: SET_DESCRIPTION,
     problems: [{ status: 400, codes: ['validation_failed'] }],
   })
@@ -64,7 +69,10 @@ export class BudgetController {
   @ApiEndpoint({
     operationId: 'getOwnerBudget',
     summary: "Any owner's monthly budget, spend and reset time (admins and operators)",
-    problems: [{ status: 400, codes: ['validation_failed'] }, { status: 404, codes: ['not_found'] }],
+    problems: [
+      { status: 400, codes: ['validation_failed'] },
+      { status: 404, codes: ['not_found'] },
+    ],
   })
   @ApiOkResponse({ type: BudgetView })
   async getOwnerBudget(@Param() params: BudgetOwnerParamsDto): Promise<BudgetView> {
@@ -81,7 +89,9 @@ export class BudgetController {
   })
   @ApiOkResponse({ type: BudgetView })
   async setOwnerBudget(@Param() params: BudgetOwnerParamsDto, @Body() body: SetBudgetDto): Promise<BudgetView> {
-    return toBudgetView(await this.budgets.set({ ownerId: params.ownerId, monthlyLimit: body.monthlyLimit, currency: body.currency }));
+    return toBudgetView(
+      await this.budgets.set({ ownerId: params.ownerId, monthlyLimit: body.monthlyLimit, currency: body.currency }),
+    );
   }
 
   @Delete('ops/budgets/:ownerId')
@@ -90,7 +100,10 @@ export class BudgetController {
   @ApiEndpoint({
     operationId: 'deleteOwnerBudget',
     summary: "Remove any owner's monthly budget (admins)",
-    problems: [{ status: 400, codes: ['validation_failed'] }, { status: 404, codes: ['not_found'] }],
+    problems: [
+      { status: 400, codes: ['validation_failed'] },
+      { status: 404, codes: ['not_found'] },
+    ],
   })
   @ApiNoContentResponse()
   async deleteOwnerBudget(@Param() params: BudgetOwnerParamsDto): Promise<void> {

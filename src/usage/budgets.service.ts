@@ -35,7 +35,10 @@ export interface BudgetStatus extends Budget {
 }
 
 /** The most tokens one attempt of `operation` on `input` may bill: the prompt, counted pessimistically, and maxTokens. */
-export function worstCaseTokens(operation: OperationSpec, input: Record<string, unknown>): { prompt: number; completion: number } {
+export function worstCaseTokens(
+  operation: OperationSpec,
+  input: Record<string, unknown>,
+): { prompt: number; completion: number } {
   let prompt: number;
   try {
     prompt = estimateTokens(renderPrompt(operation, input));

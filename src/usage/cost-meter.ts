@@ -7,7 +7,11 @@ import { CatalogService } from '../providers/catalog.service.js';
 
 /** The price of a usage under a pricing: the formula the attempts trigger applies (docs/operations.md#cost). */
 export function priceOf(usage: Usage, pricing: { inputPerMTok: number; outputPerMTok: number }): number {
-  return Math.round(((usage.promptTokens * pricing.inputPerMTok + usage.completionTokens * pricing.outputPerMTok) / 1e6) * 1e8) / 1e8;
+  return (
+    Math.round(
+      ((usage.promptTokens * pricing.inputPerMTok + usage.completionTokens * pricing.outputPerMTok) / 1e6) * 1e8,
+    ) / 1e8
+  );
 }
 
 /** `onejob_cost_total{provider,outcome}`: spend as it is recorded, after commit, in the provider's currency. */

@@ -44,7 +44,9 @@ export class UsageRepository {
    */
   async syncPrices(priced: Array<{ provider: string; pricing: PricingSpec }>, unpriced: string[]): Promise<void> {
     await this.dataSource.transaction(async (manager) => {
-      if (unpriced.length) await manager.query(`DELETE FROM provider_prices WHERE provider = ANY($1::text[])`, [unpriced]);
+      if (unpriced.length) {
+        await manager.query(`DELETE FROM provider_prices WHERE provider = ANY($1::text[])`, [unpriced]);
+      }
       if (!priced.length) return;
       await manager.query(
         `INSERT INTO provider_prices (provider, input_per_mtok, output_per_mtok, currency)

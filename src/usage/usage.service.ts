@@ -28,7 +28,12 @@ export class UsageService implements OnApplicationBootstrap {
     }
   }
 
-  async spend(ownerId: string, from: string | undefined, to: string | undefined, groupBy: UsageGroupBy): Promise<UsageView> {
+  async spend(
+    ownerId: string,
+    from: string | undefined,
+    to: string | undefined,
+    groupBy: UsageGroupBy,
+  ): Promise<UsageView> {
     const now = new Date();
     const start = from ? new Date(from) : new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
     const end = to ? new Date(to) : now;

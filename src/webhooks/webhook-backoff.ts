@@ -2,7 +2,9 @@
  * The retry schedule after each failed attempt: about 34 hours in all, so a receiver down for a day still gets
  * every event. Each wait is jittered by ±20% so deliveries that failed together do not return together.
  */
-export const RETRY_SCHEDULE_MS = [5_000, 30_000, 120_000, 600_000, 3_600_000, 10_800_000, 21_600_000, 43_200_000, 43_200_000];
+export const RETRY_SCHEDULE_MS = [
+  5_000, 30_000, 120_000, 600_000, 3_600_000, 10_800_000, 21_600_000, 43_200_000, 43_200_000,
+];
 export const MAX_DELIVERY_ATTEMPTS = RETRY_SCHEDULE_MS.length + 1;
 /** An endpoint failing this long (every attempt of every event since) is disabled. */
 export const DISABLE_AFTER_FAILING_MS = 3 * 24 * 3_600_000;

@@ -72,7 +72,11 @@ export class WebhookDeliveriesRepository {
          FROM unnest($1::uuid[], $2::uuid[], $3::text[]) AS e (job_id, attempt_id, type)
          JOIN jobs j ON j.id = e.job_id
          JOIN webhook_endpoints w ON w.owner_id = j.owner_id AND w.status = 'enabled' AND e.type = ANY (w.events)`,
-      [announcements.map((a) => a.jobId), announcements.map((a) => a.attemptId ?? null), announcements.map((a) => a.type)],
+      [
+        announcements.map((a) => a.jobId),
+        announcements.map((a) => a.attemptId ?? null),
+        announcements.map((a) => a.type),
+      ],
     );
   }
 
@@ -90,7 +94,16 @@ export class WebhookDeliveriesRepository {
                 'passed', false, 'trigger', $6::text, 'cost', $7::jsonb, 'certifiedAt', $8::text))
          FROM webhook_endpoints w WHERE w.status = 'enabled' AND 'provider.decertified' = ANY (w.events)
        RETURNING id`,
-      [report.provider, report.operation, report.model, report.contractDigest, report.id, report.trigger ?? 'schedule', JSON.stringify(report.cost ?? null), report.createdAt],
+      [
+        report.provider,
+        report.operation,
+        report.model,
+        report.contractDigest,
+        report.id,
+        report.trigger ?? 'schedule',
+        JSON.stringify(report.cost ?? null),
+        report.createdAt,
+      ],
     );
     return rows.length;
   }

@@ -1,6 +1,12 @@
 import type { LookupFunction } from 'node:net';
 
-import { type BeforeApplicationShutdown, Inject, Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
+import {
+  type BeforeApplicationShutdown,
+  Inject,
+  Injectable,
+  Logger,
+  type OnApplicationBootstrap,
+} from '@nestjs/common';
 import { Counter } from 'prom-client';
 import { Webhook } from 'standardwebhooks';
 
@@ -105,14 +111,20 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
       try {
         claimed = await this.deliveries.claimDue(room, this.leaseMs);
       } catch (error) {
-        if (!isDatabaseUnavailable(error)) this.logger.error({ msg: 'webhook claim failed', error: (error as Error).message });
+        if (!isDatabaseUnavailable(error)) {
+          this.logger.error({ msg: 'webhook claim failed', error: (error as Error).message });
+        }
         await this.idle(this.config.webhookPollMs * 5);
         continue;
       }
       for (const delivery of claimed) {
         const sent: Promise<void> = this.send(delivery)
           .catch((error: Error) =>
-            this.logger.error({ msg: 'webhook attempt not recorded; the lease will retry it', deliveryId: delivery.id, error: error.message }),
+            this.logger.error({
+              msg: 'webhook attempt not recorded; the lease will retry it',
+              deliveryId: delivery.id,
+              error: error.message,
+            }),
           )
           .finally(() => {
             this.inFlight.delete(sent);
@@ -128,9 +140,17 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
   async send(delivery: ClaimedDelivery): Promise<void> {
     const timestamp = new Date();
     // During secret rotations every live secret signs: receivers on any of them verify (space-separated signatures).
-    const signature = delivery.secrets.map((secret) => new Webhook(secret).sign(delivery.id, timestamp, delivery.payload)).join(' ');
+    const signature = delivery.secrets
+      .map((secret) => new Webhook(secret).sign(delivery.id, timestamp, delivery.payload))
+      .join(' ');
     const started = performance.now();
-    const result: DeliveryResult = { id: delivery.id, number: delivery.attempts, statusCode: null, latencyMs: 0, error: null };
+    const result: DeliveryResult = {
+      id: delivery.id,
+      number: delivery.attempts,
+      statusCode: null,
+      latencyMs: 0,
+      error: null,
+    };
     // Our own timer, not AbortSignal.any([AbortSignal.timeout(), ...]): a composed signal can be collected by a GC
     // mid-call and never fire (nodejs/node#57736), leaving the slot held until undici's 300 s headers timeout.
     // It bounds the whole exchange: the name's resolution, the connect and the answer's headers.
@@ -158,8 +178,9 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
       }
     } catch (error) {
       const e = error as Error & { code?: string };
-      if (error instanceof ValidationFailedError) result.error = `refused: ${error.errors[0]?.message ?? error.message}`;
-      else if (error instanceof RefusedAddressError) result.error = `refused: ${error.message}`;
+      if (error instanceof ValidationFailedError) {
+        result.error = `refused: ${error.errors[0]?.message ?? error.message}`;
+      } else if (error instanceof RefusedAddressError) result.error = `refused: ${error.message}`;
       else if (this.shutdown.signal.aborted) result.error = 'cut off by shutdown';
       else if (timeout.signal.aborted) result.error = `timed out after ${this.config.webhookTimeoutMs} ms`;
       else if (error instanceof HostLookupError) result.error = error.message;

@@ -26,7 +26,9 @@ export class WebhookEndpointsRepository {
     secret: string,
     limit: number,
   ): Promise<WebhookEndpoint | undefined> {
-    await manager.query(`SELECT pg_advisory_xact_lock(hashtextextended('onejob.webhook_endpoints:' || $1, 0))`, [ownerId]);
+    await manager.query(`SELECT pg_advisory_xact_lock(hashtextextended('onejob.webhook_endpoints:' || $1, 0))`, [
+      ownerId,
+    ]);
     const rows = await rowsOf<WebhookEndpointRow>(
       manager,
       `INSERT INTO webhook_endpoints (owner_id, url, events, secret)
@@ -77,7 +79,9 @@ export class WebhookEndpointsRepository {
     secret: string,
     overlapMs: number,
     maxRetired: number,
-  ): Promise<{ rotated: true; endpoint: WebhookEndpoint; previousSecretExpiresAt: Date } | { rotated: false } | undefined> {
+  ): Promise<
+    { rotated: true; endpoint: WebhookEndpoint; previousSecretExpiresAt: Date } | { rotated: false } | undefined
+  > {
     const rows = await rowsOf<WebhookEndpointRow & { previous_secret_expires_at: Date | null }>(
       this.dataSource.manager,
       `WITH live AS (
@@ -94,13 +98,19 @@ export class WebhookEndpointsRepository {
          RETURNING w.id, now() + $4 * interval '1 millisecond' AS expires_at
        )
        -- The endpoint's view columns are not changed by a rotation: the statement's snapshot of them is current.
-       SELECT ${COLUMNS.split(', ').map((c) => `w.${c}`).join(', ')}, r.expires_at AS previous_secret_expires_at
+       SELECT ${COLUMNS.split(', ')
+         .map((c) => `w.${c}`)
+         .join(', ')}, r.expires_at AS previous_secret_expires_at
          FROM live JOIN webhook_endpoints w ON w.id = live.id LEFT JOIN rotated r ON r.id = live.id`,
       [ownerId, id, secret, overlapMs, maxRetired],
     );
     if (!rows[0]) return undefined;
     if (rows[0].previous_secret_expires_at === null) return { rotated: false };
-    return { rotated: true, endpoint: endpointFromRow(rows[0]), previousSecretExpiresAt: rows[0].previous_secret_expires_at };
+    return {
+      rotated: true,
+      endpoint: endpointFromRow(rows[0]),
+      previousSecretExpiresAt: rows[0].previous_secret_expires_at,
+    };
   }
 
   /** Re-enables a disabled endpoint with a clean failure record. */

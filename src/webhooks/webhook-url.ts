@@ -110,7 +110,10 @@ export function isAllowedHost(url: URL, allowedHosts: readonly string[]): boolea
  * The checks that need no DNS: an absolute http(s) URL (http only for an allowed host), no credentials, no
  * fragment, and an IP literal host that is public unless allowed. Returns the URL and whether it is allowed.
  */
-export function checkWebhookUrlForm(raw: string, allowedHosts: readonly string[]): { url: URL; host: string; allowed: boolean } {
+export function checkWebhookUrlForm(
+  raw: string,
+  allowedHosts: readonly string[],
+): { url: URL; host: string; allowed: boolean } {
   let url: URL;
   try {
     url = new URL(raw);
@@ -133,7 +136,11 @@ export function checkWebhookUrlForm(raw: string, allowedHosts: readonly string[]
  * (WEBHOOK_ALLOWED_HOSTS) skip the address check. Returns the normalised URL. This is not the only check: a
  * name can resolve elsewhere later (DNS rebinding), so every delivery checks the address it connects to.
  */
-export async function checkWebhookUrl(raw: string, allowedHosts: readonly string[], resolve: Resolver): Promise<string> {
+export async function checkWebhookUrl(
+  raw: string,
+  allowedHosts: readonly string[],
+  resolve: Resolver,
+): Promise<string> {
   const { url, host, allowed } = checkWebhookUrlForm(raw, allowedHosts);
   if (allowed || isIP(host)) return url.toString();
   let addresses: string[];

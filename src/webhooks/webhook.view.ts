@@ -8,20 +8,25 @@ export class WebhookEndpointView {
   @ApiProperty() url!: string;
   @ApiProperty({ enum: WEBHOOK_EVENT_TYPES, isArray: true }) events!: string[];
   @ApiProperty({ enum: ['enabled', 'disabled'] }) status!: string;
-  @ApiProperty({ nullable: true, type: String, description: 'Why the endpoint was disabled (it kept failing).' }) disabledReason!: string | null;
+  @ApiProperty({ nullable: true, type: String, description: 'Why the endpoint was disabled (it kept failing).' })
+  disabledReason!: string | null;
   @ApiProperty({ format: 'date-time', nullable: true, type: String }) disabledAt!: string | null;
   @ApiProperty({ format: 'date-time' }) createdAt!: string;
 }
 
 export class CreatedWebhookEndpointView extends WebhookEndpointView {
-  @ApiProperty({ description: 'The signing secret (`whsec_...`, Standard Webhooks). Shown once: store it now.', example: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw' })
+  @ApiProperty({
+    description: 'The signing secret (`whsec_...`, Standard Webhooks). Shown once: store it now.',
+    example: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
+  })
   secret!: string;
 }
 
 export class RotatedSecretView {
   @ApiProperty({ format: 'uuid' }) id!: string;
   @ApiProperty({ description: 'The new signing secret. Shown once.' }) secret!: string;
-  @ApiProperty({ format: 'date-time', description: 'Until then deliveries carry a signature by the old secret too.' }) previousSecretExpiresAt!: string;
+  @ApiProperty({ format: 'date-time', description: 'Until then deliveries carry a signature by the old secret too.' })
+  previousSecretExpiresAt!: string;
 }
 
 export class WebhookEndpointListView {
@@ -30,15 +35,29 @@ export class WebhookEndpointListView {
 
 export class DeliveryAttemptView {
   @ApiProperty() number!: number;
-  @ApiProperty({ nullable: true, type: Number, description: 'The HTTP status answered; null when no answer came (timeout, connection refused).' }) statusCode!: number | null;
+  @ApiProperty({
+    nullable: true,
+    type: Number,
+    description: 'The HTTP status answered; null when no answer came (timeout, connection refused).',
+  })
+  statusCode!: number | null;
   @ApiProperty() latencyMs!: number;
   @ApiProperty({ nullable: true, type: String }) error!: string | null;
   @ApiProperty({ format: 'date-time' }) at!: string;
 }
 
 export class WebhookDeliveryView {
-  @ApiProperty({ format: 'uuid', description: 'Also the `webhook-id` header of every attempt: receivers dedupe on it.' }) id!: string;
-  @ApiProperty({ format: 'uuid', nullable: true, type: String, description: 'Null for a batch.completed or provider.decertified delivery.' })
+  @ApiProperty({
+    format: 'uuid',
+    description: 'Also the `webhook-id` header of every attempt: receivers dedupe on it.',
+  })
+  id!: string;
+  @ApiProperty({
+    format: 'uuid',
+    nullable: true,
+    type: String,
+    description: 'Null for a batch.completed or provider.decertified delivery.',
+  })
   jobId!: string | null;
   @ApiProperty({ format: 'uuid', nullable: true, type: String, description: 'Set for a batch.completed delivery.' })
   batchId!: string | null;

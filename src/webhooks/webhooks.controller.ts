@@ -46,7 +46,11 @@ export class WebhooksController {
 
   @Get()
   @RequireScopes('jobs:read')
-  @ApiEndpoint({ operationId: 'listWebhooks', summary: "The owner's webhook endpoints (without secrets)", problems: [] })
+  @ApiEndpoint({
+    operationId: 'listWebhooks',
+    summary: "The owner's webhook endpoints (without secrets)",
+    problems: [],
+  })
   @ApiOkResponse({ type: WebhookEndpointListView })
   async listWebhooks(@OwnerId() ownerId: string): Promise<WebhookEndpointListView> {
     return { items: (await this.webhooks.list(ownerId)).map(toEndpointView) };
@@ -54,7 +58,11 @@ export class WebhooksController {
 
   @Get(':id')
   @RequireScopes('jobs:read')
-  @ApiEndpoint({ operationId: 'getWebhook', summary: 'One of the owner\'s webhook endpoints (without its secret), as the list shows it', problems: [badId, notFound] })
+  @ApiEndpoint({
+    operationId: 'getWebhook',
+    summary: "One of the owner's webhook endpoints (without its secret), as the list shows it",
+    problems: [badId, notFound],
+  })
   @ApiOkResponse({ type: WebhookEndpointView })
   async getWebhook(@OwnerId() ownerId: string, @Param('id', UuidPipe) id: string): Promise<WebhookEndpointView> {
     return toEndpointView(await this.webhooks.get(ownerId, id));
@@ -63,7 +71,11 @@ export class WebhooksController {
   @Delete(':id')
   @HttpCode(204)
   @RequireScopes('jobs:write')
-  @ApiEndpoint({ operationId: 'deleteWebhook', summary: 'Delete an endpoint and its pending deliveries', problems: [badId, notFound] })
+  @ApiEndpoint({
+    operationId: 'deleteWebhook',
+    summary: 'Delete an endpoint and its pending deliveries',
+    problems: [badId, notFound],
+  })
   @ApiNoContentResponse()
   async deleteWebhook(@OwnerId() ownerId: string, @Param('id', UuidPipe) id: string): Promise<void> {
     await this.webhooks.remove(ownerId, id);
@@ -76,19 +88,27 @@ export class WebhooksController {
     operationId: 'rotateWebhookSecret',
     summary: 'A new signing secret (shown once); the old one keeps signing beside it for 24 hours',
     description:
-      'Secrets rotated out earlier keep signing until their own `previousSecretExpiresAt`, so each rotation\'s promise holds. With 5 rotated-out secrets still signing, another rotation is refused (409 `webhook_rotation_limit`) until the oldest expires.',
+      "Secrets rotated out earlier keep signing until their own `previousSecretExpiresAt`, so each rotation's promise holds. With 5 rotated-out secrets still signing, another rotation is refused (409 `webhook_rotation_limit`) until the oldest expires.",
     problems: [badId, notFound, { status: 409, codes: ['webhook_rotation_limit'] }],
   })
   @ApiOkResponse({ type: RotatedSecretView })
   async rotateWebhookSecret(@OwnerId() ownerId: string, @Param('id', UuidPipe) id: string): Promise<RotatedSecretView> {
     const rotated = await this.webhooks.rotateSecret(ownerId, id);
-    return { id: rotated.id, secret: rotated.secret, previousSecretExpiresAt: rotated.previousSecretExpiresAt.toISOString() };
+    return {
+      id: rotated.id,
+      secret: rotated.secret,
+      previousSecretExpiresAt: rotated.previousSecretExpiresAt.toISOString(),
+    };
   }
 
   @Post(':id/enable')
   @HttpCode(200)
   @RequireScopes('jobs:write')
-  @ApiEndpoint({ operationId: 'enableWebhook', summary: 'Re-enable an endpoint that was disabled for failing', problems: [badId, notFound] })
+  @ApiEndpoint({
+    operationId: 'enableWebhook',
+    summary: 'Re-enable an endpoint that was disabled for failing',
+    problems: [badId, notFound],
+  })
   @ApiOkResponse({ type: WebhookEndpointView })
   async enableWebhook(@OwnerId() ownerId: string, @Param('id', UuidPipe) id: string): Promise<WebhookEndpointView> {
     return toEndpointView(await this.webhooks.enable(ownerId, id));
@@ -96,7 +116,11 @@ export class WebhooksController {
 
   @Get(':id/deliveries')
   @RequireScopes('jobs:read')
-  @ApiEndpoint({ operationId: 'listWebhookDeliveries', summary: 'Deliveries to an endpoint, newest first, with every attempt (status code, latency)', problems: [badId, notFound] })
+  @ApiEndpoint({
+    operationId: 'listWebhookDeliveries',
+    summary: 'Deliveries to an endpoint, newest first, with every attempt (status code, latency)',
+    problems: [badId, notFound],
+  })
   @ApiOkResponse({ type: WebhookDeliveryPageView })
   async listWebhookDeliveries(
     @OwnerId() ownerId: string,

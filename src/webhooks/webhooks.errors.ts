@@ -2,13 +2,21 @@ import { DomainError } from '../common/domain.errors.js';
 
 export class WebhookDisabledError extends DomainError {
   constructor(reason: string | null) {
-    super('webhook_disabled', 409, `The webhook endpoint is disabled${reason ? ` (${reason})` : ''}. Enable it first: POST /v1/webhooks/{id}/enable.`);
+    super(
+      'webhook_disabled',
+      409,
+      `The webhook endpoint is disabled${reason ? ` (${reason})` : ''}. Enable it first: POST /v1/webhooks/{id}/enable.`,
+    );
   }
 }
 
 export class WebhookEndpointLimitError extends DomainError {
   constructor(limit: number) {
-    super('webhook_endpoint_limit', 409, `An owner may have at most ${limit} webhook endpoints (WEBHOOK_MAX_ENDPOINTS_PER_OWNER). Delete one first.`);
+    super(
+      'webhook_endpoint_limit',
+      409,
+      `An owner may have at most ${limit} webhook endpoints (WEBHOOK_MAX_ENDPOINTS_PER_OWNER). Delete one first.`,
+    );
   }
 }
 

@@ -29,7 +29,8 @@ import { WebhooksService } from './webhooks.service.js';
     {
       provide: WebhookHostLookup,
       inject: [appConfig.KEY],
-      useFactory: (config: AppConfig) => new WebhookHostLookup({ timeoutMs: config.dnsTimeoutMs, servers: config.dnsServers }),
+      useFactory: (config: AppConfig) =>
+        new WebhookHostLookup({ timeoutMs: config.dnsTimeoutMs, servers: config.dnsServers }),
     },
   ],
   exports: [OUTBOX, DECERTIFIED_LISTENER],

@@ -39,14 +39,20 @@ export class WebhooksService {
     private readonly hostLookup: WebhookHostLookup,
   ) {}
 
-  async create(ownerId: string, url: string, events: WebhookEventType[]): Promise<{ endpoint: WebhookEndpoint; secret: string }> {
+  async create(
+    ownerId: string,
+    url: string,
+    events: WebhookEventType[],
+  ): Promise<{ endpoint: WebhookEndpoint; secret: string }> {
     // Resolved through HostLookup: bounded by DNS_TIMEOUT_MS and off libuv's pool, so a name whose DNS server
     // never answers is a quick 422 and holds up no one else.
     const resolve = async (host: string) => (await this.hostLookup.resolve(host)).map((a) => a.address);
     const checked = await checkWebhookUrl(url, this.config.webhookAllowedHosts, resolve);
     const secret = newSecret();
     const limit = this.config.webhookMaxEndpointsPerOwner;
-    const endpoint = await this.dataSource.transaction((manager) => this.endpoints.insertWithinLimit(manager, ownerId, checked, events, secret, limit));
+    const endpoint = await this.dataSource.transaction((manager) =>
+      this.endpoints.insertWithinLimit(manager, ownerId, checked, events, secret, limit),
+    );
     if (!endpoint) throw new WebhookEndpointLimitError(limit);
     return { endpoint, secret };
   }
@@ -65,7 +71,10 @@ export class WebhooksService {
     if (!(await this.endpoints.deleteOwned(ownerId, id))) throw new NotFoundError('Webhook endpoint');
   }
 
-  async rotateSecret(ownerId: string, id: string): Promise<{ id: string; secret: string; previousSecretExpiresAt: Date }> {
+  async rotateSecret(
+    ownerId: string,
+    id: string,
+  ): Promise<{ id: string; secret: string; previousSecretExpiresAt: Date }> {
     const secret = newSecret();
     const rotated = await this.endpoints.rotateSecret(ownerId, id, secret, ROTATION_OVERLAP_MS, MAX_RETIRED_SECRETS);
     if (!rotated) throw new NotFoundError('Webhook endpoint');

@@ -1,7 +1,13 @@
 import type { DataSource } from 'typeorm';
 
 import { rowsOf } from '../../src/database/transactions.js';
-import { type Attempt, attemptFromRow, type AttemptRow, type AttemptStatus, type Usage } from '../../src/ledger/attempt.types.js';
+import {
+  type Attempt,
+  attemptFromRow,
+  type AttemptRow,
+  type AttemptStatus,
+  type Usage,
+} from '../../src/ledger/attempt.types.js';
 import type { Job } from '../../src/ledger/job.types.js';
 
 export interface AttemptOverrides {
@@ -86,7 +92,10 @@ export async function createAttempt(
 }
 
 async function readJob(db: DataSource, id: string): Promise<Pick<Job, 'providers' | 'version'>> {
-  const [row] = await db.query<Array<{ providers: string[]; version: number }>>('SELECT providers, version FROM jobs WHERE id = $1', [id]);
+  const [row] = await db.query<Array<{ providers: string[]; version: number }>>(
+    'SELECT providers, version FROM jobs WHERE id = $1',
+    [id],
+  );
   if (!row) throw new Error(`no job ${id}`);
   return row;
 }

@@ -53,7 +53,8 @@ export async function createJob(db: DataSource, overrides: JobOverrides = {}): P
     winner = (await createAttempt(db, job, { status: 'succeeded', moveJob: false })).id;
   }
   const terminal = status === 'succeeded' || status === 'failed' || status === 'cancelled';
-  const defaultError = status === 'failed' ? { reason: 'providers_exhausted', message: 'seeded by a test factory' } : null;
+  const defaultError =
+    status === 'failed' ? { reason: 'providers_exhausted', message: 'seeded by a test factory' } : null;
   const [row] = await rowsOf<JobRow>(
     db.manager,
     `UPDATE jobs SET status = $2, version = version + $3::int, completed_by = $4, result = $5::jsonb,
@@ -67,8 +68,10 @@ export async function createJob(db: DataSource, overrides: JobOverrides = {}): P
       status,
       terminal ? 1 : 0,
       winner,
-      status === 'succeeded' ? JSON.stringify(overrides.result ?? { summary: `result of ${job.idempotencyKey}` }) : null,
-      overrides.error ?? defaultError ? JSON.stringify(overrides.error ?? defaultError) : null,
+      status === 'succeeded'
+        ? JSON.stringify(overrides.result ?? { summary: `result of ${job.idempotencyKey}` })
+        : null,
+      (overrides.error ?? defaultError) ? JSON.stringify(overrides.error ?? defaultError) : null,
       overrides.due ?? true,
       overrides.completedAt ?? null,
       overrides.createdAt ?? null,
@@ -89,7 +92,12 @@ export interface PostJobOverrides {
  * (201; 200 for a replay). For the suites that test what the API does with it; createJob is the quicker way to a
  * job in a given state.
  */
-export async function postJob(t: Pick<TestApp, 'http'>, apiKey: string, overrides: PostJobOverrides = {}, expected = 201) {
+export async function postJob(
+  t: Pick<TestApp, 'http'>,
+  apiKey: string,
+  overrides: PostJobOverrides = {},
+  expected = 201,
+) {
   const idempotencyKey = overrides.idempotencyKey ?? `post-${process.pid}-${++seq}`;
   const res = await t
     .http()

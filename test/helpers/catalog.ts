@@ -6,7 +6,6 @@ import { parse, stringify } from 'yaml';
 
 import { TEST_CATALOG } from './app.js';
 
- 
 export type RawCatalog = { providers: any[]; operations: any[] };
 
 /** Writes a variant of the test catalog to a temp file and returns its path. */

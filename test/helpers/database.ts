@@ -39,7 +39,9 @@ export async function createTestDatabase(): Promise<TestDatabase> {
         admin((client) => client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)),
       );
       if (violations.length) {
-        throw new Error(`job_events holds transitions that src/ledger/state-machine.ts does not:\n${violations.join('\n')}`);
+        throw new Error(
+          `job_events holds transitions that src/ledger/state-machine.ts does not:\n${violations.join('\n')}`,
+        );
       }
     },
   };

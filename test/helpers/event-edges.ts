@@ -25,7 +25,14 @@ const OPEN = 'open';
 type Reasons = readonly string[] | typeof OPEN;
 
 /** Why a job runs (again): its attempt started, or the next one is due (AttemptScheduler.scheduleAfter's callers). */
-const RUNNING = ['attempt_started', 'failover', 'next_attempt_scheduled', 'attempt_not_sent', 'attempt_resolved', 'provider_unavailable'];
+const RUNNING = [
+  'attempt_started',
+  'failover',
+  'next_attempt_scheduled',
+  'attempt_not_sent',
+  'attempt_resolved',
+  'provider_unavailable',
+];
 
 const JOB_REASONS: Record<string, Reasons> = {
   // from null: the job's first row
@@ -55,7 +62,12 @@ const JOB_REASONS: Record<string, Reasons> = {
  * What the provider said of a request, recorded on its attempt without a move (Ledger.submitted,
  * Ledger.noteProviderStatus: docs/design.md#resolution-at-the-provider).
  */
-const PROVIDER_RECORDS = ['provider_request_created', 'provider_status', 'provider_record_expired', 'provider_id_never_returned'];
+const PROVIDER_RECORDS = [
+  'provider_request_created',
+  'provider_status',
+  'provider_record_expired',
+  'provider_id_never_returned',
+];
 
 const ATTEMPT_REASONS: Record<string, Reasons> = {
   // from null: the attempt's first row (a worker's claim, an owner's or operator's request)
@@ -91,7 +103,9 @@ export function edgeViolation(kind: EventKind): string | undefined {
     return `${subject} ${from ?? 'null'} -> ${to} is not an edge of src/ledger/state-machine.ts`;
   }
   const reasons = (subject === 'job' ? JOB_REASONS : ATTEMPT_REASONS)[`${from}>${to}`];
-  if (reasons === undefined) return `${subject} ${from ?? 'null'} -> ${to} has no reasons in test/helpers/event-edges.ts`;
+  if (reasons === undefined) {
+    return `${subject} ${from ?? 'null'} -> ${to} has no reasons in test/helpers/event-edges.ts`;
+  }
   if (reasons === OPEN ? !/^[a-z][a-z0-9_]*$/.test(reason) || HOT.has(reason) : !reasons.includes(reason)) {
     return `${subject} ${from ?? 'null'} -> ${to} with reason ${JSON.stringify(reason)}`;
   }

@@ -41,14 +41,25 @@ export interface ObservedResponse {
 }
 
 /** Headers this API defines: sending one where the document does not declare it is drift. */
-const API_HEADERS = ['location', 'idempotent-replayed', 'preference-applied', 'retry-after', 'www-authenticate', 'x-request-id'];
+const API_HEADERS = [
+  'location',
+  'idempotent-replayed',
+  'preference-applied',
+  'retry-after',
+  'www-authenticate',
+  'x-request-id',
+];
 /** Served by Swagger UI: the document itself, not an operation of it. */
 /** Not API: Swagger's own pages and the console's static assets. */
 const UNDOCUMENTED_ROUTES = /^\/(docs(-json|-yaml)?|console)(\/|$)/;
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
 const pointer = (...tokens: string[]) => tokens.map((t) => `/${t.replace(/~/g, '~0').replace(/\//g, '~1')}`).join('');
-const mediaType = (value: unknown) => String(value ?? '').split(';')[0].trim().toLowerCase();
+const mediaType = (value: unknown) =>
+  String(value ?? '')
+    .split(';')[0]
+    .trim()
+    .toLowerCase();
 
 /**
  * A response that carries a field the document does not name is drift too. Without changing what clients may
@@ -89,7 +100,9 @@ export class OpenApiContract {
     if (!operation) {
       // No route: Fastify's 404 (and 405) must still be a problem+json of the document's shape.
       if (response.route) return [`${method.toUpperCase()} ${path} is not in the document`];
-      return this.checkBody(response, '#/components/schemas/Problem', 'application/problem+json', ['application/problem+json']);
+      return this.checkBody(response, '#/components/schemas/Problem', 'application/problem+json', [
+        'application/problem+json',
+      ]);
     }
     const status = String(response.status);
     const documented = operation.responses[status];
@@ -101,7 +114,9 @@ export class OpenApiContract {
       if (response.body) violations.push(`a body was sent where ${operation.operationId} ${status} documents none`);
       return violations;
     }
-    if (!content[type]) return [...violations, `content-type ${type || '(none)'} is not one of ${Object.keys(content).join(', ')}`];
+    if (!content[type]) {
+      return [...violations, `content-type ${type || '(none)'} is not one of ${Object.keys(content).join(', ')}`];
+    }
     const ref = `openapi.json#${pointer('paths', path!, method, 'responses', status, 'content', type, 'schema')}`;
     return [...violations, ...this.checkBody(response, ref, type, Object.keys(content))];
   }
@@ -123,7 +138,9 @@ export class OpenApiContract {
       if (!validate(String(value))) violations.push(`header ${name}: ${this.ajv.errorsText(validate.errors)}`);
     }
     for (const name of API_HEADERS) {
-      if (response.headers[name] !== undefined && !declared.has(name)) violations.push(`header ${name} is sent but not declared`);
+      if (response.headers[name] !== undefined && !declared.has(name)) {
+        violations.push(`header ${name} is sent but not declared`);
+      }
     }
     return violations;
   }
@@ -142,7 +159,9 @@ export class OpenApiContract {
     }
     let validate = this.validators.get(ref);
     if (!validate) {
-      validate = ref.startsWith('#') ? this.ajv.compile({ $ref: `openapi.json${ref}` }) : this.ajv.compile({ $ref: ref });
+      validate = ref.startsWith('#')
+        ? this.ajv.compile({ $ref: `openapi.json${ref}` })
+        : this.ajv.compile({ $ref: ref });
       this.validators.set(ref, validate);
     }
     return validate(body) ? [] : [`body: ${this.ajv.errorsText(validate.errors, { separator: '; ' })}`];

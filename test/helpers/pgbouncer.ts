@@ -87,7 +87,9 @@ export async function startPgBouncer(directUrl: string, poolSize: number): Promi
       await stats();
       break;
     } catch (error) {
-      if (Date.now() > until) throw new Error(`pgbouncer did not accept connections: ${(error as Error).message}\n${text}`, { cause: error });
+      if (Date.now() > until) {
+        throw new Error(`pgbouncer did not accept connections: ${(error as Error).message}\n${text}`, { cause: error });
+      }
       await new Promise((r) => setTimeout(r, 100));
     }
   }

@@ -16,12 +16,22 @@ describe('AttemptsRepository (real PostgreSQL, no app)', () => {
   beforeEach(() => m.truncate());
 
   const events = (jobId: string) =>
-    m.dataSource.query(`SELECT subject, from_status, to_status, reason FROM job_events WHERE job_id = $1 AND reason <> 'created' ORDER BY id`, [jobId]);
+    m.dataSource.query(
+      `SELECT subject, from_status, to_status, reason FROM job_events WHERE job_id = $1 AND reason <> 'created' ORDER BY id`,
+      [jobId],
+    );
 
   it('refuses a second live attempt on a job with AttemptInProgressError (I3: UQ_attempts_one_live_per_job)', async () => {
     const job = await createJob(m.dataSource);
     await createAttempt(m.dataSource, job, { status: 'unknown' });
-    const second = { jobId: job.id, provider: 'sim-fallback', jobVersion: 0, timeoutMs: 1000, hardTimeoutMs: 2000, workerId: null };
+    const second = {
+      jobId: job.id,
+      provider: 'sim-fallback',
+      jobVersion: 0,
+      timeoutMs: 1000,
+      hardTimeoutMs: 2000,
+      workerId: null,
+    };
     await expect(attempts.insertAttempt(second, m.dataSource.manager)).rejects.toBeInstanceOf(AttemptInProgressError);
     const [{ n }] = await m.dataSource.query('SELECT count(*)::int AS n FROM attempts WHERE job_id = $1', [job.id]);
     expect(n).toBe(1);
@@ -32,15 +42,28 @@ describe('AttemptsRepository (real PostgreSQL, no app)', () => {
     const retried = await createJob(m.dataSource);
     await createAttempt(m.dataSource, retried, { status: 'failed', error: { reason: 'http_500', message: 'x' } });
     const start = (jobId: string): ClaimedStart => ({
-      jobId, provider: 'sim-primary', jobVersion: 0, timeoutMs: 1000, hardTimeoutMs: 2000, workerId: 'w1', jobFrom: 'pending',
+      jobId,
+      provider: 'sim-primary',
+      jobVersion: 0,
+      timeoutMs: 1000,
+      hardTimeoutMs: 2000,
+      workerId: 'w1',
+      jobFrom: 'pending',
     });
-    const inserted = await m.dataSource.transaction((tx) => attempts.insertClaimed([start(fresh.id), start(retried.id)], tx));
+    const inserted = await m.dataSource.transaction((tx) =>
+      attempts.insertClaimed([start(fresh.id), start(retried.id)], tx),
+    );
     expect(inserted.map((a) => [a.jobId, a.number, a.status, a.workerId])).toEqual([
       [fresh.id, 1, 'starting', 'w1'],
       [retried.id, 2, 'starting', 'w1'],
     ]);
-    const jobs = await m.dataSource.query('SELECT status, next_attempt_at FROM jobs WHERE id = ANY($1) ORDER BY id', [[fresh.id, retried.id]]);
-    expect(jobs).toEqual([{ status: 'running', next_attempt_at: null }, { status: 'running', next_attempt_at: null }]);
+    const jobs = await m.dataSource.query('SELECT status, next_attempt_at FROM jobs WHERE id = ANY($1) ORDER BY id', [
+      [fresh.id, retried.id],
+    ]);
+    expect(jobs).toEqual([
+      { status: 'running', next_attempt_at: null },
+      { status: 'running', next_attempt_at: null },
+    ]);
     expect(await events(fresh.id)).toEqual([
       { subject: 'attempt', from_status: null, to_status: 'starting', reason: 'claimed' },
       { subject: 'job', from_status: 'pending', to_status: 'running', reason: 'attempt_started' },
@@ -51,11 +74,16 @@ describe('AttemptsRepository (real PostgreSQL, no app)', () => {
     const [a, b, c] = await Promise.all([1, 2, 3].map(() => createJob(m.dataSource)));
     const ready = await createAttempt(m.dataSource, a, { status: 'starting' });
     const late = await createAttempt(m.dataSource, b, { status: 'starting', hardDeadlineInMs: -1 });
-    const givenUp = await createAttempt(m.dataSource, c, { status: 'failed', error: { reason: 'not_sent', message: 'x' } });
+    const givenUp = await createAttempt(m.dataSource, c, {
+      status: 'failed',
+      error: { reason: 'not_sent', message: 'x' },
+    });
     const calls = [ready, late, givenUp].map((x) => ({ id: x.id, timeoutMs: 1000, hardTimeoutMs: 2000 }));
     const running = await attempts.markRunning(calls, m.dataSource.manager);
     expect(running.map((x) => x.id)).toEqual([ready.id]);
-    expect(await events(a.id)).toEqual([{ subject: 'attempt', from_status: 'starting', to_status: 'running', reason: 'provider_called' }]);
+    expect(await events(a.id)).toEqual([
+      { subject: 'attempt', from_status: 'starting', to_status: 'running', reason: 'provider_called' },
+    ]);
     expect(await events(b.id)).toEqual([]);
     const [row] = await m.dataSource.query('SELECT status FROM attempts WHERE id = $1', [late.id]);
     expect(row.status).toBe('starting');

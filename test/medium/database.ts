@@ -19,7 +19,9 @@ export interface MigratedDatabase {
  */
 export async function migratedDatabase(poolSize = 6): Promise<MigratedDatabase> {
   const database = await createTestDatabase();
-  const dataSource = new DataSource(dataSourceOptions({ url: database.url, poolSize, applicationName: 'onejob-medium' }));
+  const dataSource = new DataSource(
+    dataSourceOptions({ url: database.url, poolSize, applicationName: 'onejob-medium' }),
+  );
   try {
     await dataSource.initialize();
     await runMigrationsLocked(dataSource);

@@ -17,22 +17,36 @@ describe('the job_events edge check', () => {
     await m.close();
   });
 
-  it('accepts the hot statements\' rows on their edges', () => {
+  it("accepts the hot statements' rows on their edges", () => {
     expect(edgeViolation({ subject: 'job', from: null, to: 'pending', reason: 'created' })).toBeUndefined();
     expect(edgeViolation({ subject: 'attempt', from: null, to: 'starting', reason: 'claimed' })).toBeUndefined();
-    expect(edgeViolation({ subject: 'attempt', from: 'starting', to: 'running', reason: 'provider_called' })).toBeUndefined();
-    expect(edgeViolation({ subject: 'attempt', from: 'cancelled', to: 'succeeded', reason: 'result_won' })).toBeUndefined();
-    expect(edgeViolation({ subject: 'attempt', from: 'failed', to: 'failed', reason: 'result_discarded' })).toBeUndefined();
+    expect(
+      edgeViolation({ subject: 'attempt', from: 'starting', to: 'running', reason: 'provider_called' }),
+    ).toBeUndefined();
+    expect(
+      edgeViolation({ subject: 'attempt', from: 'cancelled', to: 'succeeded', reason: 'result_won' }),
+    ).toBeUndefined();
+    expect(
+      edgeViolation({ subject: 'attempt', from: 'failed', to: 'failed', reason: 'result_discarded' }),
+    ).toBeUndefined();
     expect(edgeViolation({ subject: 'attempt', from: 'running', to: 'failed', reason: 'http_503' })).toBeUndefined();
   });
 
   it('refuses a move the state machine does not have, a bogus reason, and a hot reason on an open edge', () => {
-    expect(edgeViolation({ subject: 'attempt', from: 'starting', to: 'unknown', reason: 'timeout' })).toMatch(/not an edge/);
-    expect(edgeViolation({ subject: 'job', from: 'succeeded', to: 'running', reason: 'attempt_started' })).toMatch(/not an edge/);
+    expect(edgeViolation({ subject: 'attempt', from: 'starting', to: 'unknown', reason: 'timeout' })).toMatch(
+      /not an edge/,
+    );
+    expect(edgeViolation({ subject: 'job', from: 'succeeded', to: 'running', reason: 'attempt_started' })).toMatch(
+      /not an edge/,
+    );
     expect(edgeViolation({ subject: 'job', from: null, to: 'running', reason: 'created' })).toMatch(/not an edge/);
     expect(edgeViolation({ subject: 'attempt', from: 'starting', to: 'running', reason: 'bogus' })).toMatch(/"bogus"/);
-    expect(edgeViolation({ subject: 'job', from: 'running', to: 'succeeded', reason: 'result_discarded' })).toMatch(/result_discarded/);
-    expect(edgeViolation({ subject: 'attempt', from: 'running', to: 'failed', reason: 'result_won' })).toMatch(/result_won/);
+    expect(edgeViolation({ subject: 'job', from: 'running', to: 'succeeded', reason: 'result_discarded' })).toMatch(
+      /result_discarded/,
+    );
+    expect(edgeViolation({ subject: 'attempt', from: 'running', to: 'failed', reason: 'result_won' })).toMatch(
+      /result_won/,
+    );
     expect(edgeViolation({ subject: 'attempt', from: 'running', to: 'failed', reason: 'Not A Name' })).toBeDefined();
   });
 

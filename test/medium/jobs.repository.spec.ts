@@ -42,7 +42,9 @@ describe('JobsRepository (real PostgreSQL, no app)', () => {
 
     it('answers DuplicateIdempotencyKeyError in a transaction too (INSERT_JOB), and leaves the stored job as it was', async () => {
       const first = await m.dataSource.transaction((tx) => jobs.insertJob(intent('o2', 'k', 'first'), tx));
-      await expect(m.dataSource.transaction((tx) => jobs.insertJob(intent('o2', 'k', 'second'), tx))).rejects.toMatchObject({
+      await expect(
+        m.dataSource.transaction((tx) => jobs.insertJob(intent('o2', 'k', 'second'), tx)),
+      ).rejects.toMatchObject({
         name: 'DuplicateIdempotencyKeyError',
         fingerprint: fingerprintOf({ operation: 'summarize', input: { text: 'second' } }),
       });
@@ -51,7 +53,10 @@ describe('JobsRepository (real PostgreSQL, no app)', () => {
     });
 
     it('keeps owners apart: one key, two owners, two jobs', async () => {
-      const [a, b] = await Promise.all([jobs.insertJob(intent('oa', 'shared')), jobs.insertJob(intent('ob', 'shared'))]);
+      const [a, b] = await Promise.all([
+        jobs.insertJob(intent('oa', 'shared')),
+        jobs.insertJob(intent('ob', 'shared')),
+      ]);
       expect(a.id).not.toBe(b.id);
       expect(await count(`SELECT count(*)::int AS n FROM jobs WHERE idempotency_key = 'shared'`)).toBe(2);
     });

@@ -48,20 +48,41 @@ describe('SettlementRepository (real PostgreSQL, no app)', () => {
       expect(winners).toHaveLength(1);
       const [winner, loser] = a!.version !== null ? [first, second] : [second, first];
       const stored = await jobRow(job.id);
-      expect(stored).toMatchObject({ status: 'succeeded', version: 1, completed_by: winner.id, result: { summary: `from ${winner.id}` } });
+      expect(stored).toMatchObject({
+        status: 'succeeded',
+        version: 1,
+        completed_by: winner.id,
+        result: { summary: `from ${winner.id}` },
+      });
       expect(await attemptRow(winner.id)).toMatchObject({ status: 'succeeded', outcome: 'won' });
       const lost = await attemptRow(loser.id);
       // The payload is dropped: only its digest is kept (I5), and the attempt says it lost.
-      expect(lost).toMatchObject({ status: 'succeeded', outcome: 'discarded', result_digest: write(loser).resultDigest });
+      expect(lost).toMatchObject({
+        status: 'succeeded',
+        outcome: 'discarded',
+        result_digest: write(loser).resultDigest,
+      });
       const events = await m.dataSource.query(
         `SELECT attempt_id, subject, from_status, to_status, reason FROM job_events WHERE job_id = $1 AND reason LIKE 'result_%' ORDER BY id`,
         [job.id],
       );
       expect(events).toEqual(
         expect.arrayContaining([
-          { attempt_id: winner.id, subject: 'attempt', from_status: winner.status, to_status: 'succeeded', reason: 'result_won' },
+          {
+            attempt_id: winner.id,
+            subject: 'attempt',
+            from_status: winner.status,
+            to_status: 'succeeded',
+            reason: 'result_won',
+          },
           { attempt_id: null, subject: 'job', from_status: 'running', to_status: 'succeeded', reason: 'result_won' },
-          { attempt_id: loser.id, subject: 'attempt', from_status: loser.status, to_status: 'succeeded', reason: 'result_discarded' },
+          {
+            attempt_id: loser.id,
+            subject: 'attempt',
+            from_status: loser.status,
+            to_status: 'succeeded',
+            reason: 'result_discarded',
+          },
         ]),
       );
       expect(events).toHaveLength(3);
@@ -88,19 +109,27 @@ describe('SettlementRepository (real PostgreSQL, no app)', () => {
     expect(once).toMatchObject({ version: 1, priorOutcome: null });
     expect(twice).toMatchObject({ version: null, priorOutcome: 'won' });
     expect(await jobRow(job.id)).toEqual(before);
-    const [{ n }] = await m.dataSource.query(`SELECT count(*)::int AS n FROM job_events WHERE job_id = $1 AND reason LIKE 'result_%'`, [job.id]);
+    const [{ n }] = await m.dataSource.query(
+      `SELECT count(*)::int AS n FROM job_events WHERE job_id = $1 AND reason LIKE 'result_%'`,
+      [job.id],
+    );
     expect(n).toBe(2);
   });
 
   it('settles a batch of results for different jobs in one statement, each as if alone', async () => {
     const jobs = await Promise.all([1, 2, 3].map(() => createJob(m.dataSource)));
     const attempts = await Promise.all(jobs.map((job) => createAttempt(m.dataSource, job, { status: 'running' })));
-    const settled = await settlements.settleResults(attempts.map((a) => write(a)), m.dataSource.manager);
+    const settled = await settlements.settleResults(
+      attempts.map((a) => write(a)),
+      m.dataSource.manager,
+    );
     expect([...settled.values()].map((s) => s.version)).toEqual([1, 1, 1]);
-    for (const [i, job] of jobs.entries()) expect(await jobRow(job.id)).toMatchObject({ status: 'succeeded', completed_by: attempts[i].id });
+    for (const [i, job] of jobs.entries()) {
+      expect(await jobRow(job.id)).toMatchObject({ status: 'succeeded', completed_by: attempts[i].id });
+    }
   });
 
-  it('leaves no trace for an attempt that is not the job\'s', async () => {
+  it("leaves no trace for an attempt that is not the job's", async () => {
     const [job, other] = [await createJob(m.dataSource), await createJob(m.dataSource)];
     const attempt = await createAttempt(m.dataSource, other, { status: 'running' });
     expect(await settlements.settleResult({ ...write(attempt), jobId: job.id }, m.dataSource.manager)).toBeUndefined();

@@ -16,7 +16,7 @@ import { createKey, describeLocal, FULL, RACE_CATALOG } from './target.js';
  * provider); `npm run test:race` (RACE_FULL=1) runs every case with three worker processes.
  */
 
-type Row = Record<string, any>;  
+type Row = Record<string, any>;
 
 const WORKERS = FULL ? 3 : 1;
 const POLL_MS = 100;
@@ -45,7 +45,9 @@ describeLocal(`race suite: provider capacity across ${WORKERS} worker process(es
   let operator: string;
 
   beforeAll(async () => {
-    for (const name of ['five', 'rpm', 'limited', 'sick', 'one'] as const) fakes[name] = await new FakeOpenAiServer().start();
+    for (const name of ['five', 'rpm', 'limited', 'sick', 'one'] as const) {
+      fakes[name] = await new FakeOpenAiServer().start();
+    }
     fakes.five.latencyMs(400);
     fakes.rpm.latencyMs(50);
     fakes.limited.latencyMs(50);
@@ -71,13 +73,33 @@ describeLocal(`race suite: provider capacity across ${WORKERS} worker process(es
         openai('cap-429', fakes.limited, {}),
         openai('cap-sick', fakes.sick, { breaker: BREAKER }),
         openai('cap-one', fakes.one, { maxConcurrency: 1 }),
-        { name: 'cap-fallback', kind: 'simulated', model: 'cap-fallback', timeoutMs: 2000, hardTimeoutMs: 3000, simulate: { latencyMs: 20, outcome: 'success' } },
-        { name: 'cap-free', kind: 'simulated', model: 'cap-free', timeoutMs: 2000, hardTimeoutMs: 3000, simulate: { latencyMs: 20, outcome: 'success' } },
+        {
+          name: 'cap-fallback',
+          kind: 'simulated',
+          model: 'cap-fallback',
+          timeoutMs: 2000,
+          hardTimeoutMs: 3000,
+          simulate: { latencyMs: 20, outcome: 'success' },
+        },
+        {
+          name: 'cap-free',
+          kind: 'simulated',
+          model: 'cap-free',
+          timeoutMs: 2000,
+          hardTimeoutMs: 3000,
+          simulate: { latencyMs: 20, outcome: 'success' },
+        },
       );
     }, RACE_CATALOG);
     database = await createTestDatabase();
     pool = new pg.Pool({ connectionString: database.url, max: 4 });
-    const env = { DATABASE_URL: database.url, CATALOG_FILE: catalogFile, FAKE_OPENAI_KEY: 'sk-fake', WORKER_POLL_MS: String(POLL_MS), RECONCILE_INTERVAL_MS: '200' };
+    const env = {
+      DATABASE_URL: database.url,
+      CATALOG_FILE: catalogFile,
+      FAKE_OPENAI_KEY: 'sk-fake',
+      WORKER_POLL_MS: String(POLL_MS),
+      RECONCILE_INTERVAL_MS: '200',
+    };
     // The API process applies the migrations; the workers start once it is ready.
     api = await spawnService({ ...env, ROLE: 'api' });
     await waitUntilReady(api, 60_000);
@@ -99,10 +121,20 @@ describeLocal(`race suite: provider capacity across ${WORKERS} worker process(es
 
   const query = async (sql: string, params: unknown[] = []): Promise<Row[]> => (await pool.query(sql, params)).rows;
 
-  const call = async (method: string, path: string, body?: unknown, key = owner, headers: Record<string, string> = {}) => {
+  const call = async (
+    method: string,
+    path: string,
+    body?: unknown,
+    key = owner,
+    headers: Record<string, string> = {},
+  ) => {
     const res = await fetch(`${api.baseUrl}${path}`, {
       method,
-      headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
+      headers: {
+        authorization: `Bearer ${key}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        ...headers,
+      },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     const text = await res.text();
@@ -115,13 +147,16 @@ describeLocal(`race suite: provider capacity across ${WORKERS} worker process(es
     Promise.all(
       Array.from({ length: count }, async () => {
         const key = `cap-${providers[0]}-${serial++}`;
-        const res = await call('POST', '/v1/jobs', { operation: 'summarize', input: { text: key }, providers }, owner, { 'idempotency-key': key });
+        const res = await call('POST', '/v1/jobs', { operation: 'summarize', input: { text: key }, providers }, owner, {
+          'idempotency-key': key,
+        });
         if (res.status !== 201) throw new Error(`create answered ${res.status}: ${JSON.stringify(res.body)}`);
         return res.body.id as string;
       }),
     );
 
-  const statuses = async (ids: string[]): Promise<Row[]> => query('SELECT id, status FROM jobs WHERE id = ANY($1)', [ids]);
+  const statuses = async (ids: string[]): Promise<Row[]> =>
+    query('SELECT id, status FROM jobs WHERE id = ANY($1)', [ids]);
   const untilAll = (ids: string[], status: string, timeoutMs: number) =>
     waitFor(
       () => statuses(ids),
@@ -142,7 +177,11 @@ describeLocal(`race suite: provider capacity across ${WORKERS} worker process(es
   it('a capped provider (maxConcurrency 1, 1 s calls) with a backlog never delays jobs on an uncapped provider: each starts within a poll period', async () => {
     fakes.one.resetPeak();
     const backlog = await createJobs(30, ['cap-one']);
-    await waitFor(async () => fakes.one.requests.length, (n) => n >= 1, 10_000);
+    await waitFor(
+      async () => fakes.one.requests.length,
+      (n) => n >= 1,
+      10_000,
+    );
     // Jobs on the uncapped provider, one every 100 ms, behind an older backlog larger than any claim batch.
     const free: string[] = [];
     for (let i = 0; i < 10; i++) {
@@ -150,7 +189,10 @@ describeLocal(`race suite: provider capacity across ${WORKERS} worker process(es
       await sleep(100);
     }
     await untilAll(free, 'succeeded', 15_000);
-    const [{ waiting }] = await query(`SELECT count(*)::int AS waiting FROM jobs WHERE id = ANY($1) AND status NOT IN ('succeeded', 'failed', 'cancelled')`, [backlog]);
+    const [{ waiting }] = await query(
+      `SELECT count(*)::int AS waiting FROM jobs WHERE id = ANY($1) AND status NOT IN ('succeeded', 'failed', 'cancelled')`,
+      [backlog],
+    );
     const delays = (
       await query(
         `SELECT extract(epoch FROM a.claimed_at - j.created_at) * 1000 AS ms FROM jobs j JOIN attempts a ON a.job_id = j.id AND a.number = 1 WHERE j.id = ANY($1)`,
@@ -173,12 +215,26 @@ describeLocal(`race suite: provider capacity across ${WORKERS} worker process(es
   it('a 429 with Retry-After: 2 pauses the provider for every worker: no request reaches it for 2 s, then the job succeeds and the rate-limited attempt is not counted against maxAttempts 1', async () => {
     fakes.limited.reset();
     fakes.limited.latencyMs(50);
-    fakes.limited.script({ kind: 'status', status: 429, headers: { 'retry-after': '2' }, body: { error: { message: 'Rate limit reached', type: 'requests', code: 'rate_limit_exceeded' } } });
+    fakes.limited.script({
+      kind: 'status',
+      status: 429,
+      headers: { 'retry-after': '2' },
+      body: { error: { message: 'Rate limit reached', type: 'requests', code: 'rate_limit_exceeded' } },
+    });
     const [first] = await createJobs(1, ['cap-429']);
-    await waitFor(async () => fakes.limited.requests[0]?.answeredAt, (at) => at !== undefined, 10_000);
+    await waitFor(
+      async () => fakes.limited.requests[0]?.answeredAt,
+      (at) => at !== undefined,
+      10_000,
+    );
     const answeredAt = fakes.limited.requests[0].answeredAt!;
     // The pause is recorded once the worker has read the answer; from then on due jobs meet it in every process.
-    const paused = await waitFor(() => capacity('cap-429'), (c) => Boolean(c?.pausedUntil), 1500, 20).catch((error: Error) => {
+    const paused = await waitFor(
+      () => capacity('cap-429'),
+      (c) => Boolean(c?.pausedUntil),
+      1500,
+      20,
+    ).catch((error: Error) => {
       throw new Error(`GET /v1/providers never showed cap-429 paused after its 429: ${error.message}`);
     });
     expect(Date.parse(paused.pausedUntil)).toBeGreaterThanOrEqual(answeredAt + 2000 - 5);
@@ -186,7 +242,10 @@ describeLocal(`race suite: provider capacity across ${WORKERS} worker process(es
     await untilAll([first, ...others], 'succeeded', 20_000);
 
     const later = fakes.limited.requests.slice(1);
-    figures('429 pause', { pausedUntilAfterAnswerMs: Date.parse(paused.pausedUntil) - answeredAt, laterArrivalsMs: later.map((r) => r.at - answeredAt) });
+    figures('429 pause', {
+      pausedUntilAfterAnswerMs: Date.parse(paused.pausedUntil) - answeredAt,
+      laterArrivalsMs: later.map((r) => r.at - answeredAt),
+    });
     expect(later).toHaveLength(6);
     // Not one request within 2 s of the 429, from any worker.
     expect(later.filter((r) => r.at < answeredAt + 2000).map((r) => r.at - answeredAt)).toEqual([]);
@@ -194,7 +253,9 @@ describeLocal(`race suite: provider capacity across ${WORKERS} worker process(es
     expect(Math.min(...later.map((r) => r.at)) - answeredAt).toBeLessThan(2000 + 2000);
     const job = (await call('GET', `/v1/jobs/${first}`)).body;
     expect(job.status).toBe('succeeded');
-    expect(job.attempts.map((a: Row) => ({ provider: a.provider, status: a.status, reason: a.error?.reason ?? null }))).toEqual([
+    expect(
+      job.attempts.map((a: Row) => ({ provider: a.provider, status: a.status, reason: a.error?.reason ?? null })),
+    ).toEqual([
       { provider: 'cap-429', status: 'failed', reason: 'rate_limited' },
       { provider: 'cap-429', status: 'succeeded', reason: null },
     ]);
@@ -203,7 +264,10 @@ describeLocal(`race suite: provider capacity across ${WORKERS} worker process(es
   itFull(
     'a breaker (5 failures in 10 s, 3 s cooldown) opens on a provider failing with 500: new jobs go straight to the certified fallback; after recovery and the cooldown exactly one probe reaches it and the breaker closes',
     async () => {
-      expect((await call('POST', '/v1/providers/cap-fallback/certifications', { operation: 'summarize' }, operator)).body.passed).toBe(true);
+      expect(
+        (await call('POST', '/v1/providers/cap-fallback/certifications', { operation: 'summarize' }, operator)).body
+          .passed,
+      ).toBe(true);
       const chain = ['cap-sick', 'cap-fallback'];
       fakes.sick.reset();
       fakes.sick.latencyMs(50).failAll(500);
@@ -228,8 +292,12 @@ describeLocal(`race suite: provider capacity across ${WORKERS} worker process(es
         // While open: straight to the fallback, no attempt on the sick provider.
         const diverted = await createJobs(5, chain);
         await untilAll(diverted, 'succeeded', 10_000);
-        const divertedAttempts = await query('SELECT provider, claimed_at FROM attempts WHERE job_id = ANY($1)', [diverted]);
-        expect(Math.max(...divertedAttempts.map((a) => new Date(a.claimed_at).getTime()))).toBeLessThan(openSince + BREAKER.cooldownMs);
+        const divertedAttempts = await query('SELECT provider, claimed_at FROM attempts WHERE job_id = ANY($1)', [
+          diverted,
+        ]);
+        expect(Math.max(...divertedAttempts.map((a) => new Date(a.claimed_at).getTime()))).toBeLessThan(
+          openSince + BREAKER.cooldownMs,
+        );
         expect(divertedAttempts.map((a) => a.provider)).toEqual(Array(5).fill('cap-fallback'));
         expect(fakes.sick.requests).toHaveLength(5);
 
@@ -245,13 +313,24 @@ describeLocal(`race suite: provider capacity across ${WORKERS} worker process(es
         expect(probe.status).toBe(200);
         // Exactly one request while the breaker was half-open (before the probe's answer).
         expect(after.filter((r) => r.at < probe.answeredAt!)).toHaveLength(1);
-        await waitFor(() => capacity('cap-sick'), (c) => c?.breaker?.state === 'closed', 5000, 50);
-        figures('breaker', { openSince, probeAfterCooldownMs: probe.at - openSince - BREAKER.cooldownMs, requestsAfterCooldown: after.length });
+        await waitFor(
+          () => capacity('cap-sick'),
+          (c) => c?.breaker?.state === 'closed',
+          5000,
+          50,
+        );
+        figures('breaker', {
+          openSince,
+          probeAfterCooldownMs: probe.at - openSince - BREAKER.cooldownMs,
+          requestsAfterCooldown: after.length,
+        });
 
         // Closed: the provider takes jobs again.
         const healed = await createJobs(1, chain);
         await untilAll(healed, 'succeeded', 10_000);
-        expect((await query('SELECT provider FROM attempts WHERE job_id = $1', [healed[0]])).map((a) => a.provider)).toEqual(['cap-sick']);
+        expect(
+          (await query('SELECT provider FROM attempts WHERE job_id = $1', [healed[0]])).map((a) => a.provider),
+        ).toEqual(['cap-sick']);
       } finally {
         watching = false;
         await watcher;
@@ -269,7 +348,11 @@ describeLocal(`race suite: provider capacity across ${WORKERS} worker process(es
       fakes.rpm.reset();
       fakes.rpm.latencyMs(50);
       const ids = await createJobs(45, ['cap-rpm']);
-      await waitFor(async () => fakes.rpm.requests.length, (n) => n >= 1, 10_000);
+      await waitFor(
+        async () => fakes.rpm.requests.length,
+        (n) => n >= 1,
+        10_000,
+      );
       const t0 = fakes.rpm.requests[0].at;
       await sleep(Math.max(0, t0 + 30_500 - Date.now()));
       const arrivals = fakes.rpm.arrivals();
@@ -280,7 +363,9 @@ describeLocal(`race suite: provider capacity across ${WORKERS} worker process(es
       for (let i = 0; i < arrivals.length; i++) {
         for (let j = i + 1; j < arrivals.length; j++) {
           const allowed = 1 + (arrivals[j] - arrivals[i] + JITTER_MS) / 1000;
-          if (j - i + 1 > allowed) violations.push(`${j - i + 1} requests in ${arrivals[j] - arrivals[i]} ms (#${i}..#${j})`);
+          if (j - i + 1 > allowed) {
+            violations.push(`${j - i + 1} requests in ${arrivals[j] - arrivals[i]} ms (#${i}..#${j})`);
+          }
         }
       }
       expect(violations.slice(0, 10)).toEqual([]);
@@ -307,7 +392,12 @@ describeLocal(`race suite: provider capacity across ${WORKERS} worker process(es
       await waitFor(
         async () => ({
           peak: fakes.five.maxInFlight,
-          victim: (await query(`SELECT count(*)::int AS n FROM attempts WHERE provider = 'cap-five' AND status = 'running' AND worker_id LIKE $1`, [`%:${victim.child.pid}:%`]))[0].n,
+          victim: (
+            await query(
+              `SELECT count(*)::int AS n FROM attempts WHERE provider = 'cap-five' AND status = 'running' AND worker_id LIKE $1`,
+              [`%:${victim.child.pid}:%`],
+            )
+          )[0].n,
         }),
         (s) => s.peak >= 5 && s.victim > 0,
         15_000,

@@ -64,12 +64,19 @@ describeLocal(`race suite: fair share between owners across ${WORKERS} worker pr
     }, RACE_CATALOG);
     database = await createTestDatabase();
     pool = new pg.Pool({ connectionString: database.url, max: 4 });
-    const env = { DATABASE_URL: database.url, CATALOG_FILE: catalogFile, FAKE_OPENAI_KEY: 'sk-fake', WORKER_POLL_MS: '100' };
+    const env = {
+      DATABASE_URL: database.url,
+      CATALOG_FILE: catalogFile,
+      FAKE_OPENAI_KEY: 'sk-fake',
+      WORKER_POLL_MS: '100',
+    };
     api = await spawnService({ ...env, ROLE: 'api' });
     await waitUntilReady(api, 60_000);
     workers = await Promise.all(Array.from({ length: WORKERS }, () => spawnService({ ...env, ROLE: 'worker' })));
     await Promise.all(workers.map((w) => waitUntilReady(w, 60_000)));
-    for (const owner of ['team-a', 'team-b', 'team-c', 'team-d']) keys[owner] = createKey(database.url, owner, 'jobs:write,jobs:read');
+    for (const owner of ['team-a', 'team-b', 'team-c', 'team-d']) {
+      keys[owner] = createKey(database.url, owner, 'jobs:write,jobs:read');
+    }
     admin = createKey(database.url, 'platform', 'owners:write,ops:read');
   }, 120_000);
 
@@ -93,10 +100,20 @@ describeLocal(`race suite: fair share between owners across ${WORKERS} worker pr
 
   const query = async (sql: string, params: unknown[] = []): Promise<Row[]> => (await pool.query(sql, params)).rows;
 
-  const call = async (method: string, path: string, key: string, body?: unknown, headers: Record<string, string> = {}) => {
+  const call = async (
+    method: string,
+    path: string,
+    key: string,
+    body?: unknown,
+    headers: Record<string, string> = {},
+  ) => {
     const res = await fetch(`${api.baseUrl}${path}`, {
       method,
-      headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
+      headers: {
+        authorization: `Bearer ${key}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        ...headers,
+      },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     const text = await res.text();
@@ -105,13 +122,23 @@ describeLocal(`race suite: fair share between owners across ${WORKERS} worker pr
 
   let serial = 0;
   /** `count` jobs of `owner` on `provider`, 32 requests at a time; their ids in order of creation. */
-  const createJobs = async (owner: string, count: number, provider = 'fair-five', priority?: number): Promise<string[]> => {
+  const createJobs = async (
+    owner: string,
+    count: number,
+    provider = 'fair-five',
+    priority?: number,
+  ): Promise<string[]> => {
     const ids: string[] = [];
     for (let i = 0; i < count; i += 32) {
       const batch = await Promise.all(
         Array.from({ length: Math.min(32, count - i) }, async () => {
           const key = `${owner}-${serial++}`;
-          const body = { operation: 'summarize', input: { text: key }, providers: [provider], ...(priority === undefined ? {} : { priority }) };
+          const body = {
+            operation: 'summarize',
+            input: { text: key },
+            providers: [provider],
+            ...(priority === undefined ? {} : { priority }),
+          };
           const res = await call('POST', '/v1/jobs', keys[owner], body, { 'idempotency-key': key });
           if (res.status !== 201) throw new Error(`create answered ${res.status}: ${JSON.stringify(res.body)}`);
           return res.body.id as string;
@@ -123,7 +150,10 @@ describeLocal(`race suite: fair share between owners across ${WORKERS} worker pr
   };
 
   /** Creates the owners' backlogs while a cap of 0 holds them, then lets them go together. */
-  const heldBacklogs = async (backlogs: Array<[string, number]>, weights: Record<string, number> = {}): Promise<Record<string, string[]>> => {
+  const heldBacklogs = async (
+    backlogs: Array<[string, number]>,
+    weights: Record<string, number> = {},
+  ): Promise<Record<string, string[]>> => {
     const setShare = (owner: string, maxConcurrency: number | null) =>
       call('PUT', `/v1/ops/owners/${owner}`, admin, { weight: weights[owner] ?? 1, maxConcurrency });
     for (const [owner] of backlogs) expect((await setShare(owner, 0)).status).toBe(200);
@@ -133,23 +163,43 @@ describeLocal(`race suite: fair share between owners across ${WORKERS} worker pr
     return ids;
   };
   const untilSucceeded = (ids: string[], timeoutMs: number) =>
-    waitFor(() => query(`SELECT count(*)::int AS n FROM jobs WHERE id = ANY($1) AND status = 'succeeded'`, [ids]), ([r]) => r.n === ids.length, timeoutMs);
+    waitFor(
+      () => query(`SELECT count(*)::int AS n FROM jobs WHERE id = ANY($1) AND status = 'succeeded'`, [ids]),
+      ([r]) => r.n === ids.length,
+      timeoutMs,
+    );
 
   /** Every arrival at `fake` so far, with the owner of its attempt's job, in order of arrival. */
-  const arrivals = async (fake: FakeOpenAiServer): Promise<Array<{ owner: string; at: number; answeredAt?: number; jobId: string }>> => {
-    const seen = fake.requests.map((r) => ({ attemptId: String(r.headers['idempotency-key']), at: r.at, answeredAt: r.answeredAt }));
-    const rows = await query('SELECT a.id, j.owner_id, j.id AS job_id FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE a.id = ANY($1::uuid[])', [
-      seen.map((s) => s.attemptId),
-    ]);
+  const arrivals = async (
+    fake: FakeOpenAiServer,
+  ): Promise<Array<{ owner: string; at: number; answeredAt?: number; jobId: string }>> => {
+    const seen = fake.requests.map((r) => ({
+      attemptId: String(r.headers['idempotency-key']),
+      at: r.at,
+      answeredAt: r.answeredAt,
+    }));
+    const rows = await query(
+      'SELECT a.id, j.owner_id, j.id AS job_id FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE a.id = ANY($1::uuid[])',
+      [seen.map((s) => s.attemptId)],
+    );
     const byAttempt = new Map(rows.map((r) => [r.id as string, r]));
-    return seen.map((s) => ({ owner: byAttempt.get(s.attemptId)?.owner_id ?? '?', jobId: byAttempt.get(s.attemptId)?.job_id, at: s.at, answeredAt: s.answeredAt }));
+    return seen.map((s) => ({
+      owner: byAttempt.get(s.attemptId)?.owner_id ?? '?',
+      jobId: byAttempt.get(s.attemptId)?.job_id,
+      at: s.at,
+      answeredAt: s.answeredAt,
+    }));
   };
 
   /** Cancels every live job, so the next case starts with an empty queue. */
   const drain = async () => {
     await query(`UPDATE jobs SET status = 'cancelled', version = version + 1, next_attempt_at = NULL, completed_at = now(), updated_at = now()
                   WHERE status IN ('pending', 'running', 'unknown')`);
-    await waitFor(async () => capped.inFlight + open.inFlight, (n) => n === 0, 15_000);
+    await waitFor(
+      async () => capped.inFlight + open.inFlight,
+      (n) => n === 0,
+      15_000,
+    );
   };
   afterEach(drain, 30_000);
 
@@ -165,13 +215,21 @@ describeLocal(`race suite: fair share between owners across ${WORKERS} worker pr
 
   it("owner A's backlog of 400 on a provider capped at 5 never queues owner B's jobs behind it: each of B's starts within 1.5 s of its create", async () => {
     await createJobs('team-a', 400);
-    await waitFor(async () => capped.requests.length, (n) => n >= 10, 15_000);
+    await waitFor(
+      async () => capped.requests.length,
+      (n) => n >= 10,
+      15_000,
+    );
     const mine: string[] = [];
     for (let i = 0; i < 8; i++) {
       mine.push(...(await createJobs('team-b', 1)));
       await sleep(300);
     }
-    await waitFor(() => query(`SELECT count(*)::int AS n FROM jobs WHERE id = ANY($1) AND status = 'succeeded'`, [mine]), ([r]) => r.n === mine.length, 20_000);
+    await waitFor(
+      () => query(`SELECT count(*)::int AS n FROM jobs WHERE id = ANY($1) AND status = 'succeeded'`, [mine]),
+      ([r]) => r.n === mine.length,
+      20_000,
+    );
     const waits = (
       await query(
         `SELECT extract(epoch FROM a.claimed_at - j.created_at) * 1000 AS ms FROM jobs j JOIN attempts a ON a.job_id = j.id AND a.number = 1
@@ -179,7 +237,9 @@ describeLocal(`race suite: fair share between owners across ${WORKERS} worker pr
         [mine],
       )
     ).map((r) => Math.round(Number(r.ms)));
-    const [{ left }] = await query(`SELECT count(*)::int AS left FROM jobs WHERE owner_id = 'team-a' AND status = 'pending'`);
+    const [{ left }] = await query(
+      `SELECT count(*)::int AS left FROM jobs WHERE owner_id = 'team-a' AND status = 'pending'`,
+    );
     figures('starvation', { waits, aLeft: left, peak: capped.maxInFlight });
     // A's backlog was still there (B did not simply come after it), and the cap held throughout.
     expect(left).toBeGreaterThan(100);
@@ -189,48 +249,85 @@ describeLocal(`race suite: fair share between owners across ${WORKERS} worker pr
     expect(waits.filter((ms) => ms > 1500)).toEqual([]);
   }, 60_000);
 
-  itFull('three owners with backlogs of 450, 200 and 90 on one capped provider share its calls within 10 % of equal while all three have work', async () => {
-    // Created one after the other, the largest first: in creation order, C would come after all of A's and B's.
-    const ids = await heldBacklogs([['team-a', 450], ['team-b', 200], ['team-c', 90]]);
-    await untilSucceeded(ids['team-c'], 60_000);
-    const seen = await arrivals(capped);
-    const { counts, total, ms } = sharesWhileAllBusy(seen, ['team-a', 'team-b', 'team-c']);
-    figures('equal shares', { counts, total, ms, peak: capped.maxInFlight, order: seen.map((x) => x.owner.slice(-1)).join('') });
-    expect(capped.maxInFlight).toBeLessThanOrEqual(CAP);
-    for (const owner of ['team-a', 'team-b', 'team-c']) {
-      const share = counts[owner] / total;
-      expect({ owner, within: Math.abs(share - 1 / 3) <= 0.1 / 3, share }).toMatchObject({ owner, within: true });
-    }
-  }, 90_000);
-
-  itFull('weights 2:1:1 set by an admin give owner A twice the share of B and of C, within 10 %, while all three have work', async () => {
-    try {
-      const ids = await heldBacklogs([['team-a', 600], ['team-b', 150], ['team-c', 90]], { 'team-a': 2 });
-      const listed = await call('GET', '/v1/ops/owners', admin);
-      expect(listed.body.items.find((o: Row) => o.ownerId === 'team-a')).toMatchObject({ weight: 2, maxConcurrency: null });
+  itFull(
+    'three owners with backlogs of 450, 200 and 90 on one capped provider share its calls within 10 % of equal while all three have work',
+    async () => {
+      // Created one after the other, the largest first: in creation order, C would come after all of A's and B's.
+      const ids = await heldBacklogs([
+        ['team-a', 450],
+        ['team-b', 200],
+        ['team-c', 90],
+      ]);
       await untilSucceeded(ids['team-c'], 60_000);
       const seen = await arrivals(capped);
       const { counts, total, ms } = sharesWhileAllBusy(seen, ['team-a', 'team-b', 'team-c']);
-      figures('weighted shares', { counts, total, ms, order: seen.map((x) => x.owner.slice(-1)).join('') });
-      const expected: Record<string, number> = { 'team-a': 0.5, 'team-b': 0.25, 'team-c': 0.25 };
-      for (const owner of Object.keys(expected)) {
+      figures('equal shares', {
+        counts,
+        total,
+        ms,
+        peak: capped.maxInFlight,
+        order: seen.map((x) => x.owner.slice(-1)).join(''),
+      });
+      expect(capped.maxInFlight).toBeLessThanOrEqual(CAP);
+      for (const owner of ['team-a', 'team-b', 'team-c']) {
         const share = counts[owner] / total;
-        expect({ owner, off: Math.abs(share - expected[owner]) <= 0.1 * expected[owner], share }).toMatchObject({ owner, off: true });
+        expect({ owner, within: Math.abs(share - 1 / 3) <= 0.1 / 3, share }).toMatchObject({ owner, within: true });
       }
-    } finally {
-      await call('PUT', '/v1/ops/owners/team-a', admin, { weight: 1 });
-    }
-  }, 90_000);
+    },
+    90_000,
+  );
+
+  itFull(
+    'weights 2:1:1 set by an admin give owner A twice the share of B and of C, within 10 %, while all three have work',
+    async () => {
+      try {
+        const ids = await heldBacklogs(
+          [
+            ['team-a', 600],
+            ['team-b', 150],
+            ['team-c', 90],
+          ],
+          { 'team-a': 2 },
+        );
+        const listed = await call('GET', '/v1/ops/owners', admin);
+        expect(listed.body.items.find((o: Row) => o.ownerId === 'team-a')).toMatchObject({
+          weight: 2,
+          maxConcurrency: null,
+        });
+        await untilSucceeded(ids['team-c'], 60_000);
+        const seen = await arrivals(capped);
+        const { counts, total, ms } = sharesWhileAllBusy(seen, ['team-a', 'team-b', 'team-c']);
+        figures('weighted shares', { counts, total, ms, order: seen.map((x) => x.owner.slice(-1)).join('') });
+        const expected: Record<string, number> = { 'team-a': 0.5, 'team-b': 0.25, 'team-c': 0.25 };
+        for (const owner of Object.keys(expected)) {
+          const share = counts[owner] / total;
+          expect({ owner, off: Math.abs(share - expected[owner]) <= 0.1 * expected[owner], share }).toMatchObject({
+            owner,
+            off: true,
+          });
+        }
+      } finally {
+        await call('PUT', '/v1/ops/owners/team-a', admin, { weight: 1 });
+      }
+    },
+    90_000,
+  );
 
   it("an owner's maxConcurrency of 2 bounds its calls in flight across every provider and worker, while other owners use the rest", async () => {
     const set = await call('PUT', '/v1/ops/owners/team-d', admin, { weight: 1, maxConcurrency: 2 });
     expect(set.status).toBe(200);
     try {
-      const [onFive, onOpen] = await Promise.all([createJobs('team-d', 20, 'fair-five'), createJobs('team-d', 20, 'fair-open'), createJobs('team-b', 40, 'fair-five')]);
+      const [onFive, onOpen] = await Promise.all([
+        createJobs('team-d', 20, 'fair-five'),
+        createJobs('team-d', 20, 'fair-open'),
+        createJobs('team-b', 40, 'fair-five'),
+      ]);
       await untilSucceeded([...onFive, ...onOpen], 40_000);
       const seen = [...(await arrivals(capped)), ...(await arrivals(open))].filter((s) => s.owner === 'team-d');
       // The most of D's calls at the two fakes at once, from each arrival's point of view.
-      const peak = Math.max(...seen.map((s) => seen.filter((o) => o.at <= s.at && (o.answeredAt ?? Infinity) > s.at).length));
+      const peak = Math.max(
+        ...seen.map((s) => seen.filter((o) => o.at <= s.at && (o.answeredAt ?? Infinity) > s.at).length),
+      );
       const bCalls = (await arrivals(capped)).filter((s) => s.owner === 'team-b').length;
       figures('owner cap', { peak, dCalls: seen.length, bCalls });
       expect(seen).toHaveLength(40);
@@ -246,7 +343,12 @@ describeLocal(`race suite: fair share between owners across ${WORKERS} worker pr
     const low = await createJobs('team-a', 60, 'fair-five', 0);
     const high = await createJobs('team-a', 10, 'fair-five', 10);
     const other = await createJobs('team-b', 10, 'fair-five');
-    await waitFor(() => query(`SELECT count(*)::int AS n FROM jobs WHERE id = ANY($1) AND status = 'succeeded'`, [[...high, ...other]]), ([r]) => r.n === 20, 30_000);
+    await waitFor(
+      () =>
+        query(`SELECT count(*)::int AS n FROM jobs WHERE id = ANY($1) AND status = 'succeeded'`, [[...high, ...other]]),
+      ([r]) => r.n === 20,
+      30_000,
+    );
     const seen = (await arrivals(capped)).filter((s) => s.owner === 'team-a');
     const order = seen.map((s) => (high.includes(s.jobId) ? 'high' : 'low'));
     const lastHigh = order.lastIndexOf('high');

@@ -26,7 +26,12 @@ describeLocal('race suite: PostgreSQL goes away under load', () => {
     chmodSync(dir, 0o777);
     const port = await freePort();
     let database: EmbeddedDatabase = await startEmbeddedPostgres({ dataDir: dir, database: 'onejob', port });
-    const service = await spawnService({ DATABASE_URL: database.url, CATALOG_FILE: RACE_CATALOG, ROLE: 'api', DB_POOL_SIZE: '4' });
+    const service = await spawnService({
+      DATABASE_URL: database.url,
+      CATALOG_FILE: RACE_CATALOG,
+      ROLE: 'api',
+      DB_POOL_SIZE: '4',
+    });
     try {
       await waitUntilReady(service);
       const key = createKey(database.url, 'outage', 'jobs:write,jobs:read');
@@ -39,12 +44,23 @@ describeLocal('race suite: PostgreSQL goes away under load', () => {
           try {
             const res = await fetch(`${service.baseUrl}/v1/jobs`, {
               method: 'POST',
-              headers: { authorization: `Bearer ${key}`, 'idempotency-key': idempotencyKey, 'content-type': 'application/json' },
+              headers: {
+                authorization: `Bearer ${key}`,
+                'idempotency-key': idempotencyKey,
+                'content-type': 'application/json',
+              },
               body: JSON.stringify({ operation: 'summarize', input: { text: idempotencyKey } }),
               signal: AbortSignal.timeout(10_000),
             });
             const body = (await res.json()) as { id?: string; code?: string };
-            outcomes.push({ at: Date.now(), key: idempotencyKey, status: res.status, id: body.id, code: body.code, retryAfter: res.headers.get('retry-after') });
+            outcomes.push({
+              at: Date.now(),
+              key: idempotencyKey,
+              status: res.status,
+              id: body.id,
+              code: body.code,
+              retryAfter: res.headers.get('retry-after'),
+            });
           } catch {
             outcomes.push({ at: Date.now(), key: idempotencyKey, status: 'network' });
           }
@@ -63,10 +79,20 @@ describeLocal('race suite: PostgreSQL goes away under load', () => {
       running = false;
       await Promise.all(loops);
 
-      expect(outcomes.filter((o) => o.status === 'network' || (typeof o.status === 'number' && o.status >= 500 && o.status !== 503))).toEqual([]);
+      expect(
+        outcomes.filter(
+          (o) => o.status === 'network' || (typeof o.status === 'number' && o.status >= 500 && o.status !== 503),
+        ),
+      ).toEqual([]);
       const during = outcomes.filter((o) => o.at > downAt + 500 && o.at < restartAt);
       expect(during.length).toBeGreaterThan(0);
-      for (const o of during) expect(o).toMatchObject({ status: 503, code: 'service_unavailable', retryAfter: expect.stringMatching(/^\d+$/) });
+      for (const o of during) {
+        expect(o).toMatchObject({
+          status: 503,
+          code: 'service_unavailable',
+          retryAfter: expect.stringMatching(/^\d+$/),
+        });
+      }
       const after = outcomes.filter((o) => o.at > upAt + 1500);
       expect(after.length).toBeGreaterThan(0);
       expect(after.every((o) => o.status === 201)).toBe(true);
@@ -74,7 +100,9 @@ describeLocal('race suite: PostgreSQL goes away under load', () => {
       const client = new pg.Client({ connectionString: database.url });
       await client.connect();
       try {
-        const rows: Array<{ idempotency_key: string; id: string }> = (await client.query(`SELECT idempotency_key, id FROM jobs WHERE owner_id = 'outage'`)).rows;
+        const rows: Array<{ idempotency_key: string; id: string }> = (
+          await client.query(`SELECT idempotency_key, id FROM jobs WHERE owner_id = 'outage'`)
+        ).rows;
         const stored = new Map(rows.map((r) => [r.idempotency_key, r.id]));
         expect(stored.size).toBe(rows.length); // one job per key
         const acknowledged = outcomes.filter((o) => o.status === 201);

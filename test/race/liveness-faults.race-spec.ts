@@ -15,7 +15,7 @@ import { createKey, describeLocal, FULL, RACE_CATALOG } from './target.js';
  * SIGKILLed, NOTIFY never heard. Small under `npm test`, full with RACE_FULL=1 (`npm run test:race`).
  */
 
-type Row = Record<string, any>;  
+type Row = Record<string, any>;
 
 /** LIVENESS_FIGURES=1 prints what each case measured (for docs/benchmarks.md-style notes). */
 const figures = (label: string, value: unknown) => {
@@ -31,7 +31,12 @@ interface Created {
 }
 
 /** Creates jobs through the API in `loops` parallel loops until `running()` is false or `count` were tried. */
-async function createJobs(baseUrl: string, apiKey: string, prefix: string, options: { loops: number; count: number; running?: () => boolean; body?: (i: number) => unknown; paceMs?: number }): Promise<Created[]> {
+async function createJobs(
+  baseUrl: string,
+  apiKey: string,
+  prefix: string,
+  options: { loops: number; count: number; running?: () => boolean; body?: (i: number) => unknown; paceMs?: number },
+): Promise<Created[]> {
   const created: Created[] = [];
   let next = 0;
   await Promise.all(
@@ -68,7 +73,12 @@ async function query(url: string, sql: string, params: unknown[] = []): Promise<
   }
 }
 
-async function until<T>(probe: () => Promise<T>, done: (value: T) => boolean, timeoutMs: number, everyMs = 200): Promise<T> {
+async function until<T>(
+  probe: () => Promise<T>,
+  done: (value: T) => boolean,
+  timeoutMs: number,
+  everyMs = 200,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     let value: T | undefined;
@@ -78,7 +88,9 @@ async function until<T>(probe: () => Promise<T>, done: (value: T) => boolean, ti
     } catch {
       // the database may be restarting
     }
-    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms; last value: ${JSON.stringify(value)}`);
+    if (Date.now() > deadline) {
+      throw new Error(`condition not met within ${timeoutMs} ms; last value: ${JSON.stringify(value)}`);
+    }
     await sleep(everyMs);
   }
 }
@@ -91,7 +103,11 @@ async function stopAll(processes: ServiceProcess[]): Promise<void> {
 }
 
 /** An embedded PostgreSQL of this file's own, which it may stop and start again on the same port. */
-async function ownDatabase(): Promise<{ current: () => EmbeddedDatabase; stop: () => Promise<void>; start: () => Promise<void> }> {
+async function ownDatabase(): Promise<{
+  current: () => EmbeddedDatabase;
+  stop: () => Promise<void>;
+  start: () => Promise<void>;
+}> {
   const dir = mkdtempSync(join(tmpdir(), 'onejob-liveness-'));
   chmodSync(dir, 0o777);
   const port = await freePort();
@@ -115,10 +131,19 @@ describeLocal('race suite: liveness under faults (issue 11)', () => {
 
   it('item 2: a worker holding results keeps retrying their settlement through a database outage: every answered job succeeds, none is left unknown', async () => {
     const catalogFile = writeCatalog((c) => {
-      Object.assign(c.providers.find((p) => p.name === 'race-primary'), { timeoutMs: 15_000, hardTimeoutMs: 30_000, onTimeout: 'hold' });
+      Object.assign(
+        c.providers.find((p) => p.name === 'race-primary'),
+        { timeoutMs: 15_000, hardTimeoutMs: 30_000, onTimeout: 'hold' },
+      );
       c.providers.find((p) => p.name === 'race-primary').simulate.latencyMs = 1500;
     }, RACE_CATALOG);
-    const env = { DATABASE_URL: db.current().url, CATALOG_FILE: catalogFile, WORKER_POLL_MS: '50', RECONCILE_INTERVAL_MS: '200', DB_POOL_SIZE: '4' };
+    const env = {
+      DATABASE_URL: db.current().url,
+      CATALOG_FILE: catalogFile,
+      WORKER_POLL_MS: '50',
+      RECONCILE_INTERVAL_MS: '200',
+      DB_POOL_SIZE: '4',
+    };
     const api = await spawnService({ ...env, ROLE: 'api' });
     const processes = [api];
     try {
@@ -131,7 +156,12 @@ describeLocal('race suite: liveness under faults (issue 11)', () => {
       expect(created.every((c) => c.status === 201)).toBe(true);
       const ids = created.map((c) => c.id!);
       // Every call is in flight (1.5 s each) when PostgreSQL goes away; the answers come back while it is down.
-      await until(() => query(db.current().url, `SELECT count(*)::int AS n FROM attempts WHERE status = 'running'`), (r) => r[0].n === ids.length, 10_000, 50);
+      await until(
+        () => query(db.current().url, `SELECT count(*)::int AS n FROM attempts WHERE status = 'running'`),
+        (r) => r[0].n === ids.length,
+        10_000,
+        50,
+      );
       await db.stop();
       await sleep(3500);
       await db.start();
@@ -142,7 +172,11 @@ describeLocal('race suite: liveness under faults (issue 11)', () => {
         30_000,
       );
       expect(jobs).toHaveLength(ids.length);
-      const attempts = await query(db.current().url, 'SELECT job_id, status, outcome FROM attempts WHERE job_id = ANY($1)', [ids]);
+      const attempts = await query(
+        db.current().url,
+        'SELECT job_id, status, outcome FROM attempts WHERE job_id = ANY($1)',
+        [ids],
+      );
       // One attempt each, settled by the worker that held the answer: no retry, no unknown, no operator.
       expect(attempts).toHaveLength(ids.length);
       expect(attempts.every((a) => a.status === 'succeeded' && a.outcome === 'won')).toBe(true);
@@ -155,7 +189,15 @@ describeLocal('race suite: liveness under faults (issue 11)', () => {
   it('batched claims across 3 worker processes that never hear NOTIFY: one claim per attempt, unique numbers, every job settles, first attempts start within a poll period', async () => {
     const database = await createTestDatabase();
     const catalogFile = writeCatalog((c) => {
-      c.providers.push({ name: 'race-503', kind: 'simulated', model: 'race-503', timeoutMs: 2000, hardTimeoutMs: 5000, maxAttempts: 3, simulate: { latencyMs: 5, outcome: 'error', errorStatus: 503 } });
+      c.providers.push({
+        name: 'race-503',
+        kind: 'simulated',
+        model: 'race-503',
+        timeoutMs: 2000,
+        hardTimeoutMs: 5000,
+        maxAttempts: 3,
+        simulate: { latencyMs: 5, outcome: 'error', errorStatus: 503 },
+      });
     }, RACE_CATALOG);
     const pollMs = 200;
     const env = { DATABASE_URL: database.url, CATALOG_FILE: catalogFile, RECONCILE_INTERVAL_MS: '500' };
@@ -167,29 +209,55 @@ describeLocal('race suite: liveness under faults (issue 11)', () => {
       const closed = `postgres://nobody:nothing@127.0.0.1:${await freePort()}/none`;
       const workers = await Promise.all(
         // The API process migrated; the workers must not need the session URL for anything but LISTEN.
-        Array.from({ length: 3 }, () => spawnService({ ...env, ROLE: 'worker', DATABASE_DIRECT_URL: closed, MIGRATIONS_RUN: 'false', WORKER_POLL_MS: String(pollMs), LOG_LEVEL: 'warn' })),
+        Array.from({ length: 3 }, () =>
+          spawnService({
+            ...env,
+            ROLE: 'worker',
+            DATABASE_DIRECT_URL: closed,
+            MIGRATIONS_RUN: 'false',
+            WORKER_POLL_MS: String(pollMs),
+            LOG_LEVEL: 'warn',
+          }),
+        ),
       );
       processes.push(...workers);
       await Promise.all(workers.map((w) => waitUntilReady(w, 60_000)));
-      await until(async () => workers.map((w) => w.output()), (outputs) => outputs.every((o) => /LISTEN failed/.test(o)), 10_000);
+      await until(
+        async () => workers.map((w) => w.output()),
+        (outputs) => outputs.every((o) => /LISTEN failed/.test(o)),
+        10_000,
+      );
       const key = createKey(database.url, 'claims', 'jobs:write,jobs:read');
       // A third of the jobs fail retryably three times (several attempts and claims per job), the rest succeed.
       const created = await createJobs(api.baseUrl, key, 'claim', {
         loops: 3,
         count: FULL ? 300 : 60,
-        body: (i) => ({ operation: 'summarize', input: { text: `claim ${i}` }, providers: i % 3 === 0 ? ['race-503'] : undefined }),
+        body: (i) => ({
+          operation: 'summarize',
+          input: { text: `claim ${i}` },
+          providers: i % 3 === 0 ? ['race-503'] : undefined,
+        }),
       });
       expect(created.every((c) => c.status === 201)).toBe(true);
       const ids = created.map((c) => c.id!);
 
       await until(
-        () => query(database.url, `SELECT count(*)::int AS n FROM jobs WHERE id = ANY($1) AND status IN ('succeeded', 'failed')`, [ids]),
+        () =>
+          query(
+            database.url,
+            `SELECT count(*)::int AS n FROM jobs WHERE id = ANY($1) AND status IN ('succeeded', 'failed')`,
+            [ids],
+          ),
         (r) => r[0].n === ids.length,
         60_000,
       );
       const jobs = await query(database.url, 'SELECT id, status, providers FROM jobs WHERE id = ANY($1)', [ids]);
       for (const job of jobs) expect(job.status).toBe(job.providers[0] === 'race-503' ? 'failed' : 'succeeded');
-      const attempts = await query(database.url, 'SELECT id, job_id, number, worker_id, status FROM attempts WHERE job_id = ANY($1) ORDER BY job_id, number', [ids]);
+      const attempts = await query(
+        database.url,
+        'SELECT id, job_id, number, worker_id, status FROM attempts WHERE job_id = ANY($1) ORDER BY job_id, number',
+        [ids],
+      );
       const perJob = new Map<string, number[]>();
       for (const a of attempts) perJob.set(a.job_id, [...(perJob.get(a.job_id) ?? []), a.number]);
       for (const job of jobs) {
@@ -216,7 +284,12 @@ describeLocal('race suite: liveness under faults (issue 11)', () => {
       ).map((r) => Number(r.ms));
       const worst = Math.max(...delays);
       const sorted = [...delays].sort((a, b) => a - b);
-      figures('first attempt claimed after creation (ms)', { jobs: ids.length, p50: Math.round(sorted[sorted.length >> 1]), worst: Math.round(worst), workers: new Set(attempts.map((a) => a.worker_id)).size });
+      figures('first attempt claimed after creation (ms)', {
+        jobs: ids.length,
+        p50: Math.round(sorted[sorted.length >> 1]),
+        worst: Math.round(worst),
+        workers: new Set(attempts.map((a) => a.worker_id)).size,
+      });
       // One poll period plus room for a claim on a loaded 2-core machine.
       expect(worst).toBeLessThan(pollMs + 800);
     } finally {
@@ -229,25 +302,47 @@ describeLocal('race suite: liveness under faults (issue 11)', () => {
     const hardTimeoutMs = 3000;
     const reconcileMs = 300;
     const catalogFile = writeCatalog((c) => {
-      Object.assign(c.providers.find((p) => p.name === 'race-primary'), { timeoutMs: 2000, hardTimeoutMs, onTimeout: 'hold' });
+      Object.assign(
+        c.providers.find((p) => p.name === 'race-primary'),
+        { timeoutMs: 2000, hardTimeoutMs, onTimeout: 'hold' },
+      );
       c.providers.find((p) => p.name === 'race-primary').simulate.latencyMs = 300;
     }, RACE_CATALOG);
-    const env = { DATABASE_URL: db.current().url, CATALOG_FILE: catalogFile, WORKER_POLL_MS: '50', RECONCILE_INTERVAL_MS: String(reconcileMs), DB_POOL_SIZE: '4' };
+    const env = {
+      DATABASE_URL: db.current().url,
+      CATALOG_FILE: catalogFile,
+      WORKER_POLL_MS: '50',
+      RECONCILE_INTERVAL_MS: String(reconcileMs),
+      DB_POOL_SIZE: '4',
+    };
     const api = await spawnService({ ...env, ROLE: 'api' });
     const processes = [api];
     try {
       await waitUntilReady(api, 60_000);
-      const [victim, survivor] = await Promise.all([spawnService({ ...env, ROLE: 'worker' }), spawnService({ ...env, ROLE: 'worker', LOG_LEVEL: 'warn' })]);
+      const [victim, survivor] = await Promise.all([
+        spawnService({ ...env, ROLE: 'worker' }),
+        spawnService({ ...env, ROLE: 'worker', LOG_LEVEL: 'warn' }),
+      ]);
       processes.push(victim, survivor);
       await Promise.all([victim, survivor].map((w) => waitUntilReady(w, 60_000)));
       const key = createKey(db.current().url, 'faults', 'jobs:write,jobs:read');
 
       let loading = true;
-      const load = createJobs(api.baseUrl, key, 'load', { loops: FULL ? 4 : 2, paceMs: FULL ? 20 : 40, count: 5000, running: () => loading });
+      const load = createJobs(api.baseUrl, key, 'load', {
+        loops: FULL ? 4 : 2,
+        paceMs: FULL ? 20 : 40,
+        count: 5000,
+        running: () => loading,
+      });
       await sleep(1500);
       // Killed with calls in flight: their answers die with it (the only legitimate `unknown` left at the end).
       const inFlight = await until(
-        () => query(db.current().url, `SELECT count(*)::int AS n FROM attempts WHERE status = 'running' AND worker_id LIKE $1`, [`%:${victim.child.pid}:%`]),
+        () =>
+          query(
+            db.current().url,
+            `SELECT count(*)::int AS n FROM attempts WHERE status = 'running' AND worker_id LIKE $1`,
+            [`%:${victim.child.pid}:%`],
+          ),
         (r) => r[0].n > 0,
         10_000,
         10,
@@ -266,10 +361,14 @@ describeLocal('race suite: liveness under faults (issue 11)', () => {
 
       // Quiet: no attempt in flight any more. It must come within the last hard deadline plus a reconciler period
       // (and room for a loaded machine).
-      const [{ last }] = await query(db.current().url, `SELECT extract(epoch FROM max(hard_deadline_at)) * 1000 AS last FROM attempts`);
+      const [{ last }] = await query(
+        db.current().url,
+        `SELECT extract(epoch FROM max(hard_deadline_at)) * 1000 AS last FROM attempts`,
+      );
       const quietBy = Number(last) + reconcileMs + 5000;
       await until(
-        () => query(db.current().url, `SELECT count(*)::int AS n FROM attempts WHERE status IN ('starting', 'running')`),
+        () =>
+          query(db.current().url, `SELECT count(*)::int AS n FROM attempts WHERE status IN ('starting', 'running')`),
         (r) => r[0].n === 0,
         Math.max(1000, quietBy - Date.now()) + 20_000,
       );
@@ -285,8 +384,15 @@ describeLocal('race suite: liveness under faults (issue 11)', () => {
       // Every 201 stored exactly once, under its key.
       const acknowledged = created.filter((c) => c.status === 201);
       expect(acknowledged.length).toBeGreaterThan(20);
-      expect(created.filter((c) => c.status === 'network' || (typeof c.status === 'number' && c.status !== 201 && c.status !== 503))).toEqual([]);
-      const stored = await query(db.current().url, `SELECT idempotency_key, id, status FROM jobs WHERE owner_id = 'faults'`);
+      expect(
+        created.filter(
+          (c) => c.status === 'network' || (typeof c.status === 'number' && c.status !== 201 && c.status !== 503),
+        ),
+      ).toEqual([]);
+      const stored = await query(
+        db.current().url,
+        `SELECT idempotency_key, id, status FROM jobs WHERE owner_id = 'faults'`,
+      );
       const byKey = new Map(stored.map((r) => [r.idempotency_key as string, r]));
       expect(byKey.size).toBe(stored.length);
       for (const c of acknowledged) expect(byKey.get(c.key)?.id).toBe(c.id);
@@ -304,9 +410,17 @@ describeLocal('race suite: liveness under faults (issue 11)', () => {
         `SELECT count(*) FILTER (WHERE reason = 'not_sent')::int AS not_sent, count(*) FILTER (WHERE reason = 'deadline_passed_no_worker')::int AS overdue_running,
                 count(*) FILTER (WHERE to_status = 'succeeded' AND from_status = 'unknown')::int AS settled_from_unknown FROM job_events`,
       );
-      figures('fault run', { created: created.length, acknowledged: acknowledged.length, unknownLeft: unknown.length, ...events, retriedSettlements: (survivor.output().match(/recording the outcome failed/g) ?? []).length });
+      figures('fault run', {
+        created: created.length,
+        acknowledged: acknowledged.length,
+        unknownLeft: unknown.length,
+        ...events,
+        retriedSettlements: (survivor.output().match(/recording the outcome failed/g) ?? []).length,
+      });
       // No result lost: every answer recorded either won its job or was kept as discarded; a succeeded job has its winner.
-      for (const a of attempts.filter((x) => x.status === 'succeeded')) expect(['won', 'discarded']).toContain(a.outcome);
+      for (const a of attempts.filter((x) => x.status === 'succeeded')) {
+        expect(['won', 'discarded']).toContain(a.outcome);
+      }
       const [{ orphans }] = await query(
         db.current().url,
         `SELECT count(*)::int AS orphans FROM jobs j WHERE j.status = 'succeeded' AND NOT EXISTS (SELECT 1 FROM attempts a WHERE a.id = j.completed_by AND a.outcome = 'won')`,

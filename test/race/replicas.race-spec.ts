@@ -13,7 +13,9 @@ describe('race suite: many replicas, many duplicates', () => {
     const owner = client(target, target.keys.owner);
     const prefix = `${RUN}-rep-`;
     const answers = await Promise.all(
-      Array.from({ length: posts }, (_, i) => owner.at(i).create(`${prefix}${i % keys}`, { operation: 'summarize', input: { text: `intent ${i % keys}` } })),
+      Array.from({ length: posts }, (_, i) =>
+        owner.at(i).create(`${prefix}${i % keys}`, { operation: 'summarize', input: { text: `intent ${i % keys}` } }),
+      ),
     );
     expect(answers.filter((a) => a.status >= 500)).toEqual([]);
     const idByKey = new Map<number, Set<string>>();

@@ -13,8 +13,14 @@ describe('race suite: the four seed cases and owner isolation, black-box', () =>
     owner = client(target, target.keys.owner);
     operator = client(target, target.keys.operator);
     for (const provider of ['race-fallback', 'race-fast', 'race-slower']) {
-      const report = await operator.call('POST', `/v1/providers/${provider}/certifications`, { body: { operation: 'summarize' } });
-      expect({ provider, status: report.status, passed: report.body.passed }).toEqual({ provider, status: 201, passed: true });
+      const report = await operator.call('POST', `/v1/providers/${provider}/certifications`, {
+        body: { operation: 'summarize' },
+      });
+      expect({ provider, status: report.status, passed: report.body.passed }).toEqual({
+        provider,
+        status: 201,
+        passed: true,
+      });
     }
   }, 60_000);
   afterAll(() => target.close());
@@ -51,7 +57,9 @@ describe('race suite: the four seed cases and owner isolation, black-box', () =>
     const held = (await owner.job(created.body.id)).body;
     expect(held.status).toBe('unknown');
     expect(held.attempts.map((a: any) => a.status)).toEqual(['unknown']);
-    const resolved = await operator.call('POST', `/v1/attempts/${held.attempts[0].id}/resolve`, { body: { status: 'cancelled', reason: 'race suite' } });
+    const resolved = await operator.call('POST', `/v1/attempts/${held.attempts[0].id}/resolve`, {
+      body: { status: 'cancelled', reason: 'race suite' },
+    });
     expect(resolved.status).toBe(200);
     const done = await owner.until(created.body.id, terminal);
     expect(done.status).toBe('succeeded');
@@ -98,7 +106,9 @@ describe('race suite: the four seed cases and owner isolation, black-box', () =>
     ];
     expect(probes.map((p) => [p.status, p.body.code])).toEqual(Array(4).fill([404, 'not_found']));
     // Resolving is an operator's act (attempts:resolve, any owner): an owner key is refused by scope.
-    const resolve = await other.call('POST', `/v1/attempts/${attemptId}/resolve`, { body: { status: 'failed', reason: 'not mine' } });
+    const resolve = await other.call('POST', `/v1/attempts/${attemptId}/resolve`, {
+      body: { status: 'failed', reason: 'not mine' },
+    });
     expect([resolve.status, resolve.body.code]).toEqual([403, 'forbidden']);
     const list = await other.call('GET', '/v1/jobs?limit=100');
     expect(list.body.items.map((j: { id: string }) => j.id)).not.toContain(job.id);

@@ -36,14 +36,25 @@ export function describeLocal(name: string, body: () => void): void {
 
 export const RACE_CATALOG = 'config/catalog.race.yaml';
 
-export function createKey(databaseUrl: string, owner: string, scopes: string, env: Record<string, string> = {}): string {
-  const result = spawnSync(process.execPath, ['dist/src/auth/apikey.cli.js', 'create', '--owner', owner, '--scopes', scopes], {
-    env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl, ...env },
-    // A CLI waiting on a migration lock nobody will release must fail the test, not hang the jest worker.
-    timeout: 60_000,
-    encoding: 'utf8',
-  });
-  if (result.status !== 0) throw new Error(`apikey failed (${result.signal ?? `exit ${result.status}`}): ${result.stderr}`);
+export function createKey(
+  databaseUrl: string,
+  owner: string,
+  scopes: string,
+  env: Record<string, string> = {},
+): string {
+  const result = spawnSync(
+    process.execPath,
+    ['dist/src/auth/apikey.cli.js', 'create', '--owner', owner, '--scopes', scopes],
+    {
+      env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl, ...env },
+      // A CLI waiting on a migration lock nobody will release must fail the test, not hang the jest worker.
+      timeout: 60_000,
+      encoding: 'utf8',
+    },
+  );
+  if (result.status !== 0) {
+    throw new Error(`apikey failed (${result.signal ?? `exit ${result.status}`}): ${result.stderr}`);
+  }
   return result.stdout.trim().split('\n').pop()!;
 }
 
@@ -60,7 +71,12 @@ export async function raceTarget(options: { replicas?: number } = {}): Promise<R
     };
   }
   const database = await createTestDatabase();
-  const env = { DATABASE_URL: database.url, CATALOG_FILE: RACE_CATALOG, WORKER_POLL_MS: '20', RECONCILE_INTERVAL_MS: '100' };
+  const env = {
+    DATABASE_URL: database.url,
+    CATALOG_FILE: RACE_CATALOG,
+    WORKER_POLL_MS: '20',
+    RECONCILE_INTERVAL_MS: '100',
+  };
   const started: ServiceProcess[] = [];
   const start = async (role: 'api' | 'worker') => {
     const service = await spawnService({ ...env, ROLE: role });
@@ -105,13 +121,18 @@ export async function raceTarget(options: { replicas?: number } = {}): Promise<R
 export interface Answer {
   status: number;
   headers: Headers;
-  body: any;  
+  body: any;
 }
 
 /** A tiny black-box client: only the public API. */
 export function client(target: RaceTarget, key: string, replica = 0) {
   const base = () => target.urls[replica % target.urls.length];
-  const call = async (method: string, path: string, init: { body?: unknown; headers?: Record<string, string>; raw?: string } = {}, url = base()): Promise<Answer> => {
+  const call = async (
+    method: string,
+    path: string,
+    init: { body?: unknown; headers?: Record<string, string>; raw?: string } = {},
+    url = base(),
+  ): Promise<Answer> => {
     const headers: Record<string, string> = { authorization: `Bearer ${key}`, ...init.headers };
     let body: string | undefined = init.raw;
     if (init.body !== undefined) {
@@ -139,7 +160,9 @@ export function client(target: RaceTarget, key: string, replica = 0) {
       for (;;) {
         const { body } = await call('GET', `/v1/jobs/${id}`);
         if (done(body)) return body;
-        if (Date.now() > until) throw new Error(`job ${id} did not reach the state in ${timeoutMs} ms: ${JSON.stringify(body)}`);
+        if (Date.now() > until) {
+          throw new Error(`job ${id} did not reach the state in ${timeoutMs} ms: ${JSON.stringify(body)}`);
+        }
         await new Promise((r) => setTimeout(r, 50));
       }
     },
@@ -150,7 +173,10 @@ export function client(target: RaceTarget, key: string, replica = 0) {
 export const RUN = `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
 
 /** The owner's jobs whose idempotency key starts with `prefix`, read through the API's keyset pages. */
-export async function jobsWithKeyPrefix(owner: ReturnType<typeof client>, prefix: string): Promise<Array<{ id: string; idempotencyKey: string }>> {
+export async function jobsWithKeyPrefix(
+  owner: ReturnType<typeof client>,
+  prefix: string,
+): Promise<Array<{ id: string; idempotencyKey: string }>> {
   const found: Array<{ id: string; idempotencyKey: string }> = [];
   let cursor: string | null = null;
   do {

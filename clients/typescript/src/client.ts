@@ -185,7 +185,9 @@ export class OnejobClient {
    * (ConflictError, code job_terminal), which would hide that the first one worked.
    */
   async cancelJob(id: string): Promise<Job> {
-    return (await this.call<Job>({ method: 'POST', path: `/v1/jobs/${encodeURIComponent(id)}/cancel`, repeatable: false })).body;
+    return (
+      await this.call<Job>({ method: 'POST', path: `/v1/jobs/${encodeURIComponent(id)}/cancel`, repeatable: false })
+    ).body;
   }
 
   /**
@@ -214,7 +216,7 @@ export class OnejobClient {
   ): AsyncGenerator<JobEvent> {
     let lastEventId = options.lastEventId;
     const url = `${this.baseUrl}/v1/jobs/${encodeURIComponent(id)}/events`;
-    for (let failures = 0; ; ) {
+    for (let failures = 0; ;) {
       options.signal?.throwIfAborted();
       const headers: Record<string, string> = {
         Authorization: `Bearer ${this.options.apiKey}`,
@@ -347,16 +349,24 @@ export class OnejobClient {
         });
         const text = await response.text();
         if (response.ok) {
-          return { status: response.status, body: (text ? JSON.parse(text) : undefined) as T, headers: response.headers, tries };
+          return {
+            status: response.status,
+            body: (text ? JSON.parse(text) : undefined) as T,
+            headers: response.headers,
+            tries,
+          };
         }
         const problem = parseProblem(text, response.headers.get('content-type'));
         failure = errorFor(response.status, problem, response.headers.get('x-request-id') ?? undefined);
-        retryable = ALWAYS_RETRIED.has(response.status) || (call.repeatable && RETRIED_WHEN_REPEATABLE.has(response.status));
+        retryable =
+          ALWAYS_RETRIED.has(response.status) || (call.repeatable && RETRIED_WHEN_REPEATABLE.has(response.status));
         after = retryAfterMs(response.headers.get('retry-after'));
       } catch (error) {
         const timedOut = (error as Error)?.name === 'TimeoutError';
         failure = timedOut
-          ? new RequestTimeoutError(`${call.method} ${call.path}: no answer within ${this.timeoutMs} ms`, { cause: error })
+          ? new RequestTimeoutError(`${call.method} ${call.path}: no answer within ${this.timeoutMs} ms`, {
+              cause: error,
+            })
           : new NetworkError(`${call.method} ${call.path}: ${(error as Error)?.message}`, { cause: error });
         retryable = call.repeatable;
       }

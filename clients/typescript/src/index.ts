@@ -1,4 +1,10 @@
-export { type CreatedBatch, type CreatedJob, OnejobClient, type OnejobClientOptions, type RetryOptions } from './client.js';
+export {
+  type CreatedBatch,
+  type CreatedJob,
+  OnejobClient,
+  type OnejobClientOptions,
+  type RetryOptions,
+} from './client.js';
 export * from './errors.js';
 export type { components, operations, paths } from './schema.js';
 export * from './types.js';

@@ -29,7 +29,12 @@ const close = (server: Server) => new Promise<void>((resolve) => server.close(()
 function recordingFetch() {
   const requests: Array<{ method: string; url: string; headers: Headers; at: number }> = [];
   const wrapped: typeof fetch = (input, init) => {
-    requests.push({ method: init?.method ?? 'GET', url: String(input), headers: new Headers(init?.headers), at: Date.now() });
+    requests.push({
+      method: init?.method ?? 'GET',
+      url: String(input),
+      headers: new Headers(init?.headers),
+      at: Date.now(),
+    });
     return fetch(input, init);
   };
   return { requests, fetch: wrapped };
@@ -118,7 +123,16 @@ const job = (status: Job['status']): Job => ({
 });
 const problem = (res: ServerResponse, status: number, code: string, headers: Record<string, string> = {}) => {
   res.writeHead(status, { 'content-type': 'application/problem+json', 'x-request-id': `req-${status}`, ...headers });
-  res.end(JSON.stringify({ type: `urn:onejob:problem:${code}`, title: code, status, detail: code, code, requestId: `req-${status}` }));
+  res.end(
+    JSON.stringify({
+      type: `urn:onejob:problem:${code}`,
+      title: code,
+      status,
+      detail: code,
+      code,
+      requestId: `req-${status}`,
+    }),
+  );
 };
 const json = (res: ServerResponse, status: number, body: unknown) => {
   res.writeHead(status, { 'content-type': 'application/json' });
@@ -185,7 +199,11 @@ describe('the TypeScript client against the real service', () => {
     try {
       const recorder = recordingFetch();
       const client = new OnejobClient({ baseUrl: proxy.url, apiKey, fetch: recorder.fetch, retry: fast });
-      const items = Array.from({ length: 50 }, (_, i) => ({ key: `doc-${i}`, operation: 'summarize', input: { text: `doc ${i}` } }));
+      const items = Array.from({ length: 50 }, (_, i) => ({
+        key: `doc-${i}`,
+        operation: 'summarize',
+        input: { text: `doc ${i}` },
+      }));
       const created = await client.createBatch(items, { idempotencyKey: 'import-1', metadata: { source: 'client' } });
 
       expect(proxy.dropped).toHaveLength(1);
@@ -200,7 +218,9 @@ describe('the TypeScript client against the real service', () => {
       const page = await direct.listBatchJobs(created.batch.id, { limit: 10 });
       expect(page.items.map((i) => i.key)).toEqual(items.slice(0, 10).map((i) => i.key));
       expect((await direct.listBatches()).items.map((b) => b.id)).toEqual([created.batch.id]);
-      const waiting = (await direct.waitForBatch(created.batch.id, { timeoutMs: 300, pollMs: 100 }).catch((e: unknown) => e)) as BatchWaitTimeoutError;
+      const waiting = (await direct
+        .waitForBatch(created.batch.id, { timeoutMs: 300, pollMs: 100 })
+        .catch((e: unknown) => e)) as BatchWaitTimeoutError;
       expect(waiting).toBeInstanceOf(BatchWaitTimeoutError);
       expect(waiting.batch).toMatchObject({ status: 'running', liveJobs: 50 });
       await direct.cancelBatch(created.batch.id);
@@ -216,7 +236,9 @@ describe('the TypeScript client against the real service', () => {
     const client = new OnejobClient({ baseUrl: t.baseUrl, apiKey, fetch: recorder.fetch, retry: fast });
     await client.createJob(intent, { idempotencyKey: 'order-42' });
     recorder.requests.length = 0;
-    const error = await client.createJob({ ...intent, input: { text: 'another' } }, { idempotencyKey: 'order-42' }).catch((e: unknown) => e);
+    const error = await client
+      .createJob({ ...intent, input: { text: 'another' } }, { idempotencyKey: 'order-42' })
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(IdempotencyKeyReusedError);
     expect(error).toMatchObject({ status: 409, code: 'idempotency_key_reused', requestId: expect.any(String) });
     expect(recorder.requests).toHaveLength(1);
@@ -225,10 +247,16 @@ describe('the TypeScript client against the real service', () => {
   it('never retries a 422: unknown operations and refused inputs carry the code and the field errors', async () => {
     const recorder = recordingFetch();
     const client = new OnejobClient({ baseUrl: t.baseUrl, apiKey, fetch: recorder.fetch, retry: fast });
-    await expect(client.createJob({ operation: 'nope', input: {} })).rejects.toMatchObject({ name: 'UnprocessableEntityError', code: 'unknown_operation' });
+    await expect(client.createJob({ operation: 'nope', input: {} })).rejects.toMatchObject({
+      name: 'UnprocessableEntityError',
+      code: 'unknown_operation',
+    });
     const refused = await client.createJob({ operation: 'summarize', input: { text: 42 } }).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(UnprocessableEntityError);
-    expect(refused).toMatchObject({ code: 'validation_failed', errors: [expect.objectContaining({ field: expect.stringMatching(/^input/) })] });
+    expect(refused).toMatchObject({
+      code: 'validation_failed',
+      errors: [expect.objectContaining({ field: expect.stringMatching(/^input/) })],
+    });
     expect(recorder.requests).toHaveLength(2);
   });
 
@@ -245,7 +273,9 @@ describe('the TypeScript client against the real service', () => {
     const client = new OnejobClient({ baseUrl: t.baseUrl, apiKey });
     const { job: created } = await client.createJob(intent);
     const started = Date.now();
-    const error = (await client.waitForJob(created.id, { timeoutMs: 1_500 }).catch((e: unknown) => e)) as WaitTimeoutError;
+    const error = (await client
+      .waitForJob(created.id, { timeoutMs: 1_500 })
+      .catch((e: unknown) => e)) as WaitTimeoutError;
     expect(error).toBeInstanceOf(WaitTimeoutError);
     expect(error.job).toMatchObject({ id: created.id, status: 'pending' });
     expect(Date.now() - started).toBeGreaterThanOrEqual(1_000);
@@ -332,8 +362,18 @@ describe('the retry policy, against a scripted server', () => {
   it('gives up after maxAttempts, and does not retry a 500 or a lost cancel', async () => {
     const fake = await fakeService([(_req, res) => problem(res, 503, 'service_unavailable', { 'retry-after': '0' })]);
     try {
-      const client = new OnejobClient({ baseUrl: fake.url, apiKey: 'k', timeoutMs: 300, retry: { maxAttempts: 3, baseDelayMs: 10 } });
-      await expect(client.createJob(intent)).rejects.toMatchObject({ name: 'ServerError', status: 503, code: 'service_unavailable', requestId: 'req-503' });
+      const client = new OnejobClient({
+        baseUrl: fake.url,
+        apiKey: 'k',
+        timeoutMs: 300,
+        retry: { maxAttempts: 3, baseDelayMs: 10 },
+      });
+      await expect(client.createJob(intent)).rejects.toMatchObject({
+        name: 'ServerError',
+        status: 503,
+        code: 'service_unavailable',
+        requestId: 'req-503',
+      });
       expect(fake.seen).toHaveLength(3);
     } finally {
       await fake.close();
@@ -341,7 +381,9 @@ describe('the retry policy, against a scripted server', () => {
     const broken = await fakeService([(_req, res) => problem(res, 500, 'internal_error')]);
     const silent = await fakeService([() => undefined]);
     try {
-      await expect(new OnejobClient({ baseUrl: broken.url, apiKey: 'k' }).createJob(intent)).rejects.toBeInstanceOf(ServerError);
+      await expect(new OnejobClient({ baseUrl: broken.url, apiKey: 'k' }).createJob(intent)).rejects.toBeInstanceOf(
+        ServerError,
+      );
       expect(broken.seen).toHaveLength(1);
       const client = new OnejobClient({ baseUrl: silent.url, apiKey: 'k', timeoutMs: 200 });
       await expect(client.cancelJob(uuidv7())).rejects.toBeInstanceOf(RequestTimeoutError);

@@ -32,7 +32,13 @@ async function api(path, { method = 'GET', body } = {}) {
   if (!key()) throw new ApiError(401, { code: 'unauthorized', detail: 'Paste an API key first.' });
   const headers = { Authorization: `Bearer ${key()}`, Accept: 'application/json' };
   if (body !== undefined) headers['Content-Type'] = 'application/json';
-  const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: 'omit', cache: 'no-store' });
+  const res = await fetch(path, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+    credentials: 'omit',
+    cache: 'no-store',
+  });
   const payload = await res.json().catch(() => null);
   if (!res.ok) throw new ApiError(res.status, payload);
   return payload;
@@ -46,7 +52,12 @@ function say(text, kind = 'error') {
 }
 
 function fail(error) {
-  const hint = error.status === 401 ? ' (is the key right, and not revoked or expired?)' : error.status === 403 ? ' (the key lacks a scope)' : '';
+  const hint =
+    error.status === 401
+      ? ' (is the key right, and not revoked or expired?)'
+      : error.status === 403
+        ? ' (the key lacks a scope)'
+        : '';
   say(`${error.message}${hint} [${error.code ?? 'error'}]`);
 }
 
@@ -194,11 +205,20 @@ function resolveForm(attempt, jobId, place, done) {
     el(
       'select',
       { id: `status-${id}`, name: 'status' },
-      el('option', { value: 'cancelled', text: 'cancelled: stop waiting (a late result may still win while the job is open)' }),
+      el('option', {
+        value: 'cancelled',
+        text: 'cancelled: stop waiting (a late result may still win while the job is open)',
+      }),
       el('option', { value: 'failed', text: 'failed: the work did not happen (a late result is discarded)' }),
     ),
     el('label', { for: `reason-${id}`, class: 'visually-hidden', text: 'Reason' }),
-    el('input', { id: `reason-${id}`, name: 'reason', placeholder: 'reason (recorded)', required: true, maxlength: 500 }),
+    el('input', {
+      id: `reason-${id}`,
+      name: 'reason',
+      placeholder: 'reason (recorded)',
+      required: true,
+      maxlength: 500,
+    }),
     el('button', { type: 'submit', text: 'Resolve' }),
   );
   form.addEventListener('submit', async (event) => {
@@ -256,7 +276,12 @@ async function loadQueue(more = false) {
     await Promise.all(
       [...new Set(items.map((a) => a.jobId))]
         .filter((jobId) => !chains.has(jobId))
-        .map((jobId) => api(`/v1/ops/jobs/${jobId}`).then((job) => chains.set(jobId, job.providers), () => undefined)),
+        .map((jobId) =>
+          api(`/v1/ops/jobs/${jobId}`).then(
+            (job) => chains.set(jobId, job.providers),
+            () => undefined,
+          ),
+        ),
     );
     const known = await providers;
     if (run === queueRun) {
@@ -286,8 +311,14 @@ function renderQueue(items, providers) {
   const rows = items.map((attempt) => {
     let row = queueRows.get(attempt.attemptId);
     if (!row) queueRows.set(attempt.attemptId, (row = queueRow(attempt)));
-    row.querySelector('.waited').textContent = `${seconds(attempt.waitedSeconds)} (since ${time(attempt.waitingSince)})`;
-    row.querySelector('.effect').textContent = effectText(chains.get(attempt.jobId), attempt, attempt.operation, providers);
+    row.querySelector('.waited').textContent =
+      `${seconds(attempt.waitedSeconds)} (since ${time(attempt.waitingSince)})`;
+    row.querySelector('.effect').textContent = effectText(
+      chains.get(attempt.jobId),
+      attempt,
+      attempt.operation,
+      providers,
+    );
     return row;
   });
   const body = $('#queue-table tbody');
@@ -298,13 +329,25 @@ function renderQueue(items, providers) {
 }
 
 function queueRow(attempt) {
-  const form = resolveForm({ id: attempt.attemptId, number: attempt.number }, attempt.jobId, 'queue', () => loadQueue());
+  const form = resolveForm({ id: attempt.attemptId, number: attempt.number }, attempt.jobId, 'queue', () =>
+    loadQueue(),
+  );
   // data-label names each cell where a narrow screen stacks the row (console.css).
   const cell = (label, attrs, ...children) => el('td', { 'data-label': label, ...attrs }, ...children);
   return el(
     'tr',
     { 'data-attempt': attempt.attemptId },
-    cell('Job', {}, el('a', { href: `#job/${attempt.jobId}`, class: 'mono', title: attempt.jobId, 'aria-label': `Job ${attempt.jobId}`, text: attempt.jobId.slice(0, 8) })),
+    cell(
+      'Job',
+      {},
+      el('a', {
+        href: `#job/${attempt.jobId}`,
+        class: 'mono',
+        title: attempt.jobId,
+        'aria-label': `Job ${attempt.jobId}`,
+        text: attempt.jobId.slice(0, 8),
+      }),
+    ),
     cell(
       'Attempt',
       { class: 'mono attempt-id' },
@@ -343,7 +386,11 @@ $('#job-by-key').addEventListener('submit', async (event) => {
   event.preventDefault();
   const data = new FormData(event.target);
   try {
-    const params = new URLSearchParams({ owner: data.get('owner').trim(), idempotencyKey: data.get('idempotencyKey').trim(), limit: '1' });
+    const params = new URLSearchParams({
+      owner: data.get('owner').trim(),
+      idempotencyKey: data.get('idempotencyKey').trim(),
+      limit: '1',
+    });
     const page = await api(`/v1/ops/jobs?${params}`);
     if (!page.items.length) {
       clearJob();
@@ -379,10 +426,7 @@ async function loadJob(id) {
   const hash = `#job/${encodeURIComponent(id)}`;
   $('#job-id').value = id;
   try {
-    const [job, providers] = await Promise.all([
-      api(`/v1/ops/jobs/${encodeURIComponent(id)}`),
-      providerCatalog(),
-    ]);
+    const [job, providers] = await Promise.all([api(`/v1/ops/jobs/${encodeURIComponent(id)}`), providerCatalog()]);
     const events = [];
     let cursor = null;
     do {
@@ -464,7 +508,12 @@ async function followJob(job, events, providers, hash) {
       const headers = { Authorization: `Bearer ${key()}`, Accept: 'text/event-stream' };
       if (lastId) headers['Last-Event-ID'] = lastId;
       const url = `/v1/jobs/${encodeURIComponent(job.id)}/events`;
-      const res = await fetch(url, { headers, credentials: 'omit', cache: 'no-store', signal: state.controller.signal });
+      const res = await fetch(url, {
+        headers,
+        credentials: 'omit',
+        cache: 'no-store',
+        signal: state.controller.signal,
+      });
       // 204: nothing more will come; another refusal is the JSON page's to show.
       if (res.status === 204 || !res.ok || !res.body) break;
       for await (const message of sseMessages(res.body)) {
@@ -504,7 +553,9 @@ function renderJob(job, events, providers) {
     ['Created', dateTime(job.createdAt)],
     ['Completed', dateTime(job.completedAt)],
   ];
-  $('#job-summary').replaceChildren(...summary.flatMap(([term, value]) => [el('dt', { text: term }), el('dd', {}, value)]));
+  $('#job-summary').replaceChildren(
+    ...summary.flatMap(([term, value]) => [el('dt', { text: term }), el('dd', {}, value)]),
+  );
   renderTimeline(job, events, providers);
   const attemptOf = (e) => job.attempts.find((a) => a.id === e.attemptId);
   $('#job-events tbody').replaceChildren(
@@ -550,7 +601,10 @@ function attemptWords(a, job, events, provider, now) {
   } else if (a.outcome === 'discarded') {
     const arrived = lastEvent((e) => e.reason === 'result_discarded');
     const tookMs = arrived ? Date.parse(arrived.at) - started : null;
-    words.push('discarded', arrived ? `result arrived at ${time(arrived.at)}, took ${ms(tookMs)}` : 'its result arrived too late');
+    words.push(
+      'discarded',
+      arrived ? `result arrived at ${time(arrived.at)}, took ${ms(tookMs)}` : 'its result arrived too late',
+    );
     const gaveUp = lastEvent((e) => e !== arrived && (e.to === 'cancelled' || e.to === 'failed'));
     if (resolved) words.push(...byOperator());
     else if (gaveUp) words.push(`given up at ${time(a.finishedAt ?? gaveUp.at)} (${gaveUp.reason})`);
@@ -560,7 +614,11 @@ function attemptWords(a, job, events, provider, now) {
     if (provider) {
       // The worker keeps listening until the provider's hard timeout: a result may still settle the job until then.
       const hard = started + provider.hardTimeoutMs;
-      words.push(now < hard ? `a late result may still arrive until ${time(hard)}` : `no result by its hard timeout at ${time(hard)}`);
+      words.push(
+        now < hard
+          ? `a late result may still arrive until ${time(hard)}`
+          : `no result by its hard timeout at ${time(hard)}`,
+      );
     }
     if (a.providerRequestId && !['expired', 'unknowable'].includes(a.providerStatus)) {
       words.push(`the provider says ${a.providerStatus ?? 'queued'}: looked up by its id each reconcile period`);
@@ -613,7 +671,12 @@ function renderTimeline(job, events, providers) {
         'li',
         { class: 'attempt', 'data-attempt': a.id },
         el('span', { class: 'label' }),
-        el('span', { class: 'track', 'aria-hidden': 'true' }, el('span', { class: 'bar' }), el('span', { class: 'deadline' })),
+        el(
+          'span',
+          { class: 'track', 'aria-hidden': 'true' },
+          el('span', { class: 'bar' }),
+          el('span', { class: 'deadline' }),
+        ),
         el('div', { class: 'actions' }),
       );
       attemptRows.set(a.id, row);
@@ -651,10 +714,21 @@ function renderTimeline(job, events, providers) {
 // ---- providers ----
 
 async function loadProviders() {
-  const [providers, operations, stats] = await Promise.all([api('/v1/providers'), api('/v1/operations'), api('/v1/ops/stats?minutes=60')]);
+  const [providers, operations, stats] = await Promise.all([
+    api('/v1/providers'),
+    api('/v1/operations'),
+    api('/v1/ops/stats?minutes=60'),
+  ]);
   const health = new Map(stats.providers.map((p) => [p.provider, p]));
   const counts = ['attempts', 'succeeded', 'failed', 'timeouts', 'unknownNow', 'discarded'];
-  const countNames = { attempts: 'Calls', succeeded: 'Succeeded', failed: 'Failed', timeouts: 'Timeouts', unknownNow: 'Unknown now', discarded: 'Races lost' };
+  const countNames = {
+    attempts: 'Calls',
+    succeeded: 'Succeeded',
+    failed: 'Failed',
+    timeouts: 'Timeouts',
+    unknownNow: 'Unknown now',
+    discarded: 'Races lost',
+  };
   $('#providers-table thead').replaceChildren(
     el(
       'tr',
@@ -679,12 +753,28 @@ async function loadProviders() {
         ...operations.map((o) => {
           const cert = p.certifications.find((c) => c.operation === o.name);
           const state = !cert ? 'none' : !cert.passed ? 'failed' : cert.current ? 'current' : 'stale';
-          return el('td', {}, el('span', { class: `cert cert-${state}`, title: cert ? `certified ${dateTime(cert.certifiedAt)}` : 'never certified', text: state }));
+          return el(
+            'td',
+            {},
+            el('span', {
+              class: `cert cert-${state}`,
+              title: cert ? `certified ${dateTime(cert.certifiedAt)}` : 'never certified',
+              text: state,
+            }),
+          );
         }),
         ...counts.map((c) => el('td', { class: 'num', text: String(h?.[c] ?? 0) })),
         el('td', { class: 'num', text: h?.latencyP95Ms == null ? '–' : ms(h.latencyP95Ms) }),
         el('td', { class: 'num', text: capacityText(p.capacity) }),
-        el('td', {}, el('span', { class: `breaker breaker-${p.capacity.breaker.state}`, title: breakerTitle(p.capacity), text: breakerText(p.capacity) })),
+        el(
+          'td',
+          {},
+          el('span', {
+            class: `breaker breaker-${p.capacity.breaker.state}`,
+            title: breakerTitle(p.capacity),
+            text: breakerText(p.capacity),
+          }),
+        ),
       );
     }),
   );
@@ -702,7 +792,8 @@ function breakerText(c) {
 
 function breakerTitle(c) {
   const since = c.breaker.since ? ` since ${dateTime(c.breaker.since)}` : '';
-  const rate = c.requestsPerMinute == null ? '' : `; ${c.requestsThisMinute}/${c.requestsPerMinute} requests this minute`;
+  const rate =
+    c.requestsPerMinute == null ? '' : `; ${c.requestsThisMinute}/${c.requestsPerMinute} requests this minute`;
   return `${c.breaker.failuresInWindow} failures in the window${since}${rate}`;
 }
 
@@ -719,10 +810,16 @@ async function loadOwners() {
       el('td', { class: 'num', 'data-label': 'In flight', text: String(o.inFlight) }),
       el('td', { class: 'num', 'data-label': 'Unknown', text: String(o.unknown) }),
       el('td', { class: 'num', 'data-label': 'Weight', text: String(o.weight) }),
-      el('td', { class: 'num', 'data-label': 'Max concurrency', text: o.maxConcurrency == null ? '–' : String(o.maxConcurrency) }),
+      el('td', {
+        class: 'num',
+        'data-label': 'Max concurrency',
+        text: o.maxConcurrency == null ? '–' : String(o.maxConcurrency),
+      }),
     ),
   );
-  $('#owners-table tbody').replaceChildren(...(rows.length ? rows : [el('tr', {}, el('td', { colspan: '6', text: 'No owner has live jobs.' }))]));
+  $('#owners-table tbody').replaceChildren(
+    ...(rows.length ? rows : [el('tr', {}, el('td', { colspan: '6', text: 'No owner has live jobs.' }))]),
+  );
 }
 
 // ---- activity ----
@@ -772,7 +869,11 @@ async function loadActivity() {
         height: 220,
         tzDate: axis.tzDate,
         scales: { x: { time: true } },
-        series: [axis.x, { label: 'p50 ms', stroke: '#1f5fbf', width: 2, spanGaps: true }, { label: 'p95 ms', stroke: '#b3261e', width: 2, spanGaps: true }],
+        series: [
+          axis.x,
+          { label: 'p50 ms', stroke: '#1f5fbf', width: 2, spanGaps: true },
+          { label: 'p95 ms', stroke: '#b3261e', width: 2, spanGaps: true },
+        ],
         axes: [axis.axis, { label: 'ms' }],
       },
       [xs, col('latencyP50Ms'), col('latencyP95Ms')],
@@ -825,7 +926,7 @@ async function loadBatches(id) {
         ),
       ),
     );
-    empty.textContent = 'No batch yet for this key\'s owner.';
+    empty.textContent = "No batch yet for this key's owner.";
     empty.hidden = list.items.length > 0;
     $('#batches-table').hidden = list.items.length === 0;
   }
@@ -862,7 +963,11 @@ async function loadBatches(id) {
         el('td', { text: String(item.index) }),
         el('td', { text: item.key }),
         el('td', { text: item.outcome }),
-        el('td', {}, item.jobId ? el('a', { href: `#job/${item.jobId}` }, el('code', { text: item.jobId.slice(0, 8) })) : '–'),
+        el(
+          'td',
+          {},
+          item.jobId ? el('a', { href: `#job/${item.jobId}` }, el('code', { text: item.jobId.slice(0, 8) })) : '–',
+        ),
         el('td', { text: item.status ?? '–' }),
         el('td', { text: dateTime(item.completedAt) }),
       ),

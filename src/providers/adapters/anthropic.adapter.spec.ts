@@ -71,21 +71,32 @@ describe('AnthropicAdapter over the provider HTTP layer', () => {
   it('returns the text and usage, the request carrying the attempt id', async () => {
     answer = message('{"summary":"hi"}');
     const response = await new AnthropicAdapter(spec(url), 'sk-ant-test', http).invoke(request());
-    expect(response).toEqual({ text: '{"summary":"hi"}', usage: { promptTokens: 11, completionTokens: 3 }, requestId: 'msg_1' });
+    expect(response).toEqual({
+      text: '{"summary":"hi"}',
+      usage: { promptTokens: 11, completionTokens: 3 },
+      requestId: 'msg_1',
+    });
     expect(seen.at(-1)).toBe('POST /v1/messages attempt-1');
   });
 
   it('fails an answer past maxResponseBytes as response_too_large', async () => {
     answer = message(`{"summary":"${'x'.repeat(100_000)}"}`);
-    const error = await new AnthropicAdapter(spec(url), 'sk-ant-test', http).invoke(request(10_000)).catch((e: unknown) => e);
+    const error = await new AnthropicAdapter(spec(url), 'sk-ant-test', http)
+      .invoke(request(10_000))
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ProviderError);
     expect((error as ProviderError).reason).toBe('response_too_large');
   });
 
   it('fails a name that does not resolve as a refused connection: nothing was sent', async () => {
     const port = new URL(url).port;
-    const error = await new AnthropicAdapter(spec(`http://never-resolves.test:${port}`), 'sk-ant-test', http).invoke(request()).catch((e: unknown) => e);
+    const error = await new AnthropicAdapter(spec(`http://never-resolves.test:${port}`), 'sk-ant-test', http)
+      .invoke(request())
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ProviderError);
-    expect({ kind: (error as ProviderError).kind, reason: (error as ProviderError).reason }).toEqual({ kind: 'definitive', reason: 'connection_refused' });
+    expect({ kind: (error as ProviderError).kind, reason: (error as ProviderError).reason }).toEqual({
+      kind: 'definitive',
+      reason: 'connection_refused',
+    });
   });
 });

@@ -40,14 +40,29 @@ export function lookupOf(response: Response): LookupResult {
   const status = response.status ?? 'completed';
   if (PENDING.has(status)) return { state: 'pending', providerStatus: status };
   if (status === 'completed') {
-    const usage = { promptTokens: response.usage?.input_tokens ?? 0, completionTokens: response.usage?.output_tokens ?? 0 };
+    const usage = {
+      promptTokens: response.usage?.input_tokens ?? 0,
+      completionTokens: response.usage?.output_tokens ?? 0,
+    };
     return { state: 'succeeded', response: { text: response.output_text ?? '', usage, requestId: response.id } };
   }
-  const code = status === 'failed' ? response.error?.code : status === 'incomplete' ? response.incomplete_details?.reason : undefined;
+  const code =
+    status === 'failed'
+      ? response.error?.code
+      : status === 'incomplete'
+        ? response.incomplete_details?.reason
+        : undefined;
   const message = `the provider reported the response ${status}${code ? ` (${code})` : ''}`;
   // A server error may pass on a new attempt; an incomplete answer (a token limit, a content filter) would not.
   const retryable = status === 'failed' && (code === 'server_error' || code === undefined);
-  const error = new ProviderError('definitive', `response_${status}`, message, retryable, undefined, response.error?.message);
+  const error = new ProviderError(
+    'definitive',
+    `response_${status}`,
+    message,
+    retryable,
+    undefined,
+    response.error?.message,
+  );
   return { state: 'failed', error, providerStatus: status };
 }
 
@@ -68,7 +83,13 @@ export class OpenAiResponsesAdapter implements ProviderAdapter {
     apiKey: string,
     private readonly http: ProviderHttp,
   ) {
-    this.client = new OpenAI({ apiKey, baseURL: spec.baseUrl, maxRetries: 0, timeout: spec.hardTimeoutMs, fetch: http.fetch });
+    this.client = new OpenAI({
+      apiKey,
+      baseURL: spec.baseUrl,
+      maxRetries: 0,
+      timeout: spec.hardTimeoutMs,
+      fetch: http.fetch,
+    });
   }
 
   close(): Promise<void> {
@@ -84,11 +105,17 @@ export class OpenAiResponsesAdapter implements ProviderAdapter {
     try {
       const created = await this.create(request, hard.signal);
       // An id that could not be committed (the database was down until the deadline) is still followed here.
-      const next = request.onSubmitted ? await request.onSubmitted(created.id).catch(() => 'follow' as const) : 'follow';
+      const next = request.onSubmitted
+        ? await request.onSubmitted(created.id).catch(() => 'follow' as const)
+        : 'follow';
       if (next === 'cancel') {
         // Given up while the create call was out (failover): nobody waits for this response any more.
         await this.cancel({ attemptId: request.idempotencyKey, providerRequestId: created.id }).catch(() => undefined);
-        throw new ProviderError('ambiguous', 'cancelled_at_provider', 'the attempt was given up; its response was cancelled');
+        throw new ProviderError(
+          'ambiguous',
+          'cancelled_at_provider',
+          'the attempt was given up; its response was cancelled',
+        );
       }
       return this.settled(await this.follow(created, request, hard.signal), request.idempotencyKey);
     } finally {
@@ -186,7 +213,9 @@ export class OpenAiResponsesAdapter implements ProviderAdapter {
     try {
       return lookupOf(await this.retrieve(ref.providerRequestId, ref.maxResponseBytes ?? LOOKUP_BYTES));
     } catch (error) {
-      if (error instanceof OpenAI.NotFoundError) return { state: 'expired', reason: 'the provider no longer knows the response id (past its retention)' };
+      if (error instanceof OpenAI.NotFoundError) {
+        return { state: 'expired', reason: 'the provider no longer knows the response id (past its retention)' };
+      }
       throw error;
     }
   }
@@ -202,7 +231,9 @@ export class OpenAiResponsesAdapter implements ProviderAdapter {
       return lookupOf(await this.client.responses.cancel(ref.providerRequestId, { fetchOptions: call.fetchOptions }));
     } catch (error) {
       if (error instanceof OpenAI.BadRequestError) return this.lookup(ref);
-      if (error instanceof OpenAI.NotFoundError) return { state: 'expired', reason: 'the provider no longer knows the response id (past its retention)' };
+      if (error instanceof OpenAI.NotFoundError) {
+        return { state: 'expired', reason: 'the provider no longer knows the response id (past its retention)' };
+      }
       throw error;
     }
   }

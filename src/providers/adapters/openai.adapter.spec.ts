@@ -91,7 +91,11 @@ describe('OpenAiAdapter against a fake OpenAI-compatible server', () => {
   it.each([429, 500, 503])('classifies %i as definitive and retryable, after exactly one request', async (status) => {
     server.always({ kind: 'status', status });
     const error = await failure(adapter.invoke(request()));
-    expect({ kind: error.kind, retryable: error.retryable, status: error.status }).toEqual({ kind: 'definitive', retryable: true, status });
+    expect({ kind: error.kind, retryable: error.retryable, status: error.status }).toEqual({
+      kind: 'definitive',
+      retryable: true,
+      status,
+    });
     expect(server.requests).toHaveLength(1);
   });
 
@@ -142,7 +146,11 @@ describe('OpenAiAdapter against a fake OpenAI-compatible server', () => {
     const port = await freePort();
     adapter = new OpenAiAdapter(spec(`http://127.0.0.1:${port}/v1`), 'sk-test', http);
     const error = await failure(adapter.invoke(request()));
-    expect({ kind: error.kind, reason: error.reason, retryable: error.retryable }).toEqual({ kind: 'definitive', reason: 'connection_refused', retryable: true });
+    expect({ kind: error.kind, reason: error.reason, retryable: error.retryable }).toEqual({
+      kind: 'definitive',
+      reason: 'connection_refused',
+      retryable: true,
+    });
   });
 
   it('classifies a hard deadline that passes while the name is still resolving as not sent (never ambiguous)', async () => {
@@ -151,9 +159,17 @@ describe('OpenAiAdapter against a fake OpenAI-compatible server', () => {
     try {
       const slowLookup = new HostLookup({ timeoutMs: 5_000, servers: [`127.0.0.1:${silent.address().port}`] });
       const port = new URL(server.url).port;
-      adapter = new OpenAiAdapter(spec(`http://never-resolves.test:${port}/v1`, 300), 'sk-test', new ProviderHttp(slowLookup, 2000));
+      adapter = new OpenAiAdapter(
+        spec(`http://never-resolves.test:${port}/v1`, 300),
+        'sk-test',
+        new ProviderHttp(slowLookup, 2000),
+      );
       const error = await failure(adapter.invoke(request()));
-      expect({ kind: error.kind, reason: error.reason, retryable: error.retryable }).toEqual({ kind: 'definitive', reason: 'connection_refused', retryable: true });
+      expect({ kind: error.kind, reason: error.reason, retryable: error.retryable }).toEqual({
+        kind: 'definitive',
+        reason: 'connection_refused',
+        retryable: true,
+      });
       expect(server.requests).toHaveLength(0);
     } finally {
       silent.close();
@@ -163,7 +179,11 @@ describe('OpenAiAdapter against a fake OpenAI-compatible server', () => {
   it('refuses an answer whose Content-Length passes maxResponseBytes before reading it: response_too_large, not retryable', async () => {
     server.script({ kind: 'json', content: { summary: 'x'.repeat(2_000_000) } });
     const error = await failure(adapter.invoke(request()));
-    expect({ kind: error.kind, reason: error.reason, retryable: error.retryable }).toEqual({ kind: 'definitive', reason: 'response_too_large', retryable: false });
+    expect({ kind: error.kind, reason: error.reason, retryable: error.retryable }).toEqual({
+      kind: 'definitive',
+      reason: 'response_too_large',
+      retryable: false,
+    });
   });
 
   it('cuts a chunked answer off once it passes maxResponseBytes', async () => {
@@ -174,10 +194,14 @@ describe('OpenAiAdapter against a fake OpenAI-compatible server', () => {
     expect(server.requests[0].bytesWritten!).toBeLessThan(8_000_000);
   });
 
-  it('keeps an error answer\'s status when its body passes the limit', async () => {
+  it("keeps an error answer's status when its body passes the limit", async () => {
     server.script({ kind: 'status', status: 503, body: { error: { message: 'x'.repeat(200_000) } } });
     const error = await failure(adapter.invoke({ ...request(), maxResponseBytes: 64 * 1024 }));
-    expect({ reason: error.reason, retryable: error.retryable, status: error.status }).toEqual({ reason: 'http_503', retryable: true, status: 503 });
+    expect({ reason: error.reason, retryable: error.retryable, status: error.status }).toEqual({
+      reason: 'http_503',
+      retryable: true,
+      status: 503,
+    });
   });
 
   it('passes an answer just under the limit', async () => {

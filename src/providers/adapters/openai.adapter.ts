@@ -83,11 +83,20 @@ export class OpenAiAdapter implements ProviderAdapter {
    */
   private async findStored(ref: RequestRef): Promise<LookupResult> {
     const call = this.http.call(ref.maxResponseBytes ?? 64 * 1024 * 1024);
-    const page = await this.client.chat.completions.list({ metadata: { onejob_attempt: ref.attemptId }, limit: 1 }, { fetchOptions: call.fetchOptions });
+    const page = await this.client.chat.completions.list(
+      { metadata: { onejob_attempt: ref.attemptId }, limit: 1 },
+      { fetchOptions: call.fetchOptions },
+    );
     const found = page.data[0];
     if (!found) return { state: 'pending', providerStatus: 'not_stored' };
-    const usage = { promptTokens: found.usage?.prompt_tokens ?? 0, completionTokens: found.usage?.completion_tokens ?? 0 };
-    return { state: 'succeeded', response: { text: found.choices[0]?.message?.content ?? '', usage, requestId: found.id } };
+    const usage = {
+      promptTokens: found.usage?.prompt_tokens ?? 0,
+      completionTokens: found.usage?.completion_tokens ?? 0,
+    };
+    return {
+      state: 'succeeded',
+      response: { text: found.choices[0]?.message?.content ?? '', usage, requestId: found.id },
+    };
   }
 
   async invoke(request: ProviderRequest): Promise<ProviderResponse> {
@@ -109,7 +118,11 @@ export class OpenAiAdapter implements ProviderAdapter {
           max_tokens: request.maxTokens,
           response_format: {
             type: 'json_schema',
-            json_schema: { name: request.operation.replace(/[^A-Za-z0-9_-]/g, '_'), schema: request.outputSchema, strict: false },
+            json_schema: {
+              name: request.operation.replace(/[^A-Za-z0-9_-]/g, '_'),
+              schema: request.outputSchema,
+              strict: false,
+            },
           },
           ...(this.spec.store ? { store: true, metadata: { onejob_attempt: request.idempotencyKey } } : {}),
         },
@@ -117,7 +130,10 @@ export class OpenAiAdapter implements ProviderAdapter {
       );
       return {
         text: completion.choices[0]?.message?.content ?? '',
-        usage: { promptTokens: completion.usage?.prompt_tokens ?? 0, completionTokens: completion.usage?.completion_tokens ?? 0 },
+        usage: {
+          promptTokens: completion.usage?.prompt_tokens ?? 0,
+          completionTokens: completion.usage?.completion_tokens ?? 0,
+        },
         requestId: completion.id ?? null,
       };
     } catch (error) {

@@ -22,11 +22,15 @@ export function sampleFromSchema(schema: JsonSchema, seed: string): unknown {
     case 'object': {
       const properties = (schema.properties ?? {}) as Record<string, JsonSchema>;
       const required = (schema.required ?? []) as string[];
-      return Object.fromEntries(required.map((key) => [key, sampleFromSchema(properties[key] ?? {}, `${seed}/${key}`)]));
+      return Object.fromEntries(
+        required.map((key) => [key, sampleFromSchema(properties[key] ?? {}, `${seed}/${key}`)]),
+      );
     }
     case 'array': {
       const count = Number(schema.minItems ?? 0);
-      return Array.from({ length: count }, (_, i) => sampleFromSchema((schema.items ?? {}) as JsonSchema, `${seed}/${i}`));
+      return Array.from({ length: count }, (_, i) =>
+        sampleFromSchema((schema.items ?? {}) as JsonSchema, `${seed}/${i}`),
+      );
     }
     case 'integer':
     case 'number':
@@ -104,7 +108,13 @@ export class SimulatedAdapter implements ProviderAdapter {
       this.remember(request.idempotencyKey, { state: 'failed', error });
       throw error;
     }
-    if (outcome === 'reset') throw new ProviderError('ambiguous', 'connection_lost', `${this.spec.name} reset the connection after the request was sent`);
+    if (outcome === 'reset') {
+      throw new ProviderError(
+        'ambiguous',
+        'connection_lost',
+        `${this.spec.name} reset the connection after the request was sent`,
+      );
+    }
     const text =
       outcome === 'malformed'
         ? '{"this is": not json'
