@@ -40,10 +40,15 @@ const recordOf = (row: ApiKeyRow): ApiKeyRecord => ({
 export const API_KEYS_CHANNEL = 'onejob_api_keys';
 
 // Every request without a cached key runs these (database/prepared-statements.ts).
-const ACTIVE_BY_HASH = prepared(`SELECT id, owner_id, scopes, expires_at FROM api_keys
-  WHERE key_hash = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`);
+const ACTIVE_BY_HASH = prepared(
+  'active_api_key_by_hash',
+  `SELECT id, owner_id, scopes, expires_at FROM api_keys
+  WHERE key_hash = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`,
+);
 const TOUCH = prepared(
-  `UPDATE api_keys SET last_used_at = now() WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')`,
+  'touch_api_key',
+  `UPDATE api_keys SET last_used_at = now()
+  WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')`,
 );
 
 @Injectable()
@@ -61,7 +66,7 @@ export class ApiKeysRepository {
   /** One lookup on UQ_api_keys_key_hash: the key if it is neither revoked nor expired, with its expiry. */
   async findActiveByHash(keyHash: string): Promise<{ principal: Principal; expiresAt: Date | null } | undefined> {
     const rows: Array<{ id: string; owner_id: string; scopes: Scope[]; expires_at: Date | null }> =
-      await this.dataSource.query(ACTIVE_BY_HASH, [keyHash]);
+      await this.dataSource.query(ACTIVE_BY_HASH.text, [keyHash]);
     const row = rows[0];
     return (
       row && { principal: { keyId: row.id, ownerId: row.owner_id, scopes: row.scopes }, expiresAt: row.expires_at }
@@ -70,7 +75,7 @@ export class ApiKeysRepository {
 
   /** Records use at most once a minute per key, whichever replica asks: the WHERE makes the others no-ops. */
   async touchLastUsed(id: string): Promise<void> {
-    await this.dataSource.query(TOUCH, [id]);
+    await this.dataSource.query(TOUCH.text, [id]);
   }
 
   async listKeys(): Promise<ApiKeyRecord[]> {

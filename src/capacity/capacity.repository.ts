@@ -56,7 +56,7 @@ const STATE_COLUMNS = `s.provider, s.paused_until, s.breaker_state, s.breaker_si
   (SELECT count(*) FROM provider_leases l WHERE l.provider = s.provider AND l.expires_at > now()) AS in_flight`;
 
 /** Every provider's state, read before each claim: named (database/prepared-statements.ts). */
-const SNAPSHOT = prepared(`SELECT ${STATE_COLUMNS} FROM provider_state s`);
+const SNAPSHOT = prepared('provider_states', `SELECT ${STATE_COLUMNS} FROM provider_state s`);
 
 export interface Lease {
   attemptId: string;
