@@ -1,8 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 
-import { prepared } from '../database/prepared-statements.js';
 import { updatedRows } from '../database/transactions.js';
+import { ACTIVE_BY_HASH, TOUCH } from './api-keys.sql.js';
 import type { Principal, Scope } from './scopes.js';
 
 /** A key as `apikey list` shows it: never the key, never its hash. */
@@ -38,18 +38,6 @@ const recordOf = (row: ApiKeyRow): ApiKeyRecord => ({
 
 /** Revocations are announced here, in the revoking transaction. */
 export const API_KEYS_CHANNEL = 'onejob_api_keys';
-
-// Every request without a cached key runs these (database/prepared-statements.ts).
-const ACTIVE_BY_HASH = prepared(
-  'active_api_key_by_hash',
-  `SELECT id, owner_id, scopes, expires_at FROM api_keys
-  WHERE key_hash = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`,
-);
-const TOUCH = prepared(
-  'touch_api_key',
-  `UPDATE api_keys SET last_used_at = now()
-  WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')`,
-);
 
 @Injectable()
 export class ApiKeysRepository {

@@ -1,9 +1,9 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 
-import { prepared } from '../database/prepared-statements.js';
 import { on, type Queryable, rowsOf } from '../database/transactions.js';
 import type { ProviderState } from './capacity.rules.js';
+import { SNAPSHOT, STATE_COLUMNS } from './capacity.sql.js';
 
 interface ProviderStateRow {
   provider: string;
@@ -49,14 +49,6 @@ function stateFromRow(row: ProviderStateRow): ProviderState {
     now: row.now,
   };
 }
-
-const STATE_COLUMNS = `s.provider, s.paused_until, s.breaker_state, s.breaker_since, s.breaker_until, s.probe_attempt_id,
-  s.failures::text AS failures, s.request_bucket, s.token_bucket, s.refilled_at, s.window_start, s.requests_in_window,
-  s.tokens_in_window, now() AS now,
-  (SELECT count(*) FROM provider_leases l WHERE l.provider = s.provider AND l.expires_at > now()) AS in_flight`;
-
-/** Every provider's state, read before each claim: named (database/prepared-statements.ts). */
-const SNAPSHOT = prepared('provider_states', `SELECT ${STATE_COLUMNS} FROM provider_state s`);
 
 export interface Lease {
   attemptId: string;
