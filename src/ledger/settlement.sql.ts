@@ -1,5 +1,5 @@
 import { prepared, statement } from '../database/prepared-statements.js';
-import { announcementSql } from './announcement.sql.js';
+import { announcementSql } from './announcement.js';
 
 /**
  * Settlement's statements (docs/sql/settlement.sql): the compare-and-swap of I5. The ledger's alone: nothing outside
