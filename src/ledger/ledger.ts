@@ -18,7 +18,7 @@ import {
 import type { Job, JobStatus, JobWithAttempts } from './job.types.js';
 import { type JobEvent, JobEventsRepository } from './job-events.repository.js';
 import { JobSignals } from './job-signals.js';
-import { type FairClaim, JobsRepository, type OwnerCharge } from './jobs.repository.js';
+import { type FairClaim, JobsRepository, type NewJob, type OwnerCharge } from './jobs.repository.js';
 import { type Announcement, OUTBOX, type Outbox } from './outbox.port.js';
 import { SettlementRepository } from './settlement.repository.js';
 import { SettlementBatcher } from './settlement-batcher.js';
@@ -437,6 +437,23 @@ export class LedgerFactory {
     this.signals.eventsWritten(ledger.timelinesWritten());
     if (ledger.pendingAnnouncements().length) this.outbox?.announced();
     return result;
+  }
+
+  /**
+   * A new job and its `created` event, committed before it returns (JobsRepository.insertJob: the creates of a
+   * moment share one statement). A taken owner and key is DuplicateIdempotencyKeyError; a budget it would pass,
+   * OverBudgetError.
+   */
+  create(job: NewJob): Promise<Job> {
+    return this.repos.jobs.insertJob(job);
+  }
+
+  /**
+   * The attempts the reconciler looks up at their provider now, claimed for this period across replicas: each gets
+   * `provider_checked_at`, so no replica asks again within `periodMs` (AttemptsRepository.claimLookups).
+   */
+  claimLookups(providers: string[], periodMs: number, limit: number): Promise<Attempt[]> {
+    return this.repos.attempts.claimLookups(providers, periodMs, limit);
   }
 
   /**
