@@ -45,7 +45,8 @@ SELECT a.* FROM attempts a JOIN jobs j ON j.id = a.job_id
 -- name: insert_attempt
 INSERT INTO attempts (job_id, number, provider, job_version, deadline_at, hard_deadline_at, claimed_at, worker_id)
          VALUES ($1, COALESCE((SELECT max(number) FROM attempts WHERE job_id = $1), 0) + 1, $2, $3,
-                 now() + make_interval(secs => $4::float8 / 1000), now() + make_interval(secs => $5::float8 / 1000), CASE WHEN $6::text IS NULL THEN NULL ELSE now() END, $6)
+                 now() + make_interval(secs => $4::float8 / 1000), now() + make_interval(secs => $5::float8 / 1000),
+                   CASE WHEN $6::text IS NULL THEN NULL ELSE now() END, $6)
          RETURNING *;
 
 -- name: insert_claimed
@@ -54,21 +55,28 @@ WITH p AS (
          SELECT * FROM unnest($1::uuid[], $2::text[], $3::int[], $4::float8[], $5::float8[], $6::text[], $7::text[])
                     AS p(job_id, provider, job_version, timeout_ms, hard_ms, worker_id, job_from)
        ), ins AS (
-         INSERT INTO attempts (job_id, number, provider, job_version, deadline_at, hard_deadline_at, claimed_at, worker_id)
-         SELECT p.job_id, COALESCE((SELECT max(number) FROM attempts x WHERE x.job_id = p.job_id), 0) + 1, p.provider, p.job_version,
+         INSERT INTO attempts (job_id, number, provider, job_version, deadline_at, hard_deadline_at, claimed_at,
+           worker_id)
+         SELECT p.job_id, COALESCE((SELECT max(number) FROM attempts x WHERE x.job_id = p.job_id), 0) + 1, p.provider,
+           p.job_version,
                 now() + make_interval(secs => p.timeout_ms::float8 / 1000), now() + make_interval(secs => p.hard_ms::float8 / 1000), now(), p.worker_id
            FROM p
          RETURNING *
        ), jb AS (
-         UPDATE jobs j SET status = 'running', updated_at = now(), next_attempt_at = NULL, waiting_for = NULL FROM p WHERE j.id = p.job_id
+         UPDATE jobs j SET status = 'running', updated_at = now(), next_attempt_at = NULL,
+           waiting_for = NULL FROM p WHERE j.id = p.job_id
        ), ev AS (
          INSERT INTO job_events (job_id, attempt_id, subject, from_status, to_status, reason, detail)
-         SELECT ins.job_id, ins.id, 'attempt', NULL, 'starting', 'claimed', jsonb_build_object('provider', ins.provider, 'number', ins.number) FROM ins
+         SELECT ins.job_id, ins.id, 'attempt', NULL, 'starting', 'claimed', jsonb_build_object('provider', ins.provider,
+           'number', ins.number) FROM ins
          UNION ALL
-         SELECT p.job_id, NULL, 'job', p.job_from, 'running', 'attempt_started', NULL FROM p WHERE p.job_from <> 'running'
+         SELECT p.job_id, NULL, 'job', p.job_from, 'running', 'attempt_started',
+           NULL FROM p WHERE p.job_from <> 'running'
        )
-       SELECT id, job_id, number, provider, status, outcome, job_version, deadline_at, hard_deadline_at, claimed_at, worker_id,
-  provider_request_id, provider_status, provider_checked_at, resolved_by, usage, error, result_digest, started_at, finished_at,
+       SELECT id, job_id, number, provider, status, outcome, job_version, deadline_at,
+  hard_deadline_at, claimed_at, worker_id,
+  provider_request_id, provider_status, provider_checked_at, resolved_by, usage, error, result_digest, started_at,
+    finished_at,
   cost, cost_currency FROM ins;
 
 -- name: list_attempts_of_job
@@ -97,10 +105,13 @@ WITH p AS (
          SELECT job_id, id, 'attempt', 'starting', 'running', 'provider_called' FROM m
        ), lease AS (
          -- A capped provider's lease must outlive the call, whose hard deadline counts from now.
-         UPDATE provider_leases l SET expires_at = m.hard_deadline_at + make_interval(secs => $4::float8 / 1000) FROM m WHERE l.attempt_id = m.id
+         UPDATE provider_leases l SET expires_at = m.hard_deadline_at + make_interval(secs => $4::float8 / 1000) FROM m
+           WHERE l.attempt_id = m.id
        )
-       SELECT id, job_id, number, provider, status, outcome, job_version, deadline_at, hard_deadline_at, claimed_at, worker_id,
-  provider_request_id, provider_status, provider_checked_at, resolved_by, usage, error, result_digest, started_at, finished_at,
+       SELECT id, job_id, number, provider, status, outcome, job_version, deadline_at,
+  hard_deadline_at, claimed_at, worker_id,
+  provider_request_id, provider_status, provider_checked_at, resolved_by, usage, error, result_digest, started_at,
+    finished_at,
   cost, cost_currency FROM m;
 
 -- name: note_provider_status

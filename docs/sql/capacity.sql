@@ -4,7 +4,8 @@
 
 -- name: provider_states
 -- prepared: oj_provider_states (DB_PREPARED_STATEMENTS)
-SELECT s.provider, s.paused_until, s.breaker_state, s.breaker_since, s.breaker_until, s.probe_attempt_id,
+SELECT s.provider, s.paused_until, s.breaker_state, s.breaker_since, s.breaker_until,
+  s.probe_attempt_id,
   s.failures::text AS failures, s.request_bucket, s.token_bucket, s.refilled_at, s.window_start, s.requests_in_window,
   s.tokens_in_window, now() AS now,
   (SELECT count(*) FROM provider_leases l WHERE l.provider = s.provider AND l.expires_at > now()) AS in_flight FROM provider_state s;

@@ -9,7 +9,8 @@ UPDATE jobs SET status = 'cancelled', version = version + 1, next_attempt_at = N
  RETURNING version;
 
 -- name: fail_if_version
-UPDATE jobs SET status = 'failed', error = $3::jsonb, version = version + 1, completed_at = now(), updated_at = now(),
+UPDATE jobs SET status = 'failed', error = $3::jsonb, version = version + 1, completed_at = now(),
+    updated_at = now(),
        next_attempt_at = NULL
  WHERE id = $1 AND version = $2 AND completed_by IS NULL
  RETURNING version;
@@ -18,7 +19,8 @@ UPDATE jobs SET status = 'failed', error = $3::jsonb, version = version + 1, com
 -- prepared: oj_settle_results (DB_PREPARED_STATEMENTS)
 WITH p AS MATERIALIZED (
          SELECT * FROM jsonb_to_recordset($1::jsonb)
-                    AS p(job_id uuid, attempt_id uuid, value jsonb, usage jsonb, provider_request_id text, result_digest text,
+                    AS p(job_id uuid, attempt_id uuid, value jsonb, usage jsonb, provider_request_id text,
+                      result_digest text,
                           resolved_by text, provider_status text)
        ), j AS MATERIALIZED (
          SELECT id, status, version, completed_by FROM jobs WHERE id IN (SELECT job_id FROM p) ORDER BY id FOR UPDATE
@@ -32,17 +34,21 @@ WITH p AS MATERIALIZED (
            FROM a JOIN p ON p.attempt_id = a.id
           WHERE t.id = a.job_id AND t.completed_by IS NULL AND t.version = a.job_version
             AND a.outcome IS NULL AND a.status = ANY($2::text[])
-          RETURNING t.id, t.version, t.owner_id, t.operation, t.idempotency_key, t.completed_at, t.completed_by, t.result
+          RETURNING t.id, t.version, t.owner_id, t.operation, t.idempotency_key, t.completed_at, t.completed_by,
+            t.result
        ), outbox AS (
          -- The transactional outbox (docs/operations.md#webhooks): the owner's subscribed endpoints get the
          -- announcement in this same statement, so a committed win is always announced and a loss never is.
          INSERT INTO webhook_deliveries (endpoint_id, owner_id, job_id, event_type, payload)
          SELECT w.id, won.owner_id, won.id, 'job.succeeded',
                 jsonb_build_object('type', 'job.succeeded', 'timestamp', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), 'data', jsonb_build_object(
-                  'jobId', won.id, 'attemptId', NULL, 'status', 'succeeded', 'operation', won.operation,
-                  'idempotencyKey', won.idempotency_key, 'version', won.version, 'result', won.result, 'error', NULL,
+                  'jobId', won.id, 'attemptId', NULL, 'status', 'succeeded', 'operation',
+                    won.operation,
+                  'idempotencyKey', won.idempotency_key, 'version', won.version, 'result', won.result, 'error',
+                    NULL,
                   'completedBy', won.completed_by, 'completedAt', to_char(won.completed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')))
-           FROM won JOIN webhook_endpoints w ON w.owner_id = won.owner_id AND w.status = 'enabled' AND 'job.succeeded' = ANY (w.events)
+           FROM won JOIN webhook_endpoints w ON w.owner_id = won.owner_id AND w.status = 'enabled'
+             AND 'job.succeeded' = ANY (w.events)
           RETURNING job_id
        ), att AS (
          UPDATE attempts x SET status = CASE WHEN a.status = ANY($2::text[]) THEN 'succeeded' ELSE x.status END,
@@ -59,14 +65,17 @@ WITH p AS MATERIALIZED (
          SELECT a.job_id, a.id, 'attempt', a.status, att.status,
                 CASE WHEN att.outcome = 'won' THEN 'result_won' ELSE 'result_discarded' END,
                 CASE WHEN att.outcome = 'won' THEN NULL
-                     ELSE jsonb_build_object('resultDigest', p.result_digest, 'readVersion', a.job_version, 'jobVersion', j.version,
+                     ELSE jsonb_build_object('resultDigest', p.result_digest, 'readVersion', a.job_version,
+                       'jobVersion', j.version,
                                              'winner', j.completed_by, 'jobStatus', j.status) END
            FROM att JOIN a ON a.id = att.id JOIN p ON p.attempt_id = a.id JOIN j ON j.id = a.job_id
          UNION ALL
-         SELECT won.id, NULL, 'job', j.status, 'succeeded', 'result_won', jsonb_build_object('attemptId', won.completed_by, 'version', won.version)
+         SELECT won.id, NULL, 'job', j.status, 'succeeded', 'result_won', jsonb_build_object('attemptId',
+           won.completed_by, 'version', won.version)
            FROM won JOIN j ON j.id = won.id
        )
-       SELECT a.id AS attempt_id, won.version, (SELECT count(*)::int FROM outbox o WHERE o.job_id = a.job_id) AS announced,
+       SELECT a.id AS attempt_id, won.version, (SELECT count(*)::int FROM outbox o WHERE o.job_id = a.job_id)
+         AS announced,
               a.status AS attempt_from, att.status AS attempt_to, a.outcome AS prior_outcome, a.provider,
               j.status AS job_from, j.version AS job_version, a.job_version AS read_version, j.completed_by AS winner
          FROM a JOIN j ON j.id = a.job_id LEFT JOIN att ON att.id = a.id LEFT JOIN won ON won.completed_by = a.id;

@@ -108,7 +108,8 @@ export class CapacityRepository {
          SELECT a, $1, now() + make_interval(secs => t / 1000) FROM unnest($14::uuid[], $15::float8[]) AS x(a, t)
        )
        UPDATE provider_state SET paused_until = $2, breaker_state = $3, breaker_since = $4, breaker_until = $5,
-              probe_attempt_id = $6, failures = $7::timestamptz[], request_bucket = $8, token_bucket = $9, refilled_at = $10,
+              probe_attempt_id = $6, failures = $7::timestamptz[], request_bucket = $8, token_bucket = $9,
+                refilled_at = $10,
               window_start = $11, requests_in_window = $12, tokens_in_window = $13, updated_at = now()
         WHERE provider = $1`,
       [
@@ -160,8 +161,10 @@ export class CapacityRepository {
   async pause(provider: string, ms: number): Promise<{ until: Date; now: Date }> {
     const rows = await rowsOf<{ paused_until: Date; now: Date }>(
       this.dataSource.manager,
-      `INSERT INTO provider_state AS s (provider, paused_until) VALUES ($1, now() + make_interval(secs => $2::float8 / 1000))
-       ON CONFLICT (provider) DO UPDATE SET paused_until = greatest(s.paused_until, EXCLUDED.paused_until), updated_at = now()
+      `INSERT INTO provider_state AS s (provider, paused_until) VALUES ($1,
+        now() + make_interval(secs => $2::float8 / 1000))
+       ON CONFLICT (provider) DO UPDATE SET paused_until = greatest(s.paused_until, EXCLUDED.paused_until),
+         updated_at = now()
        RETURNING paused_until, now() AS now`,
       [provider, ms],
     );
@@ -194,12 +197,16 @@ export class CapacityRepository {
     return rows.length;
   }
 
-  /** Calls in flight per provider, across replicas: attempts claimed and not ended (read through the live-attempt index). */
+  /**
+   * Calls in flight per provider, across replicas: attempts claimed and not ended (read through the live-attempt
+   * index).
+   */
   async inFlightByProvider(): Promise<Map<string, number>> {
     const rows = await rowsOf<{ provider: string; n: string }>(
       this.dataSource.manager,
       `SELECT provider, count(*) AS n FROM attempts
-        WHERE status IN ('starting', 'running', 'unknown') AND (status = 'running' OR (status = 'starting' AND claimed_at IS NOT NULL))
+        WHERE status IN ('starting', 'running', 'unknown') AND (status = 'running' OR (status = 'starting'
+          AND claimed_at IS NOT NULL))
         GROUP BY provider`,
     );
     return new Map(rows.map((r) => [r.provider, Number(r.n)]));

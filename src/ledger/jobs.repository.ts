@@ -360,7 +360,9 @@ export class JobsRepository {
     return new Map(rows.filter((r) => r.max_concurrency !== null).map((r) => [r.owner_id, r.max_concurrency!]));
   }
 
-  /** Jobs `running` (an attempt starting or running) per owner: a capped owner's calls in flight, read after its lock. */
+  /**
+   * Jobs `running` (an attempt starting or running) per owner: a capped owner's calls in flight, read after its lock.
+   */
   async runningByOwner(ownerIds: string[], manager: Queryable): Promise<Map<string, number>> {
     if (!ownerIds.length) return new Map();
     const rows = await rowsOf<{ owner_id: string; running: number }>(manager, RUNNING_BY_OWNER, [ownerIds]);

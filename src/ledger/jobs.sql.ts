@@ -15,7 +15,8 @@ export const WITH_ATTEMPTS = `SELECT ${JOB_COLUMNS}, ${ATTEMPTS_OF_J} FROM jobs 
 export const INSERT_JOB = prepared(
   'insert_job',
   `WITH j AS (
-    INSERT INTO jobs (owner_id, idempotency_key, fingerprint, operation, input, providers, trace_context, waiting_for, priority)
+    INSERT INTO jobs (owner_id, idempotency_key, fingerprint, operation, input, providers, trace_context, waiting_for,
+      priority)
     VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9)
     RETURNING *
   ), e AS (
@@ -33,11 +34,14 @@ export const INSERT_JOB = prepared(
 export const INSERT_JOBS = prepared(
   'insert_jobs',
   `WITH x AS (
-    SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(owner_id text, idempotency_key text, fingerprint text, operation text,
+    SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(owner_id text, idempotency_key text, fingerprint text,
+      operation text,
       input jsonb, providers text[], trace_context text, waiting_for text, priority smallint)
   ), j AS (
-    INSERT INTO jobs (owner_id, idempotency_key, fingerprint, operation, input, providers, trace_context, waiting_for, priority)
-    SELECT owner_id, idempotency_key, fingerprint, operation, input, providers, trace_context, waiting_for, priority FROM x
+    INSERT INTO jobs (owner_id, idempotency_key, fingerprint, operation, input, providers, trace_context, waiting_for,
+      priority)
+    SELECT owner_id, idempotency_key, fingerprint, operation, input, providers, trace_context, waiting_for,
+      priority FROM x
      ORDER BY owner_id, idempotency_key
     ON CONFLICT ON CONSTRAINT "UQ_jobs_owner_idempotency_key" DO NOTHING
     RETURNING *
@@ -71,11 +75,14 @@ export const INSERT_JOBS_WITHIN_BUDGET = prepared(
     SELECT (SELECT COALESCE(sum(a.cost), 0) FROM jobs j JOIN attempts a ON a.job_id = j.id
              WHERE j.owner_id = $2 AND a.cost_currency = $3 AND a.started_at >= date_trunc('month', now(), 'UTC'))
          + (SELECT COALESCE(sum(GREATEST(j.reserved_cost
-                    - COALESCE((SELECT sum(a.cost) FROM attempts a WHERE a.job_id = j.id AND a.cost_currency = $3), 0), 0)), 0)
-              FROM jobs j WHERE j.owner_id = $2 AND j.status IN ('pending', 'running', 'unknown') AND j.reserved_currency = $3)
+                    - COALESCE((SELECT sum(a.cost) FROM attempts a WHERE a.job_id = j.id AND a.cost_currency = $3), 0),
+                      0)), 0)
+              FROM jobs j WHERE j.owner_id = $2 AND j.status IN ('pending', 'running',
+                'unknown') AND j.reserved_currency = $3)
            AS amount
   ), admitted AS (
-    SELECT f.* FROM (SELECT f.*, sum(f.reserved_cost) OVER (ORDER BY f.ord) - f.reserved_cost AS ahead FROM fresh f) f, used
+    SELECT f.* FROM (SELECT f.*, sum(f.reserved_cost) OVER (ORDER BY f.ord) - f.reserved_cost AS ahead FROM fresh f) f,
+      used
      WHERE used.amount + f.ahead < $4
   ), j AS (
     INSERT INTO jobs (owner_id, idempotency_key, fingerprint, operation, input, providers, trace_context, waiting_for,

@@ -146,7 +146,9 @@ export class Ledger {
     return this.repos.capacity.handOver(moves, this.manager);
   }
 
-  /** A provider's state after this claim's grant, and the leases of the calls it starts, committed with their attempts. */
+  /**
+   * A provider's state after this claim's grant, and the leases of the calls it starts, committed with their attempts.
+   */
   saveProvider(state: ProviderState, leases: Lease[]): Promise<void> {
     return this.repos.capacity.commitGrant(state, leases, this.manager);
   }
@@ -481,7 +483,8 @@ export class LedgerFactory {
     });
     if (!settled) throw new Error(`attempt ${attemptId} of job ${jobId} was not found`);
     const provider = settled.provider;
-    if (settled.priorOutcome !== null) return { outcome: 'duplicate', provider }; // the same result delivered twice (worker and lookup)
+    // The same result delivered twice (worker and lookup).
+    if (settled.priorOutcome !== null) return { outcome: 'duplicate', provider };
     if (settled.attemptTo !== settled.attemptFrom) {
       this.metrics.attempts.inc({ provider: settled.provider, status: settled.attemptTo });
     }
