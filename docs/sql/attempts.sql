@@ -30,7 +30,8 @@ SELECT a.id, a.job_id FROM attempts a JOIN jobs j ON j.id = a.job_id
         LIMIT $1;
 
 -- name: find_job_id_of_attempt
-SELECT a.job_id FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE a.id = $1 AND ($2::text IS NULL OR j.owner_id = $2);
+SELECT a.job_id FROM attempts a JOIN jobs j ON j.id = a.job_id
+  WHERE a.id = $1 AND ($2::text IS NULL OR j.owner_id = $2);
 
 -- name: find_overdue_attempts
 SELECT id, job_id FROM attempts

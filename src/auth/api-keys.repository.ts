@@ -68,7 +68,8 @@ export class ApiKeysRepository {
 
   async listKeys(): Promise<ApiKeyRecord[]> {
     const rows: ApiKeyRow[] = await this.dataSource.query(
-      'SELECT id, owner_id, scopes, created_at, expires_at, last_used_at, revoked_at FROM api_keys ORDER BY owner_id, created_at, id',
+      `SELECT id, owner_id, scopes, created_at, expires_at, last_used_at, revoked_at FROM api_keys
+        ORDER BY owner_id, created_at, id`,
     );
     return rows.map(recordOf);
   }
@@ -96,7 +97,8 @@ export class ApiKeysRepository {
     return this.dataSource.transaction(async (manager) => {
       await manager.query('LOCK TABLE api_keys IN SHARE ROW EXCLUSIVE MODE');
       const rows: Array<{ id: string }> = await manager.query(
-        `INSERT INTO api_keys (owner_id, key_hash, scopes) SELECT $1, $2, $3 WHERE NOT EXISTS (SELECT 1 FROM api_keys) RETURNING id`,
+        `INSERT INTO api_keys (owner_id, key_hash, scopes) SELECT $1, $2, $3
+          WHERE NOT EXISTS (SELECT 1 FROM api_keys) RETURNING id`,
         [ownerId, keyHash, scopes],
       );
       return rows[0]?.id;

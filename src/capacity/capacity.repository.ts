@@ -175,7 +175,8 @@ export class CapacityRepository {
   async pauses(manager?: Queryable): Promise<Map<string, number>> {
     const rows = await rowsOf<{ provider: string; ms: number }>(
       on(this.dataSource, manager),
-      `SELECT provider, (extract(epoch FROM paused_until - now()) * 1000)::float8 AS ms FROM provider_state WHERE paused_until > now()`,
+      `SELECT provider, (extract(epoch FROM paused_until - now()) * 1000)::float8 AS ms FROM provider_state
+        WHERE paused_until > now()`,
     );
     return new Map(rows.map((r) => [r.provider, r.ms]));
   }

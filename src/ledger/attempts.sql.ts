@@ -169,7 +169,8 @@ export const LIST_ATTEMPTS_OF_JOB = statement(
 
 export const FIND_JOB_ID_OF_ATTEMPT = statement(
   'find_job_id_of_attempt',
-  'SELECT a.job_id FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE a.id = $1 AND ($2::text IS NULL OR j.owner_id = $2)',
+  `SELECT a.job_id FROM attempts a JOIN jobs j ON j.id = a.job_id
+  WHERE a.id = $1 AND ($2::text IS NULL OR j.owner_id = $2)`,
 );
 
 export const OPERATION_OF_JOB = statement('operation_of_job', 'SELECT operation FROM jobs WHERE id = $1');

@@ -10,10 +10,8 @@ import { join, relative } from 'node:path';
 const ROOT = join(import.meta.dirname, '..', '..');
 const SRC = join(ROOT, 'src');
 const LEDGER_TABLES = ['jobs', 'attempts', 'job_events', 'batches', 'batch_items'];
-const WRITE = new RegExp(
-  String.raw`\b(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM|MERGE\s+INTO|TRUNCATE(?:\s+TABLE)?)\s+(${LEDGER_TABLES.join('|')})\b`,
-  'gi',
-);
+const VERBS = String.raw`INSERT\s+INTO|UPDATE|DELETE\s+FROM|MERGE\s+INTO|TRUNCATE(?:\s+TABLE)?`;
+const WRITE = new RegExp(String.raw`\b(?:${VERBS})\s+(${LEDGER_TABLES.join('|')})\b`, 'gi');
 const LEDGER_STATEMENTS = /from\s+'[^']*\/ledger\/[^']+\.sql\.js'/g;
 
 /** file → the tables its documented exception writes. */

@@ -36,7 +36,12 @@ export const SETTLE_RESULTS = prepared(
          -- announcement in this same statement, so a committed win is always announced and a loss never is.
          INSERT INTO webhook_deliveries (endpoint_id, owner_id, job_id, event_type, payload)
          SELECT w.id, won.owner_id, won.id, 'job.succeeded',
-                ${announcementSql('won', { type: "'job.succeeded'", attemptId: 'NULL', status: "'succeeded'", error: 'NULL' })}
+                ${announcementSql('won', {
+                  type: "'job.succeeded'",
+                  attemptId: 'NULL',
+                  status: "'succeeded'",
+                  error: 'NULL',
+                })}
            FROM won JOIN webhook_endpoints w ON w.owner_id = won.owner_id AND w.status = 'enabled'
              AND 'job.succeeded' = ANY (w.events)
           RETURNING job_id
