@@ -59,6 +59,8 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
   private unsubscribe?: () => void;
   /** The last claim stopped at an owner's share, not at the room: more is due (FairClaim.more). */
   private moreDue = false;
+  /** The last claim saw at most one owner, uncapped: the next starts with the sole-owner claim (CLAIM_SOLE). */
+  private soleOwner = false;
   /** When the emptiest rate bucket that held back a job last has room again (epoch ms); Infinity when none did. */
   private refilledAt = Infinity;
 
@@ -242,8 +244,10 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
     return this.ledgers.run(
       async (ledger) => {
         await refreshed;
-        const claim = await ledger.claimDue(limit, this.capacity.rooms(this.catalog.listProviders(), limit));
+        const rooms = this.capacity.rooms(this.catalog.listProviders(), limit);
+        const claim = await ledger.claimDue(limit, rooms, this.soleOwner);
         this.moreDue = claim.more;
+        this.soleOwner = claim.ownersPresent <= 1 && !claim.shares.some((s) => s.capped);
         const jobs = await ledger.shareOut(claim);
         const candidates: Candidate[] = [];
         for (const job of jobs) {
