@@ -13,6 +13,7 @@ import type { Lease } from '../capacity/capacity.repository.js';
 import type { BreakerState, ProviderState } from '../capacity/capacity.rules.js';
 import { grant, isGated, leaseTtlMs, msUntilRoom } from '../capacity/capacity.rules.js';
 import { ProviderCapacity } from '../capacity/provider-capacity.js';
+import { shutdownController } from '../common/deadline.js';
 import { safeErrorFields } from '../common/log-safe.js';
 import { Wakeup } from '../common/wakeup.js';
 import { type AppConfig, appConfig } from '../config/app.config.js';
@@ -52,7 +53,7 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
    * when the call returns, so the next claim overlaps the recording of its outcome (a batch of settlements).
    */
   private calls = 0;
-  private readonly shutdown = new AbortController();
+  private readonly shutdown = shutdownController();
   private stopping = false;
   private loop?: Promise<void>;
   private readonly wakeup = new Wakeup();
