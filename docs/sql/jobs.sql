@@ -95,6 +95,43 @@ WITH RECURSIVE free_owners AS (
          FROM picked p JOIN jobs j ON j.id = p.id JOIN owners o ON o.owner_id = p.owner_id
         ORDER BY p.tag, p.coin;
 
+-- name: claim_sole
+-- prepared: oj_claim_sole (DB_PREPARED_STATEMENTS)
+WITH sets AS MATERIALIZED (
+         SELECT f.lo, (SELECT min(owner_id) FROM jobs WHERE waiting_for IS NULL AND owner_id > f.lo AND next_attempt_at IS NOT NULL AND next_attempt_at <= now() AND status IN ('pending', 'running', 'unknown')) AS next
+           FROM (SELECT (SELECT min(owner_id) FROM jobs WHERE waiting_for IS NULL AND next_attempt_at IS NOT NULL AND next_attempt_at <= now() AND status IN ('pending', 'running', 'unknown')) AS lo) f
+         UNION ALL
+         SELECT w.lo,
+                (SELECT min(owner_id) FROM jobs WHERE waiting_for = w.provider AND owner_id > w.lo AND next_attempt_at IS NOT NULL AND next_attempt_at <= now() AND status IN ('pending', 'running', 'unknown')) AS next
+           FROM (SELECT q.provider, (SELECT min(owner_id) FROM jobs WHERE waiting_for = q.provider AND next_attempt_at IS NOT NULL AND next_attempt_at <= now() AND status IN ('pending', 'running', 'unknown')) AS lo
+                   FROM unnest($2::text[], $3::int[]) AS q(provider, room) WHERE q.room > 0) w
+       ), span AS MATERIALIZED (
+         SELECT min(lo) AS lo, max(lo) AS hi, bool_or(next IS NOT NULL) AS others FROM sets
+       ), sole AS MATERIALIZED (
+         SELECT s.lo AS owner_id FROM span s
+          WHERE s.lo = s.hi AND NOT s.others
+            AND NOT EXISTS (SELECT 1 FROM owner_shares o WHERE o.owner_id = s.lo AND o.max_concurrency IS NOT NULL)
+       ), free AS (
+         SELECT id, priority, next_attempt_at FROM jobs
+          WHERE owner_id = (SELECT owner_id FROM sole) AND waiting_for IS NULL AND next_attempt_at IS NOT NULL AND next_attempt_at <= now() AND status IN ('pending', 'running', 'unknown')
+          ORDER BY priority DESC, next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED
+       ), waiting AS (
+         SELECT w.id, w.priority, w.next_attempt_at FROM unnest($2::text[], $3::int[]) AS q(provider, room)
+          CROSS JOIN LATERAL (
+            SELECT id, priority, next_attempt_at FROM jobs
+             WHERE waiting_for = q.provider AND owner_id = (SELECT owner_id FROM sole) AND next_attempt_at IS NOT NULL AND next_attempt_at <= now() AND status IN ('pending', 'running', 'unknown')
+             ORDER BY priority DESC, next_attempt_at LIMIT q.room FOR UPDATE SKIP LOCKED
+          ) w
+          WHERE q.room > 0
+       ), picked AS (
+         SELECT id, priority, next_attempt_at FROM (SELECT * FROM free UNION ALL SELECT * FROM waiting) x
+          ORDER BY priority DESC, next_attempt_at LIMIT $1
+       )
+       SELECT j.id, j.owner_id, j.idempotency_key, j.fingerprint, j.operation, j.input, j.providers, j.status, j.version,
+  j.result, j.error, j.completed_by, j.created_at, j.updated_at, j.completed_at, j.trace_context, j.priority, COALESCE((SELECT json_agg(a ORDER BY a.number) FROM attempts a WHERE a.job_id = j.id), '[]'::json) AS attempts, s.lo IS NOT NULL AND NOT EXISTS (SELECT 1 FROM sole) AS fair
+         FROM span s LEFT JOIN (picked p JOIN jobs j ON j.id = p.id) ON true
+        ORDER BY p.priority DESC, p.next_attempt_at;
+
 -- name: defer_on
 UPDATE jobs SET status = 'pending', updated_at = now(), waiting_for = $2,
               next_attempt_at = now() + make_interval(secs => $3::float8 / 1000)

@@ -13,6 +13,7 @@ import type { Lease } from '../capacity/capacity.repository.js';
 import type { BreakerState, ProviderState } from '../capacity/capacity.rules.js';
 import { grant, isGated, leaseTtlMs, msUntilRoom } from '../capacity/capacity.rules.js';
 import { ProviderCapacity } from '../capacity/provider-capacity.js';
+import { shutdownController } from '../common/deadline.js';
 import { safeErrorFields } from '../common/log-safe.js';
 import { Wakeup } from '../common/wakeup.js';
 import { type AppConfig, appConfig } from '../config/app.config.js';
@@ -52,13 +53,15 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
    * when the call returns, so the next claim overlaps the recording of its outcome (a batch of settlements).
    */
   private calls = 0;
-  private readonly shutdown = new AbortController();
+  private readonly shutdown = shutdownController();
   private stopping = false;
   private loop?: Promise<void>;
   private readonly wakeup = new Wakeup();
   private unsubscribe?: () => void;
   /** The last claim stopped at an owner's share, not at the room: more is due (FairClaim.more). */
   private moreDue = false;
+  /** The last claim saw at most one owner, uncapped: the next starts with the sole-owner claim (CLAIM_SOLE). */
+  private soleOwner = false;
   /** When the emptiest rate bucket that held back a job last has room again (epoch ms); Infinity when none did. */
   private refilledAt = Infinity;
 
@@ -242,8 +245,10 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
     return this.ledgers.run(
       async (ledger) => {
         await refreshed;
-        const claim = await ledger.claimDue(limit, this.capacity.rooms(this.catalog.listProviders(), limit));
+        const rooms = this.capacity.rooms(this.catalog.listProviders(), limit);
+        const claim = await ledger.claimDue(limit, rooms, this.soleOwner);
         this.moreDue = claim.more;
+        this.soleOwner = claim.ownersPresent <= 1 && !claim.shares.some((s) => s.capped);
         const jobs = await ledger.shareOut(claim);
         const candidates: Candidate[] = [];
         for (const job of jobs) {

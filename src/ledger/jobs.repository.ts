@@ -19,6 +19,7 @@ import {
 import {
   CHARGE_OWNERS,
   CLAIM_DUE,
+  CLAIM_SOLE,
   DEFER_ON,
   FIND_OWNED_BY_ID,
   FIND_OWNED_BY_KEY,
@@ -136,6 +137,8 @@ export interface FairClaim {
   /** Owners with due work for the claim's slots (the charges are skipped when only one had any). */
   ownersPresent: number;
   shares: OwnerShare[];
+  /** CLAIM_SOLE took it (one owner alone had due work), not CLAIM_DUE. */
+  sole: boolean;
 }
 
 /** The jobs table. Reads take the owner (I7); writes are reached only through the Ledger. */
@@ -319,14 +322,26 @@ export class JobsRepository {
    * by owner in turn (CLAIM_DUE, docs/design.md#fair-share). SKIP LOCKED lets any number of workers claim side by
    * side; a job is never handed to two of them. Jobs waiting for capacity (docs/design.md#capacity) are read from
    * their own index, at most `rooms[i]` for `providers[i]`: a backlog on a capped provider costs a claim nothing
-   * while that provider has no room.
+   * while that provider has no room. With `sole` (the last claim saw one owner), CLAIM_SOLE first, and CLAIM_DUE
+   * only when it finds another owner (or a cap) to be fair to.
    */
-  async claimDue(limit: number, waiting: WaitingRoom, manager: Queryable): Promise<FairClaim> {
-    const rows = await rowsOf<JobWithAttemptsRow & ClaimShareRow>(manager, CLAIM_DUE, [
-      limit,
-      waiting.providers,
-      waiting.rooms,
-    ]);
+  async claimDue(limit: number, waiting: WaitingRoom, manager: Queryable, sole = false): Promise<FairClaim> {
+    const params = [limit, waiting.providers, waiting.rooms];
+    if (sole) {
+      const found = await rowsOf<JobWithAttemptsRow & { fair: boolean }>(manager, CLAIM_SOLE, params);
+      if (!found[0]?.fair) {
+        const jobs = found.filter((row) => row.id !== null).map(jobWithAttemptsFromRow);
+        const ownerId = jobs[0]?.ownerId;
+        return {
+          jobs,
+          more: false,
+          ownersPresent: ownerId === undefined ? 0 : 1,
+          shares: ownerId === undefined ? [] : [{ ownerId, start: 0, weight: 1, capped: false, jobs: jobs.length }],
+          sole: true,
+        };
+      }
+    }
+    const rows = await rowsOf<JobWithAttemptsRow & ClaimShareRow>(manager, CLAIM_DUE, params);
     const shares = new Map<string, OwnerShare>();
     for (const row of rows) {
       const share = shares.get(row.owner_id) ?? {
@@ -344,6 +359,7 @@ export class JobsRepository {
       more: rows[0]?.more === true,
       ownersPresent: rows[0]?.owners_present ?? 0,
       shares: [...shares.values()],
+      sole: false,
     };
   }
 

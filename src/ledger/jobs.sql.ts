@@ -224,6 +224,53 @@ export const CLAIM_DUE = prepared(
 );
 
 /**
+ * The claim while one owner alone has due work (docs/design.md#fair-share, the sole-owner claim): with nobody to be
+ * fair to, its highest priority then oldest first, as before fair share, at a fraction of CLAIM_DUE's planning and
+ * execution (docs/benchmarks.md). `sets` are the loose scans' first two probes in each set with room (its lowest
+ * owner with due work, and the next one after it): only when every set names one and the same owner, with no
+ * other after it, and that owner has no cap, are its jobs read and locked with SKIP LOCKED. (Not a `max`: a
+ * backward scan would walk every running job's future deadline before it found a due one.) Otherwise nothing is
+ * locked and the one row, `fair` true, sends the claim on to CLAIM_DUE in the same transaction: a second owner's
+ * first job is never one claim late. One row with a NULL id and `fair` false: nothing is due where there is room.
+ */
+export const CLAIM_SOLE = prepared(
+  'claim_sole',
+  `WITH sets AS MATERIALIZED (
+         SELECT f.lo, (SELECT min(owner_id) FROM jobs WHERE waiting_for IS NULL AND owner_id > f.lo AND ${DUE}) AS next
+           FROM (SELECT (SELECT min(owner_id) FROM jobs WHERE waiting_for IS NULL AND ${DUE}) AS lo) f
+         UNION ALL
+         SELECT w.lo,
+                (SELECT min(owner_id) FROM jobs WHERE waiting_for = w.provider AND owner_id > w.lo AND ${DUE}) AS next
+           FROM (SELECT q.provider, (SELECT min(owner_id) FROM jobs WHERE waiting_for = q.provider AND ${DUE}) AS lo
+                   FROM unnest($2::text[], $3::int[]) AS q(provider, room) WHERE q.room > 0) w
+       ), span AS MATERIALIZED (
+         SELECT min(lo) AS lo, max(lo) AS hi, bool_or(next IS NOT NULL) AS others FROM sets
+       ), sole AS MATERIALIZED (
+         SELECT s.lo AS owner_id FROM span s
+          WHERE s.lo = s.hi AND NOT s.others
+            AND NOT EXISTS (SELECT 1 FROM owner_shares o WHERE o.owner_id = s.lo AND o.max_concurrency IS NOT NULL)
+       ), free AS (
+         SELECT id, priority, next_attempt_at FROM jobs
+          WHERE owner_id = (SELECT owner_id FROM sole) AND waiting_for IS NULL AND ${DUE}
+          ORDER BY priority DESC, next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED
+       ), waiting AS (
+         SELECT w.id, w.priority, w.next_attempt_at FROM unnest($2::text[], $3::int[]) AS q(provider, room)
+          CROSS JOIN LATERAL (
+            SELECT id, priority, next_attempt_at FROM jobs
+             WHERE waiting_for = q.provider AND owner_id = (SELECT owner_id FROM sole) AND ${DUE}
+             ORDER BY priority DESC, next_attempt_at LIMIT q.room FOR UPDATE SKIP LOCKED
+          ) w
+          WHERE q.room > 0
+       ), picked AS (
+         SELECT id, priority, next_attempt_at FROM (SELECT * FROM free UNION ALL SELECT * FROM waiting) x
+          ORDER BY priority DESC, next_attempt_at LIMIT $1
+       )
+       SELECT ${JOB_COLUMNS}, ${ATTEMPTS_OF_J}, s.lo IS NOT NULL AND NOT EXISTS (SELECT 1 FROM sole) AS fair
+         FROM span s LEFT JOIN (picked p JOIN jobs j ON j.id = p.id) ON true
+        ORDER BY p.priority DESC, p.next_attempt_at`,
+);
+
+/**
  * A claim's charges (JobsRepository.chargeOwners): `inc` is the jobs it took over the owner's weight. Upserted in
  * owner order, so two claims charging the same owners wait on each other in one order and never deadlock.
  */

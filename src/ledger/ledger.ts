@@ -105,8 +105,8 @@ export class Ledger {
    * Up to `limit` due jobs with their attempts, owner by owner in turn (docs/design.md#fair-share), locked (SKIP
    * LOCKED) until this transaction ends; of the jobs waiting for capacity, at most the room each provider has.
    */
-  claimDue(limit: number, waiting: WaitingRoom = { providers: [], rooms: [] }): Promise<FairClaim> {
-    return this.repos.jobs.claimDue(limit, waiting, this.manager);
+  claimDue(limit: number, waiting: WaitingRoom = { providers: [], rooms: [] }, sole = false): Promise<FairClaim> {
+    return this.repos.jobs.claimDue(limit, waiting, this.manager, sole);
   }
 
   /**
