@@ -9,7 +9,7 @@
 import pg from 'pg';
 
 import { statementName } from '../src/database/prepared-statements.js';
-import { CLAIM_DUE, CLAIM_SOLE } from '../src/ledger/jobs.repository.js';
+import { CLAIM_DUE, CLAIM_SOLE } from '../src/ledger/jobs.sql.js';
 
 const JOBS = 100_000;
 const RUNS = 300;
@@ -75,10 +75,10 @@ export async function claimCase(pool: pg.Pool): Promise<ClaimRow[]> {
       await seed(pool, owners);
       const statements: Array<[ClaimRow['statement'], string[]]> = [
         ['fifo (before fair share)', [FIFO]],
-        ['CLAIM_SOLE', [CLAIM_SOLE]],
-        ['CLAIM_DUE', [CLAIM_DUE]],
+        ['CLAIM_SOLE', [CLAIM_SOLE.text]],
+        ['CLAIM_DUE', [CLAIM_DUE.text]],
       ];
-      if (owners > 1) statements[1] = ['CLAIM_SOLE then CLAIM_DUE', [CLAIM_SOLE, CLAIM_DUE]];
+      if (owners > 1) statements[1] = ['CLAIM_SOLE then CLAIM_DUE', [CLAIM_SOLE.text, CLAIM_DUE.text]];
       const times = statements.map(() => ({
         named: [] as number[],
         generic: [] as number[],

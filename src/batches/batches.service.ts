@@ -1,16 +1,16 @@
 import { Injectable } from '@nestjs/common';
-import { DataSource } from 'typeorm';
 
 import { isGated } from '../capacity/capacity.rules.js';
 import { DomainError, NotFoundError, ValidationFailedError } from '../common/domain.errors.js';
 import { fingerprintOf } from '../common/fingerprint.js';
 import { badCursor, decodeCursor } from '../common/keyset-page.js';
 import { withBackgroundQueryBound } from '../common/request-context.js';
-import { inTransaction } from '../database/transactions.js';
 import type { Batch, BatchItem, BatchProgress, ListedBatchItem } from '../ledger/batch.types.js';
+import { BatchWriter } from '../ledger/batch-writer.js';
 import { BatchesRepository, type NewBatchJob } from '../ledger/batches.repository.js';
 import { isTerminal, type JobStatus } from '../ledger/job.types.js';
 import { JobSignals } from '../ledger/job-signals.js';
+import { OverBudgetError } from '../ledger/ledger.errors.js';
 import { LedgerFactory } from '../ledger/ledger.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { CatalogService } from '../providers/catalog.service.js';
@@ -46,8 +46,8 @@ export class BatchesService {
   private readonly catalogView: BatchCatalog;
 
   constructor(
-    private readonly dataSource: DataSource,
     private readonly batches: BatchesRepository,
+    private readonly writer: BatchWriter,
     private readonly ledgers: LedgerFactory,
     private readonly catalog: CatalogService,
     private readonly signals: JobSignals,
@@ -107,7 +107,7 @@ export class BatchesService {
     return { batch: progress ?? this.asProgress(written.batch), items: written.items, replayed: false };
   }
 
-  /** The batch's transaction: its row, its jobs, the items that replayed or conflict, its count of live jobs. */
+  /** The batch's transaction (BatchWriter, in the ledger); over the owner's budget, the 429. */
   private async write(
     ownerId: string,
     idempotencyKey: string,
@@ -115,56 +115,11 @@ export class BatchesService {
     command: BatchCommand,
     jobs: NewBatchJob[],
   ) {
-    const budgeted = jobs.some((job) => job.worstCaseTokens !== undefined);
-    const traceContext = currentTraceparent();
-    return inTransaction(this.dataSource, async (manager) => {
-      const { metadata, priority } = command;
-      const batch = await this.batches.insertBatch(
-        { ownerId, idempotencyKey, fingerprint, metadata, priority, itemCount: jobs.length },
-        manager,
-      );
-      if (!batch) return undefined;
-      const budget = budgeted ? await this.batches.lockBudget(ownerId, manager) : undefined;
-      if (budget) {
-        const { admitted, used } = await this.batches.checkBudget(ownerId, jobs, budget, manager);
-        // The whole batch or none of it: the rollback takes the batch row too.
-        if (!admitted) throw this.budgets.exceeded({ monthlyLimit: budget.limit, currency: budget.currency }, used);
-      }
-      const created = await this.batches.insertJobs(
-        ownerId,
-        batch,
-        jobs,
-        { currency: budget?.currency ?? null, traceContext },
-        manager,
-      );
-      const skipped = jobs.filter((job) => !created.has(job.ord));
-      const found = skipped.length
-        ? await this.batches.lockExisting(
-            ownerId,
-            skipped.map((j) => j.idempotencyKey),
-            manager,
-          )
-        : [];
-      const existing = new Map(found.map((j) => [j.idempotencyKey, j]));
-      let live = created.size;
-      const rest: BatchItem[] = skipped.map((job) => {
-        const named = existing.get(job.idempotencyKey);
-        // The key was taken when the INSERT skipped it; only the retention purge can have removed it since.
-        if (!named) throw new DomainError('service_unavailable', 503, 'A job of the batch was purged just now; retry.');
-        const item = { index: job.ord, key: job.idempotencyKey };
-        if (named.fingerprint !== job.fingerprint) return { ...item, outcome: 'conflict', jobId: null };
-        if (!isTerminal(named.status)) live++;
-        return { ...item, outcome: 'replayed', jobId: named.id };
-      });
-      const finished = await this.batches.finish(batch.id, rest, live, manager);
-      const announced = live === 0 ? await this.batches.announceCompleted(batch.id, manager) : 0;
-      const byIndex = new Map(rest.map((item) => [item.index, item]));
-      const items: BatchItem[] = jobs.map((job) => {
-        const jobId = created.get(job.ord) ?? null;
-        const own: BatchItem = { index: job.ord, key: job.idempotencyKey, outcome: 'created', jobId };
-        return byIndex.get(job.ord) ?? own;
-      });
-      return { batch: finished, items, created: created.size, announced };
+    const { metadata, priority } = command;
+    const batch = { ownerId, idempotencyKey, fingerprint, metadata, priority, itemCount: jobs.length };
+    return this.writer.write(batch, jobs, currentTraceparent()).catch((error: unknown) => {
+      if (!(error instanceof OverBudgetError)) throw error;
+      throw this.budgets.exceeded(error, error.used);
     });
   }
 

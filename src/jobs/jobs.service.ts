@@ -97,7 +97,7 @@ export class JobsService {
     const waitingFor = isGated(primary) ? primary.name : null;
     const fingerprint = fingerprintOf(command);
     const job = await traced('onejob.job.create', { 'onejob.operation': operation.name }, () =>
-      this.jobs.insertJob({
+      this.ledgers.create({
         ownerId,
         idempotencyKey,
         fingerprint,

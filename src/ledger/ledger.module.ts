@@ -2,6 +2,7 @@ import { Module } from '@nestjs/common';
 
 import { CapacityModule } from '../capacity/capacity.module.js';
 import { AttemptsRepository } from './attempts.repository.js';
+import { BatchWriter } from './batch-writer.js';
 import { BatchesRepository } from './batches.repository.js';
 import { JobEventsRepository } from './job-events.repository.js';
 import { JobSignals } from './job-signals.js';
@@ -18,6 +19,7 @@ import { SettlementRepository } from './settlement.repository.js';
     JobEventsRepository,
     SettlementRepository,
     BatchesRepository,
+    BatchWriter,
     LedgerFactory,
     JobSignals,
   ],
@@ -27,6 +29,7 @@ import { SettlementRepository } from './settlement.repository.js';
     AttemptsRepository,
     JobEventsRepository,
     BatchesRepository,
+    BatchWriter,
     LedgerFactory,
     JobSignals,
   ],

@@ -18,7 +18,7 @@ import {
 import type { Job, JobStatus, JobWithAttempts } from './job.types.js';
 import { type JobEvent, JobEventsRepository } from './job-events.repository.js';
 import { JobSignals } from './job-signals.js';
-import { type FairClaim, JobsRepository, type OwnerCharge } from './jobs.repository.js';
+import { type FairClaim, JobsRepository, type NewJob, type OwnerCharge } from './jobs.repository.js';
 import { type Announcement, OUTBOX, type Outbox } from './outbox.port.js';
 import { SettlementRepository } from './settlement.repository.js';
 import { SettlementBatcher } from './settlement-batcher.js';
@@ -146,7 +146,9 @@ export class Ledger {
     return this.repos.capacity.handOver(moves, this.manager);
   }
 
-  /** A provider's state after this claim's grant, and the leases of the calls it starts, committed with their attempts. */
+  /**
+   * A provider's state after this claim's grant, and the leases of the calls it starts, committed with their attempts.
+   */
   saveProvider(state: ProviderState, leases: Lease[]): Promise<void> {
     return this.repos.capacity.commitGrant(state, leases, this.manager);
   }
@@ -440,6 +442,23 @@ export class LedgerFactory {
   }
 
   /**
+   * A new job and its `created` event, committed before it returns (JobsRepository.insertJob: the creates of a
+   * moment share one statement). A taken owner and key is DuplicateIdempotencyKeyError; a budget it would pass,
+   * OverBudgetError.
+   */
+  create(job: NewJob): Promise<Job> {
+    return this.repos.jobs.insertJob(job);
+  }
+
+  /**
+   * The attempts the reconciler looks up at their provider now, claimed for this period across replicas: each gets
+   * `provider_checked_at`, so no replica asks again within `periodMs` (AttemptsRepository.claimLookups).
+   */
+  claimLookups(providers: string[], periodMs: number, limit: number): Promise<Attempt[]> {
+    return this.repos.attempts.claimLookups(providers, periodMs, limit);
+  }
+
+  /**
    * Exactly one winner (I5): the first valid result to arrive takes the job by compare-and-swap; a later one
    * keeps only its digest. One autocommit statement (SettlementRepository.settleResults) locks, decides, writes
    * and records, for this result and the others that arrived with it (SettlementBatcher); metrics, the race log
@@ -464,7 +483,8 @@ export class LedgerFactory {
     });
     if (!settled) throw new Error(`attempt ${attemptId} of job ${jobId} was not found`);
     const provider = settled.provider;
-    if (settled.priorOutcome !== null) return { outcome: 'duplicate', provider }; // the same result delivered twice (worker and lookup)
+    // The same result delivered twice (worker and lookup).
+    if (settled.priorOutcome !== null) return { outcome: 'duplicate', provider };
     if (settled.attemptTo !== settled.attemptFrom) {
       this.metrics.attempts.inc({ provider: settled.provider, status: settled.attemptTo });
     }

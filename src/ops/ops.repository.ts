@@ -8,7 +8,7 @@ import {
   type ListedJob,
   listedJobFromRow,
 } from '../ledger/job.types.js';
-import { listedJobColumns } from '../ledger/jobs.repository.js';
+import { listedJobColumns } from '../ledger/job-columns.js';
 
 /** One row of a job's timeline, as job_events stores it. */
 export interface JobEventRow {

@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 
 import { type Queryable, rowsOf } from '../database/transactions.js';
-import { announcementBody, announcementSql, isoTimeSql } from '../ledger/announcement.sql.js';
+import { announcementBody, announcementSql, isoTimeSql } from '../ledger/announcement.js';
 import type { Announcement } from '../ledger/outbox.port.js';
 import type { CertificationReport } from '../providers/certification.types.js';
 import {
