@@ -1,6 +1,5 @@
 import { Module } from '@nestjs/common';
 
-import { CapacityModule } from '../capacity/capacity.module.js';
 import { AttemptsRepository } from './attempts.repository.js';
 import { BatchesRepository } from './batches.repository.js';
 import { JobEventsRepository } from './job-events.repository.js';
@@ -11,7 +10,6 @@ import { SettlementRepository } from './settlement.repository.js';
 
 /** The bottom of the graph: the jobs and attempts tables, their one writer, and the wake-ups between replicas. */
 @Module({
-  imports: [CapacityModule],
   providers: [
     JobsRepository,
     AttemptsRepository,
@@ -21,14 +19,6 @@ import { SettlementRepository } from './settlement.repository.js';
     LedgerFactory,
     JobSignals,
   ],
-  exports: [
-    CapacityModule,
-    JobsRepository,
-    AttemptsRepository,
-    JobEventsRepository,
-    BatchesRepository,
-    LedgerFactory,
-    JobSignals,
-  ],
+  exports: [JobsRepository, AttemptsRepository, JobEventsRepository, BatchesRepository, LedgerFactory, JobSignals],
 })
 export class LedgerModule {}
