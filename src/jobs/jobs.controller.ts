@@ -1,10 +1,11 @@
-import { Body, Controller, Get, HttpCode, Param, Post, Query, Res } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Param, Post, Query, Res, UseInterceptors } from '@nestjs/common';
 import { ApiCreatedResponse, ApiHeader, ApiOkResponse, ApiParam, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
 
 import { OwnerId, RequireScopes } from '../auth/auth.decorators.js';
 import { ApiEndpoint, headerRef } from '../common/api-docs.js';
 import { UuidPipe } from '../common/uuid.pipe.js';
+import { JobsIdempotency } from './idempotency.interceptor.js';
 import { JobPageView, JobView, toJobSummaryView, toJobView } from './job.view.js';
 import { sendJob } from './job-reply.js';
 import { CreateJobDto, ListJobsQueryDto } from './jobs.dto.js';
@@ -28,6 +29,7 @@ export class JobsController {
 
   @Post()
   @RequireScopes('jobs:write')
+  @UseInterceptors(JobsIdempotency)
   @ApiHeader({
     name: 'Idempotency-Key',
     required: true,
@@ -73,14 +75,9 @@ export class JobsController {
     @Body() body: CreateJobDto,
     @Res() reply: FastifyReply,
   ): Promise<void> {
-    const { job, replayed } = await this.jobs.submit(
-      ownerId,
-      idempotencyKey,
-      body,
-      wait,
-      wait ? clientGoneSignal(reply) : undefined,
-    );
-    sendJob(reply, replayed ? 200 : 201, job, { replayed, waited: wait });
+    // A key taken already is answered by JobsIdempotency: the replay, or 409.
+    const job = await this.jobs.create(ownerId, idempotencyKey, body, wait, wait ? clientGoneSignal(reply) : undefined);
+    sendJob(reply, 201, job, { waited: wait });
   }
 
   @Get(':id')
