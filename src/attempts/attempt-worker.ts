@@ -334,7 +334,9 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
     return { job, spec, cost: this.tokenCost(job, spec) };
   }
 
-  /** Tokens a call will count against tokensPerMinute: the rendered prompt by the provider's counter, plus maxTokens. */
+  /**
+   * Tokens a call will count against tokensPerMinute: the rendered prompt by the provider's counter, plus maxTokens.
+   */
   private tokenCost(job: JobWithAttempts, spec: ProviderSpec): number {
     if (spec.tokensPerMinute === undefined) return 0;
     const operation = this.catalog.operation(job.operation)!;

@@ -9,7 +9,10 @@ import { sendBatch } from './batch-reply.js';
 import { BatchKeyReusedError } from './batches.errors.js';
 import { BatchesService } from './batches.service.js';
 
-/** POST /v1/batches: a batch key holds a batch; its replay is the batch's progress now, with its items as first answered. */
+/**
+ * POST /v1/batches: a batch key holds a batch; its replay is the batch's progress now, with its items as first
+ * answered.
+ */
 @Injectable()
 export class BatchesIdempotency extends IdempotencyInterceptor<Batch> {
   protected readonly purged = 'The batch under this key is gone; retry.';

@@ -50,7 +50,10 @@ export type Gate = { kind: 'open' } | { kind: 'paused' | 'breaker_open'; untilMs
 
 export type Refusal = 'concurrency' | 'requests_per_minute' | 'tokens_per_minute' | 'paused' | 'breaker_open';
 
-/** How long a call's lease (and a half-open probe's turn) lasts from its claim: the call's hard timeout and the slack. */
+/**
+ * How long a call's lease (and a half-open probe's turn) lasts from its claim: the call's hard timeout and the
+ * slack.
+ */
 export const leaseTtlMs = (spec: ProviderSpec) => spec.hardTimeoutMs + LEASE_SLACK_MS;
 
 /**

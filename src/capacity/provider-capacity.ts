@@ -103,7 +103,10 @@ export class ProviderCapacity {
     }
   }
 
-  /** Per provider, how many jobs waiting on it for capacity a claim of `limit` jobs should take (roomFor, and spares). */
+  /**
+   * Per provider, how many jobs waiting on it for capacity a claim of `limit` jobs should take (roomFor, and
+   * spares).
+   */
   rooms(specs: ProviderSpec[], limit: number): WaitingRoom {
     return { providers: specs.map((s) => s.name), rooms: specs.map((s) => this.roomOf(s, limit)) };
   }
@@ -157,7 +160,10 @@ export class ProviderCapacity {
     });
   }
 
-  /** A counted failure (a definitive retryable failure other than a rate limit, or a timeout); no-op without a breaker. */
+  /**
+   * A counted failure (a definitive retryable failure other than a rate limit, or a timeout); no-op without a
+   * breaker.
+   */
   async recordFailure(spec: ProviderSpec, attemptId: string): Promise<void> {
     if (!spec.breaker) return;
     await this.update(spec, (state) => afterFailure(state, spec, attemptId));

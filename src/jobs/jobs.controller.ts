@@ -34,7 +34,8 @@ export class JobsController {
     name: 'Idempotency-Key',
     required: true,
     description:
-      '1-255 visible ASCII characters (0x21-0x7E), chosen by the client per intent (a UUIDv7 serves well). The same key with ' +
+      '1-255 visible ASCII characters (0x21-0x7E), chosen by the client per intent (a UUIDv7 serves ' +
+      'well). The same key with ' +
       'the same body (operation, input, providers; key order ignored) returns the same job; with another body, 409. ' +
       'Key policy: a key is bound to its intent for as long as the job exists. It never expires (no TTL), so a retry ' +
       'days later still finds the job and never creates a second one; a key cannot be reused for another intent. ' +
@@ -53,7 +54,9 @@ export class JobsController {
     operationId: 'createJob',
     summary: 'Create a job, idempotently',
     description:
-      'A new key answers 201 with Location. A repeated key with the same fingerprint answers 200 with `Idempotent-Replayed: true` and the current state of the job. No provider is called in the request: workers run the job.',
+      'A new key answers 201 with Location. A repeated key with the same fingerprint answers 200 ' +
+      'with `Idempotent-Replayed: true` and the current state of the job. No provider is called in ' +
+      'the request: workers run the job.',
     problems: [
       { status: 400, codes: ['idempotency_key_missing', 'idempotency_key_invalid', 'validation_failed'] },
       { status: 409, codes: ['idempotency_key_reused'] },

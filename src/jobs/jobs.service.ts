@@ -124,7 +124,10 @@ export class JobsService {
     return { items: page, nextCursor };
   }
 
-  /** The owner gives up the intent: the job is cancelled and its version bumped, so every in-flight result is discarded. */
+  /**
+   * The owner gives up the intent: the job is cancelled and its version bumped, so every in-flight result is
+   * discarded.
+   */
   async cancel(ownerId: string, id: string): Promise<JobWithAttempts> {
     await this.ledgers.run(async (ledger) => {
       const job = await ledger.lockOwnedJob(ownerId, id);
