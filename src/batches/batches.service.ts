@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 
 import { isGated } from '../capacity/capacity.rules.js';
-import { DomainError, NotFoundError, ValidationFailedError } from '../common/domain.errors.js';
+import { NotFoundError, ValidationFailedError } from '../common/domain.errors.js';
 import { fingerprintOf } from '../common/fingerprint.js';
 import { badCursor, decodeCursor } from '../common/keyset-page.js';
 import { withBackgroundQueryBound } from '../common/request-context.js';
@@ -10,7 +10,7 @@ import { BatchWriter } from '../ledger/batch-writer.js';
 import { BatchesRepository, type NewBatchJob } from '../ledger/batches.repository.js';
 import { isTerminal, type JobStatus } from '../ledger/job.types.js';
 import { JobSignals } from '../ledger/job-signals.js';
-import { OverBudgetError } from '../ledger/ledger.errors.js';
+import { DuplicateIdempotencyKeyError, OverBudgetError } from '../ledger/ledger.errors.js';
 import { LedgerFactory } from '../ledger/ledger.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { CatalogService } from '../providers/catalog.service.js';
@@ -22,12 +22,11 @@ import { BudgetsService, worstCaseTokens } from '../usage/budgets.service.js';
 import { batchFingerprint } from './batch-fingerprint.js';
 import { BatchProgressSource, batchStreamIds } from './batch-progress-source.js';
 import { type BatchCatalog, type BatchCommand, validateBatch } from './batch-validation.js';
-import { BatchKeyReusedError } from './batches.errors.js';
 
+/** A batch as its create answers it: its progress and every item's outcome. */
 export interface SubmittedBatch {
   batch: BatchProgress;
   items: BatchItem[];
-  replayed: boolean;
 }
 
 /** Jobs one transaction of a batch's cancel locks and cancels. */
@@ -64,8 +63,8 @@ export class BatchesService {
   }
 
   /**
-   * The batch's idempotency mapping: a plain INSERT of the batch row; when its key is taken, the stored batch
-   * answers as a replay for the same fingerprint, or 409 for another. No lookup before the INSERT.
+   * A plain INSERT of the batch row, no lookup first; when its key is taken, DuplicateIdempotencyKeyError, which
+   * the route's IdempotencyInterceptor answers (BatchesIdempotency: the stored batch replays, or 409).
    */
   async submit(ownerId: string, idempotencyKey: string, body: unknown): Promise<SubmittedBatch> {
     const { command, errors } = validateBatch(body, this.catalogView);
@@ -91,7 +90,7 @@ export class BatchesService {
     // The write's size is the client's choice: DB_QUERY_TIMEOUT_MS bounds it, not the request's shorter bound.
     const write = () => this.write(ownerId, idempotencyKey, fingerprint, command, jobs);
     const written = await withBackgroundQueryBound(write);
-    if (!written) return this.replay(ownerId, idempotencyKey, fingerprint);
+    if (!written) throw new DuplicateIdempotencyKeyError(ownerId, idempotencyKey, fingerprint);
     if (written.created) {
       for (const waitingFor of new Set(jobs.map((j) => j.waitingFor))) this.signals.jobsDue(waitingFor);
     }
@@ -104,7 +103,7 @@ export class BatchesService {
     // A batch of new jobs only is all pending with nothing spent: no need to read it back.
     const progress =
       written.created === jobs.length ? undefined : await this.batches.findProgress(written.batch.id, ownerId);
-    return { batch: progress ?? this.asProgress(written.batch), items: written.items, replayed: false };
+    return { batch: progress ?? this.asProgress(written.batch), items: written.items };
   }
 
   /** The batch's transaction (BatchWriter, in the ledger); over the owner's budget, the 429. */
@@ -123,19 +122,18 @@ export class BatchesService {
     });
   }
 
-  /** A batch request whose key was taken: the same intent answers the stored batch, another is refused. */
-  private async replay(ownerId: string, idempotencyKey: string, fingerprint: string): Promise<SubmittedBatch> {
-    const stored = await this.batches.findByKey(ownerId, idempotencyKey);
-    if (!stored) throw new DomainError('service_unavailable', 503, 'The batch under this key is gone; retry.');
-    if (stored.fingerprint !== fingerprint) {
-      this.metrics.idempotencyConflicts.inc();
-      throw new BatchKeyReusedError();
-    }
+  /** The owner's batch under this key, as stored: what a replay compares (BatchesIdempotency). */
+  findByKey(ownerId: string, idempotencyKey: string): Promise<Batch | undefined> {
+    return this.batches.findByKey(ownerId, idempotencyKey);
+  }
+
+  /** A replay's answer: the stored batch's progress now, and its items as first answered. */
+  async replayOf(stored: Batch): Promise<SubmittedBatch> {
     const [progress, items] = await Promise.all([
-      this.batches.findProgress(stored.id, ownerId),
+      this.batches.findProgress(stored.id, stored.ownerId),
       this.batches.items(stored.id),
     ]);
-    return { batch: progress ?? this.asProgress(stored), items, replayed: true };
+    return { batch: progress ?? this.asProgress(stored), items };
   }
 
   /** The owner's batch, or with `ops:read` (ownerId null) anyone's; another owner's answers 404 (I7). */

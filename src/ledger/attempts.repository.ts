@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 
-import { LEASE_SLACK_MS } from '../capacity/capacity.rules.js';
+import { LEASE_SLACK_MS } from '../config/catalog.types.js';
 import { uniqueViolationOf } from '../database/pg-errors.js';
 import { type Queryable, rowsOf, run } from '../database/transactions.js';
 import {

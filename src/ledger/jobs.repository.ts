@@ -1,7 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 
-import type { WaitingRoom } from '../capacity/capacity.rules.js';
 import { GroupCommit } from '../database/group-commit.js';
 import { uniqueViolationOf } from '../database/pg-errors.js';
 import { inTransaction, on, type Queryable, rowsOf, run } from '../database/transactions.js';
@@ -127,6 +126,15 @@ export interface OwnerCharge {
   owner_id: string;
   start: number;
   inc: number;
+}
+
+/**
+ * How many jobs waiting for capacity a claim may take per provider (docs/design.md#capacity): the claim's second
+ * argument, filled in by ProviderCapacity.rooms.
+ */
+export interface WaitingRoom {
+  providers: string[];
+  rooms: number[];
 }
 
 export interface FairClaim {

@@ -1,6 +1,5 @@
 import { Module } from '@nestjs/common';
 
-import { CapacityModule } from '../capacity/capacity.module.js';
 import { AttemptsRepository } from './attempts.repository.js';
 import { BatchWriter } from './batch-writer.js';
 import { BatchesRepository } from './batches.repository.js';
@@ -12,7 +11,6 @@ import { SettlementRepository } from './settlement.repository.js';
 
 /** The bottom of the graph: the jobs and attempts tables, their one writer, and the wake-ups between replicas. */
 @Module({
-  imports: [CapacityModule],
   providers: [
     JobsRepository,
     AttemptsRepository,
@@ -24,7 +22,6 @@ import { SettlementRepository } from './settlement.repository.js';
     JobSignals,
   ],
   exports: [
-    CapacityModule,
     JobsRepository,
     AttemptsRepository,
     JobEventsRepository,

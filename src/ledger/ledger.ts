@@ -1,11 +1,9 @@
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { DataSource, type EntityManager } from 'typeorm';
 
-import { CapacityRepository, type Lease } from '../capacity/capacity.repository.js';
-import type { ProviderState, WaitingRoom } from '../capacity/capacity.rules.js';
 import { canonicalJson, sha256Hex } from '../common/canonical-json.js';
 import { safeErrorFields } from '../common/log-safe.js';
-import { inTransaction } from '../database/transactions.js';
+import { inTransaction, type Queryable } from '../database/transactions.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { type Attempt, type AttemptStatus, NOT_SENT, type ResolvedBy, type Usage } from './attempt.types.js';
 import {
@@ -18,7 +16,7 @@ import {
 import type { Job, JobStatus, JobWithAttempts } from './job.types.js';
 import { type JobEvent, JobEventsRepository } from './job-events.repository.js';
 import { JobSignals } from './job-signals.js';
-import { type FairClaim, JobsRepository, type NewJob, type OwnerCharge } from './jobs.repository.js';
+import { type FairClaim, JobsRepository, type NewJob, type OwnerCharge, type WaitingRoom } from './jobs.repository.js';
 import { type Announcement, OUTBOX, type Outbox } from './outbox.port.js';
 import { SettlementRepository } from './settlement.repository.js';
 import { SettlementBatcher } from './settlement-batcher.js';
@@ -48,7 +46,6 @@ interface Repositories {
   jobs: JobsRepository;
   attempts: AttemptsRepository;
   settlements: SettlementRepository;
-  capacity: CapacityRepository;
 }
 
 /**
@@ -136,21 +133,12 @@ export class Ledger {
     return this.repos.jobs.releaseWaitsOutside(known, this.manager);
   }
 
-  /** The shared state of these providers, locked until this transaction ends (after the jobs: the lock order). */
-  lockProviders(providers: string[]): Promise<ProviderState[]> {
-    return this.repos.capacity.lock(providers, this.manager);
-  }
-
-  /** Finished calls' leases handed to this claim's attempts (ProviderCapacity.keepSpare); returns how many moved. */
-  handOverLeases(moves: Array<{ from: string; to: string; ttlMs: number }>): Promise<number> {
-    return this.repos.capacity.handOver(moves, this.manager);
-  }
-
   /**
-   * A provider's state after this claim's grant, and the leases of the calls it starts, committed with their attempts.
+   * This transaction, for what must commit with the ledger's writes but is not the ledger's: a claim's provider
+   * locks, leases and state (CapacityGate, src/capacity/). Jobs and attempts are written through the methods here.
    */
-  saveProvider(state: ProviderState, leases: Lease[]): Promise<void> {
-    return this.repos.capacity.commitGrant(state, leases, this.manager);
+  get transaction(): Queryable {
+    return this.manager;
   }
 
   /** Claimed jobs that must wait for capacity on `provider`: no attempt, their place in the queue kept. */
@@ -407,13 +395,12 @@ export class LedgerFactory {
     jobs: JobsRepository,
     attempts: AttemptsRepository,
     settlements: SettlementRepository,
-    capacity: CapacityRepository,
     private readonly events: JobEventsRepository,
     private readonly metrics: MetricsService,
     private readonly signals: JobSignals,
     @Optional() @Inject(OUTBOX) private readonly outbox?: Outbox,
   ) {
-    this.repos = { jobs, attempts, settlements, capacity };
+    this.repos = { jobs, attempts, settlements };
     this.settlements = new SettlementBatcher((writes) => settlements.settleResults(writes, this.dataSource.manager));
   }
 

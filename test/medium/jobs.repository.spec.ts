@@ -1,5 +1,5 @@
-import type { WaitingRoom } from '../../src/capacity/capacity.rules.js';
 import { fingerprintOf } from '../../src/common/fingerprint.js';
+import type { WaitingRoom } from '../../src/ledger/jobs.repository.js';
 import { JobsRepository, type NewJob } from '../../src/ledger/jobs.repository.js';
 import { DuplicateIdempotencyKeyError } from '../../src/ledger/ledger.errors.js';
 import { createAttempt, createJob } from '../factories/index.js';
