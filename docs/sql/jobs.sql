@@ -16,19 +16,23 @@ WITH c AS (
 -- name: claim_due
 -- prepared: oj_claim_due (DB_PREPARED_STATEMENTS)
 WITH RECURSIVE free_owners AS (
-         SELECT (SELECT min(owner_id) FROM jobs WHERE waiting_for IS NULL AND next_attempt_at IS NOT NULL AND next_attempt_at <= now() AND status IN ('pending', 'running', 'unknown')) AS owner_id
+         SELECT (SELECT min(owner_id) FROM jobs WHERE waiting_for IS NULL AND next_attempt_at IS NOT NULL AND next_attempt_at <= now()
+  AND status IN ('pending', 'running', 'unknown')) AS owner_id
          UNION ALL
          SELECT (SELECT min(j.owner_id) FROM jobs j
-                  WHERE j.waiting_for IS NULL AND j.owner_id > f.owner_id AND next_attempt_at IS NOT NULL AND next_attempt_at <= now() AND status IN ('pending', 'running', 'unknown'))
+                  WHERE j.waiting_for IS NULL AND j.owner_id > f.owner_id AND next_attempt_at IS NOT NULL AND next_attempt_at <= now()
+  AND status IN ('pending', 'running', 'unknown'))
            FROM free_owners f WHERE f.owner_id IS NOT NULL
        ), waiting_owners AS (
          SELECT q.provider, q.room,
-                (SELECT min(owner_id) FROM jobs WHERE waiting_for = q.provider AND next_attempt_at IS NOT NULL AND next_attempt_at <= now() AND status IN ('pending', 'running', 'unknown')) AS owner_id
+                (SELECT min(owner_id) FROM jobs WHERE waiting_for = q.provider AND next_attempt_at IS NOT NULL AND next_attempt_at <= now()
+  AND status IN ('pending', 'running', 'unknown')) AS owner_id
            FROM unnest($2::text[], $3::int[]) AS q(provider, room) WHERE q.room > 0
          UNION ALL
          SELECT w.provider, w.room,
                 (SELECT min(j.owner_id) FROM jobs j
-                  WHERE j.waiting_for = w.provider AND j.owner_id > w.owner_id AND next_attempt_at IS NOT NULL AND next_attempt_at <= now() AND status IN ('pending', 'running', 'unknown'))
+                  WHERE j.waiting_for = w.provider AND j.owner_id > w.owner_id AND next_attempt_at IS NOT NULL AND next_attempt_at <= now()
+  AND status IN ('pending', 'running', 'unknown'))
            FROM waiting_owners w WHERE w.owner_id IS NOT NULL
        ), demand AS (
          SELECT NULL::text AS provider, $1::int AS room, owner_id FROM free_owners WHERE owner_id IS NOT NULL
@@ -42,7 +46,8 @@ WITH RECURSIVE free_owners AS (
                         s.max_concurrency IS NOT NULL AS capped,
                         CASE WHEN s.max_concurrency IS NULL THEN $1::int
                              ELSE LEAST($1::int, GREATEST(0, s.max_concurrency - (
-                                    SELECT count(*) FROM jobs r WHERE r.owner_id = d.owner_id AND r.status = 'running')))::int
+                                    SELECT count(*) FROM jobs r WHERE r.owner_id = d.owner_id
+                                      AND r.status = 'running')))::int
                         END AS headroom
                    FROM (SELECT DISTINCT owner_id FROM demand) d LEFT JOIN owner_shares s ON s.owner_id = d.owner_id) o
        ), quotas AS MATERIALIZED (
@@ -59,7 +64,8 @@ WITH RECURSIVE free_owners AS (
                 c.id, c.priority, c.next_attempt_at
            FROM quotas q CROSS JOIN LATERAL (
              SELECT id, priority, next_attempt_at FROM jobs
-              WHERE owner_id = q.owner_id AND waiting_for IS NULL AND next_attempt_at IS NOT NULL AND next_attempt_at <= now() AND status IN ('pending', 'running', 'unknown')
+              WHERE owner_id = q.owner_id AND waiting_for IS NULL AND next_attempt_at IS NOT NULL AND next_attempt_at <= now()
+  AND status IN ('pending', 'running', 'unknown')
               ORDER BY priority DESC, next_attempt_at LIMIT q.quota FOR UPDATE SKIP LOCKED
            ) c WHERE q.provider IS NULL
          UNION ALL
@@ -67,12 +73,14 @@ WITH RECURSIVE free_owners AS (
                 c.id, c.priority, c.next_attempt_at
            FROM quotas q CROSS JOIN LATERAL (
              SELECT id, priority, next_attempt_at FROM jobs
-              WHERE waiting_for = q.provider AND owner_id = q.owner_id AND next_attempt_at IS NOT NULL AND next_attempt_at <= now() AND status IN ('pending', 'running', 'unknown')
+              WHERE waiting_for = q.provider AND owner_id = q.owner_id AND next_attempt_at IS NOT NULL AND next_attempt_at <= now()
+  AND status IN ('pending', 'running', 'unknown')
               ORDER BY priority DESC, next_attempt_at LIMIT q.quota FOR UPDATE SKIP LOCKED
            ) c WHERE q.provider IS NOT NULL
        ), in_sets AS (
          SELECT x.* FROM (
-           SELECT c.*, row_number() OVER (PARTITION BY c.provider ORDER BY c.start + c.turn / c.weight, c.coin, c.turn) AS slot
+           SELECT c.*, row_number() OVER (PARTITION BY c.provider ORDER BY c.start + c.turn / c.weight, c.coin,
+             c.turn) AS slot
              FROM (SELECT c.*, row_number() OVER (PARTITION BY c.provider, c.owner_id
                                                    ORDER BY c.priority DESC, c.next_attempt_at) AS turn
                      FROM candidates c) c
@@ -89,8 +97,10 @@ WITH RECURSIVE free_owners AS (
              OR EXISTS (SELECT 1 FROM candidates c WHERE c.quota < c.bound GROUP BY c.provider, c.owner_id, c.quota
                          HAVING count(*) >= c.quota) AS more
        )
-       SELECT j.id, j.owner_id, j.idempotency_key, j.fingerprint, j.operation, j.input, j.providers, j.status, j.version,
-  j.result, j.error, j.completed_by, j.created_at, j.updated_at, j.completed_at, j.trace_context, j.priority, COALESCE((SELECT json_agg(a ORDER BY a.number) FROM attempts a WHERE a.job_id = j.id), '[]'::json) AS attempts, p.start, p.weight, o.capped,
+       SELECT j.id, j.owner_id, j.idempotency_key, j.fingerprint, j.operation, j.input, j.providers,
+  j.status, j.version,
+  j.result, j.error, j.completed_by, j.created_at, j.updated_at, j.completed_at, j.trace_context, j.priority, COALESCE((SELECT json_agg(a ORDER BY a.number) FROM attempts a WHERE a.job_id = j.id),
+  '[]'::json) AS attempts, p.start, p.weight, o.capped,
               (SELECT present FROM owners LIMIT 1)::int AS owners_present, (SELECT more FROM more) AS more
          FROM picked p JOIN jobs j ON j.id = p.id JOIN owners o ON o.owner_id = p.owner_id
         ORDER BY p.tag, p.coin;
@@ -98,12 +108,16 @@ WITH RECURSIVE free_owners AS (
 -- name: claim_sole
 -- prepared: oj_claim_sole (DB_PREPARED_STATEMENTS)
 WITH sets AS MATERIALIZED (
-         SELECT f.lo, (SELECT min(owner_id) FROM jobs WHERE waiting_for IS NULL AND owner_id > f.lo AND next_attempt_at IS NOT NULL AND next_attempt_at <= now() AND status IN ('pending', 'running', 'unknown')) AS next
-           FROM (SELECT (SELECT min(owner_id) FROM jobs WHERE waiting_for IS NULL AND next_attempt_at IS NOT NULL AND next_attempt_at <= now() AND status IN ('pending', 'running', 'unknown')) AS lo) f
+         SELECT f.lo, (SELECT min(owner_id) FROM jobs WHERE waiting_for IS NULL AND owner_id > f.lo AND next_attempt_at IS NOT NULL AND next_attempt_at <= now()
+  AND status IN ('pending', 'running', 'unknown')) AS next
+           FROM (SELECT (SELECT min(owner_id) FROM jobs WHERE waiting_for IS NULL AND next_attempt_at IS NOT NULL AND next_attempt_at <= now()
+  AND status IN ('pending', 'running', 'unknown')) AS lo) f
          UNION ALL
          SELECT w.lo,
-                (SELECT min(owner_id) FROM jobs WHERE waiting_for = w.provider AND owner_id > w.lo AND next_attempt_at IS NOT NULL AND next_attempt_at <= now() AND status IN ('pending', 'running', 'unknown')) AS next
-           FROM (SELECT q.provider, (SELECT min(owner_id) FROM jobs WHERE waiting_for = q.provider AND next_attempt_at IS NOT NULL AND next_attempt_at <= now() AND status IN ('pending', 'running', 'unknown')) AS lo
+                (SELECT min(owner_id) FROM jobs WHERE waiting_for = w.provider AND owner_id > w.lo AND next_attempt_at IS NOT NULL AND next_attempt_at <= now()
+  AND status IN ('pending', 'running', 'unknown')) AS next
+           FROM (SELECT q.provider, (SELECT min(owner_id) FROM jobs WHERE waiting_for = q.provider AND next_attempt_at IS NOT NULL AND next_attempt_at <= now()
+  AND status IN ('pending', 'running', 'unknown')) AS lo
                    FROM unnest($2::text[], $3::int[]) AS q(provider, room) WHERE q.room > 0) w
        ), span AS MATERIALIZED (
          SELECT min(lo) AS lo, max(lo) AS hi, bool_or(next IS NOT NULL) AS others FROM sets
@@ -113,13 +127,15 @@ WITH sets AS MATERIALIZED (
             AND NOT EXISTS (SELECT 1 FROM owner_shares o WHERE o.owner_id = s.lo AND o.max_concurrency IS NOT NULL)
        ), free AS (
          SELECT id, priority, next_attempt_at FROM jobs
-          WHERE owner_id = (SELECT owner_id FROM sole) AND waiting_for IS NULL AND next_attempt_at IS NOT NULL AND next_attempt_at <= now() AND status IN ('pending', 'running', 'unknown')
+          WHERE owner_id = (SELECT owner_id FROM sole) AND waiting_for IS NULL AND next_attempt_at IS NOT NULL AND next_attempt_at <= now()
+  AND status IN ('pending', 'running', 'unknown')
           ORDER BY priority DESC, next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED
        ), waiting AS (
          SELECT w.id, w.priority, w.next_attempt_at FROM unnest($2::text[], $3::int[]) AS q(provider, room)
           CROSS JOIN LATERAL (
             SELECT id, priority, next_attempt_at FROM jobs
-             WHERE waiting_for = q.provider AND owner_id = (SELECT owner_id FROM sole) AND next_attempt_at IS NOT NULL AND next_attempt_at <= now() AND status IN ('pending', 'running', 'unknown')
+             WHERE waiting_for = q.provider AND owner_id = (SELECT owner_id FROM sole) AND next_attempt_at IS NOT NULL AND next_attempt_at <= now()
+  AND status IN ('pending', 'running', 'unknown')
              ORDER BY priority DESC, next_attempt_at LIMIT q.room FOR UPDATE SKIP LOCKED
           ) w
           WHERE q.room > 0
@@ -127,8 +143,10 @@ WITH sets AS MATERIALIZED (
          SELECT id, priority, next_attempt_at FROM (SELECT * FROM free UNION ALL SELECT * FROM waiting) x
           ORDER BY priority DESC, next_attempt_at LIMIT $1
        )
-       SELECT j.id, j.owner_id, j.idempotency_key, j.fingerprint, j.operation, j.input, j.providers, j.status, j.version,
-  j.result, j.error, j.completed_by, j.created_at, j.updated_at, j.completed_at, j.trace_context, j.priority, COALESCE((SELECT json_agg(a ORDER BY a.number) FROM attempts a WHERE a.job_id = j.id), '[]'::json) AS attempts, s.lo IS NOT NULL AND NOT EXISTS (SELECT 1 FROM sole) AS fair
+       SELECT j.id, j.owner_id, j.idempotency_key, j.fingerprint, j.operation, j.input, j.providers,
+  j.status, j.version,
+  j.result, j.error, j.completed_by, j.created_at, j.updated_at, j.completed_at, j.trace_context, j.priority, COALESCE((SELECT json_agg(a ORDER BY a.number) FROM attempts a WHERE a.job_id = j.id),
+  '[]'::json) AS attempts, s.lo IS NOT NULL AND NOT EXISTS (SELECT 1 FROM sole) AS fair
          FROM span s LEFT JOIN (picked p JOIN jobs j ON j.id = p.id) ON true
         ORDER BY p.priority DESC, p.next_attempt_at;
 
@@ -139,13 +157,17 @@ UPDATE jobs SET status = 'pending', updated_at = now(), waiting_for = $2,
 
 -- name: find_owned_job_by_id
 -- prepared: oj_find_owned_job_by_id (DB_PREPARED_STATEMENTS)
-SELECT j.id, j.owner_id, j.idempotency_key, j.fingerprint, j.operation, j.input, j.providers, j.status, j.version,
-  j.result, j.error, j.completed_by, j.created_at, j.updated_at, j.completed_at, j.trace_context, j.priority, COALESCE((SELECT json_agg(a ORDER BY a.number) FROM attempts a WHERE a.job_id = j.id), '[]'::json) AS attempts FROM jobs j WHERE j.id = $1 AND j.owner_id = $2;
+SELECT j.id, j.owner_id, j.idempotency_key, j.fingerprint, j.operation, j.input, j.providers,
+  j.status, j.version,
+  j.result, j.error, j.completed_by, j.created_at, j.updated_at, j.completed_at, j.trace_context, j.priority, COALESCE((SELECT json_agg(a ORDER BY a.number) FROM attempts a WHERE a.job_id = j.id),
+  '[]'::json) AS attempts FROM jobs j WHERE j.id = $1 AND j.owner_id = $2;
 
 -- name: find_owned_job_by_key
 -- prepared: oj_find_owned_job_by_key (DB_PREPARED_STATEMENTS)
-SELECT j.id, j.owner_id, j.idempotency_key, j.fingerprint, j.operation, j.input, j.providers, j.status, j.version,
-  j.result, j.error, j.completed_by, j.created_at, j.updated_at, j.completed_at, j.trace_context, j.priority, COALESCE((SELECT json_agg(a ORDER BY a.number) FROM attempts a WHERE a.job_id = j.id), '[]'::json) AS attempts FROM jobs j WHERE j.owner_id = $1 AND j.idempotency_key = $2;
+SELECT j.id, j.owner_id, j.idempotency_key, j.fingerprint, j.operation, j.input, j.providers,
+  j.status, j.version,
+  j.result, j.error, j.completed_by, j.created_at, j.updated_at, j.completed_at, j.trace_context, j.priority, COALESCE((SELECT json_agg(a ORDER BY a.number) FROM attempts a WHERE a.job_id = j.id),
+  '[]'::json) AS attempts FROM jobs j WHERE j.owner_id = $1 AND j.idempotency_key = $2;
 
 -- name: insert_job
 -- prepared: oj_insert_job (DB_PREPARED_STATEMENTS)
@@ -158,7 +180,8 @@ WITH j AS (
     INSERT INTO job_events (job_id, subject, from_status, to_status, reason)
     SELECT id, 'job', NULL, 'pending', 'created' FROM j
   )
-  SELECT j.id, j.owner_id, j.idempotency_key, j.fingerprint, j.operation, j.input, j.providers, j.status, j.version,
+  SELECT j.id, j.owner_id, j.idempotency_key, j.fingerprint, j.operation, j.input, j.providers,
+  j.status, j.version,
   j.result, j.error, j.completed_by, j.created_at, j.updated_at, j.completed_at, j.trace_context, j.priority FROM j;
 
 -- name: insert_jobs
@@ -179,7 +202,8 @@ WITH x AS (
     INSERT INTO job_events (job_id, subject, from_status, to_status, reason)
     SELECT id, 'job', NULL, 'pending', 'created' FROM j
   )
-  SELECT j.id, j.owner_id, j.idempotency_key, j.fingerprint, j.operation, j.input, j.providers, j.status, j.version,
+  SELECT j.id, j.owner_id, j.idempotency_key, j.fingerprint, j.operation, j.input, j.providers,
+  j.status, j.version,
   j.result, j.error, j.completed_by, j.created_at, j.updated_at, j.completed_at, j.trace_context, j.priority FROM j;
 
 -- name: insert_jobs_within_budget
@@ -219,7 +243,8 @@ WITH x AS (
     INSERT INTO job_events (job_id, subject, from_status, to_status, reason)
     SELECT id, 'job', NULL, 'pending', 'created' FROM j
   )
-  SELECT x.ord, (f.ord IS NOT NULL AND a.ord IS NULL) AS refused, (SELECT amount FROM used) AS used, j.id, j.owner_id, j.idempotency_key, j.fingerprint, j.operation, j.input, j.providers, j.status, j.version,
+  SELECT x.ord, (f.ord IS NOT NULL AND a.ord IS NULL) AS refused, (SELECT amount FROM used) AS used, j.id, j.owner_id, j.idempotency_key, j.fingerprint, j.operation, j.input, j.providers,
+  j.status, j.version,
   j.result, j.error, j.completed_by, j.created_at, j.updated_at, j.completed_at, j.trace_context, j.priority
     FROM x LEFT JOIN fresh f ON f.ord = x.ord LEFT JOIN admitted a ON a.ord = x.ord
     LEFT JOIN j ON j.owner_id = x.owner_id AND j.idempotency_key = x.idempotency_key
@@ -234,7 +259,8 @@ SELECT id, status FROM jobs WHERE id = ANY($1::uuid[]);
 
 -- name: list_owned_jobs
 -- dynamic: built per call; one representative shape
-SELECT j.id, j.owner_id, j.idempotency_key, j.fingerprint, j.operation, j.input, j.providers, j.status, j.version,
+SELECT j.id, j.owner_id, j.idempotency_key, j.fingerprint, j.operation, j.input, j.providers,
+  j.status, j.version,
   CASE WHEN octet_length(j.result::text) > 16384 THEN NULL ELSE j.result END AS result,
   COALESCE(octet_length(j.result::text) > 16384, false) AS result_omitted, j.error, j.completed_by, j.created_at, j.updated_at, j.completed_at, j.trace_context, j.priority FROM jobs j WHERE j.owner_id = $1 AND j.status = $3 AND (j.created_at, j.id) < (SELECT c.created_at, c.id FROM jobs c WHERE c.id = $4)
         ORDER BY j.created_at DESC, j.id DESC LIMIT $2;
@@ -252,15 +278,18 @@ SELECT 1 FROM batches WHERE id IN (SELECT batch_id FROM batch_items WHERE job_id
 SELECT monthly_limit, currency FROM owner_budgets WHERE owner_id = $1 FOR UPDATE;
 
 -- name: lock_job
-SELECT j.id, j.owner_id, j.idempotency_key, j.fingerprint, j.operation, j.input, j.providers, j.status, j.version,
+SELECT j.id, j.owner_id, j.idempotency_key, j.fingerprint, j.operation, j.input, j.providers,
+  j.status, j.version,
   j.result, j.error, j.completed_by, j.created_at, j.updated_at, j.completed_at, j.trace_context, j.priority FROM jobs j WHERE j.id = $1 FOR UPDATE;
 
 -- name: lock_jobs
-SELECT j.id, j.owner_id, j.idempotency_key, j.fingerprint, j.operation, j.input, j.providers, j.status, j.version,
+SELECT j.id, j.owner_id, j.idempotency_key, j.fingerprint, j.operation, j.input, j.providers,
+  j.status, j.version,
   j.result, j.error, j.completed_by, j.created_at, j.updated_at, j.completed_at, j.trace_context, j.priority FROM jobs j WHERE j.id = ANY ($1::uuid[]) ORDER BY j.id FOR UPDATE;
 
 -- name: lock_owned_job
-SELECT j.id, j.owner_id, j.idempotency_key, j.fingerprint, j.operation, j.input, j.providers, j.status, j.version,
+SELECT j.id, j.owner_id, j.idempotency_key, j.fingerprint, j.operation, j.input, j.providers,
+  j.status, j.version,
   j.result, j.error, j.completed_by, j.created_at, j.updated_at, j.completed_at, j.trace_context, j.priority FROM jobs j WHERE j.id = $1 AND j.owner_id = $2 FOR UPDATE;
 
 -- name: mark_waiting

@@ -4,7 +4,8 @@ import { LIST_RESULT_MAX_BYTES } from './job.types.js';
  * A job's columns, named, as every statement reading a job row returns them (jobFromRow), and the ops' list reads.
  * Its first line stays as it is: CLAIM_DUE's text includes it.
  */
-export const JOB_COLUMNS = `j.id, j.owner_id, j.idempotency_key, j.fingerprint, j.operation, j.input, j.providers, j.status, j.version,
+export const JOB_COLUMNS = `j.id, j.owner_id, j.idempotency_key, j.fingerprint, j.operation, j.input, j.providers,
+  j.status, j.version,
   j.result, j.error, j.completed_by, j.created_at, j.updated_at, j.completed_at, j.trace_context, j.priority`;
 
 /**

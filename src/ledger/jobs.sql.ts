@@ -6,7 +6,8 @@ import { JOB_COLUMNS, listedJobColumns } from './job-columns.js';
  * src/ledger/ imports this module (eslint.config.mjs, test/medium/only-writer.spec.ts).
  */
 
-export const ATTEMPTS_OF_J = `COALESCE((SELECT json_agg(a ORDER BY a.number) FROM attempts a WHERE a.job_id = j.id), '[]'::json) AS attempts`;
+export const ATTEMPTS_OF_J = `COALESCE((SELECT json_agg(a ORDER BY a.number) FROM attempts a WHERE a.job_id = j.id),
+  '[]'::json) AS attempts`;
 
 export const WITH_ATTEMPTS = `SELECT ${JOB_COLUMNS}, ${ATTEMPTS_OF_J} FROM jobs j`;
 
@@ -124,7 +125,8 @@ export const JOB_STATUSES = prepared('job_statuses', 'SELECT id, status FROM job
 export const FAIR_CREDIT = 4;
 
 /** A due job (the index predicates of IDX_jobs_due_owner and IDX_jobs_waiting_owner, and the due time). */
-export const DUE = `next_attempt_at IS NOT NULL AND next_attempt_at <= now() AND status IN ('pending', 'running', 'unknown')`;
+export const DUE = `next_attempt_at IS NOT NULL AND next_attempt_at <= now()
+  AND status IN ('pending', 'running', 'unknown')`;
 
 /**
  * A claim's first statement (the claim path's others are in attempts.repository.ts), fair between owners
@@ -170,7 +172,8 @@ export const CLAIM_DUE = prepared(
                         s.max_concurrency IS NOT NULL AS capped,
                         CASE WHEN s.max_concurrency IS NULL THEN $1::int
                              ELSE LEAST($1::int, GREATEST(0, s.max_concurrency - (
-                                    SELECT count(*) FROM jobs r WHERE r.owner_id = d.owner_id AND r.status = 'running')))::int
+                                    SELECT count(*) FROM jobs r WHERE r.owner_id = d.owner_id
+                                      AND r.status = 'running')))::int
                         END AS headroom
                    FROM (SELECT DISTINCT owner_id FROM demand) d LEFT JOIN owner_shares s ON s.owner_id = d.owner_id) o
        ), quotas AS MATERIALIZED (
@@ -200,7 +203,8 @@ export const CLAIM_DUE = prepared(
            ) c WHERE q.provider IS NOT NULL
        ), in_sets AS (
          SELECT x.* FROM (
-           SELECT c.*, row_number() OVER (PARTITION BY c.provider ORDER BY c.start + c.turn / c.weight, c.coin, c.turn) AS slot
+           SELECT c.*, row_number() OVER (PARTITION BY c.provider ORDER BY c.start + c.turn / c.weight, c.coin,
+             c.turn) AS slot
              FROM (SELECT c.*, row_number() OVER (PARTITION BY c.provider, c.owner_id
                                                    ORDER BY c.priority DESC, c.next_attempt_at) AS turn
                      FROM candidates c) c
