@@ -4,7 +4,8 @@ import { safeErrorFields } from '../common/log-safe.js';
 import { type Attempt, type AttemptError, NOT_SENT, type ResolvedBy, type Usage } from '../ledger/attempt.types.js';
 import { AttemptsRepository } from '../ledger/attempts.repository.js';
 import { isTerminal } from '../ledger/job.types.js';
-import { type ArrivedResult, LedgerFactory, type SettlementOutcome } from '../ledger/ledger.js';
+import { LedgerFactory } from '../ledger/ledger.js';
+import { type ArrivedResult, type SettlementOutcome, SettlementService } from '../ledger/settlement.service.js';
 import { canTransitionAttempt } from '../ledger/state-machine.js';
 import { CatalogService } from '../providers/catalog.service.js';
 import { checkOutput } from '../providers/output-contract.js';
@@ -24,6 +25,7 @@ export class AttemptOutcomes {
 
   constructor(
     private readonly ledgers: LedgerFactory,
+    private readonly settlement: SettlementService,
     private readonly scheduler: AttemptScheduler,
     private readonly catalog: CatalogService,
     private readonly registry: ProviderRegistry,
@@ -33,7 +35,7 @@ export class AttemptOutcomes {
 
   /** A valid result (its contract already checked): compare-and-swap settlement. */
   async succeeded(attemptId: string, jobId: string, arrived: ArrivedResult): Promise<SettlementOutcome> {
-    const { outcome, provider } = await this.ledgers.settleResult(jobId, attemptId, arrived);
+    const { outcome, provider } = await this.settlement.settleResult(jobId, attemptId, arrived);
     if (outcome !== 'duplicate') this.costs.record(provider, arrived.usage, outcome);
     return outcome;
   }

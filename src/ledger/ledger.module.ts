@@ -8,6 +8,7 @@ import { JobSignals } from './job-signals.js';
 import { JobsRepository } from './jobs.repository.js';
 import { LedgerFactory } from './ledger.js';
 import { SettlementRepository } from './settlement.repository.js';
+import { SettlementService } from './settlement.service.js';
 
 /** The bottom of the graph: the jobs and attempts tables, their one writer, and the wake-ups between replicas. */
 @Module({
@@ -19,6 +20,7 @@ import { SettlementRepository } from './settlement.repository.js';
     BatchesRepository,
     BatchWriter,
     LedgerFactory,
+    SettlementService,
     JobSignals,
   ],
   exports: [
@@ -28,6 +30,7 @@ import { SettlementRepository } from './settlement.repository.js';
     BatchesRepository,
     BatchWriter,
     LedgerFactory,
+    SettlementService,
     JobSignals,
   ],
 })

@@ -1,11 +1,10 @@
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { DataSource, type EntityManager } from 'typeorm';
 
-import { canonicalJson, sha256Hex } from '../common/canonical-json.js';
 import { safeErrorFields } from '../common/log-safe.js';
 import { inTransaction, type Queryable } from '../database/transactions.js';
 import { MetricsService } from '../metrics/metrics.service.js';
-import { type Attempt, type AttemptStatus, NOT_SENT, type ResolvedBy, type Usage } from './attempt.types.js';
+import { type Attempt, type AttemptStatus, NOT_SENT } from './attempt.types.js';
 import {
   AttemptsRepository,
   type AttemptUpdate,
@@ -19,22 +18,7 @@ import { JobSignals } from './job-signals.js';
 import { type FairClaim, JobsRepository, type NewJob, type OwnerCharge, type WaitingRoom } from './jobs.repository.js';
 import { type Announcement, OUTBOX, type Outbox } from './outbox.port.js';
 import { SettlementRepository } from './settlement.repository.js';
-import { SettlementBatcher } from './settlement-batcher.js';
-import { assertAttemptTransition, assertJobTransition, attemptSourcesOf } from './state-machine.js';
-
-export type SettlementOutcome = 'won' | 'discarded' | 'duplicate';
-
-/** The attempt statuses a result may settle from (an operator's `failed` is not one: such a result is discarded). */
-const SUCCEEDED_FROM = attemptSourcesOf('succeeded');
-
-export interface ArrivedResult {
-  value: unknown;
-  usage: Usage;
-  providerRequestId: string | null;
-  /** A look-up of the provider's record found it (`provider`); the call's own answer otherwise. */
-  resolvedBy?: ResolvedBy;
-  providerStatus?: string;
-}
+import { assertAttemptTransition, assertJobTransition } from './state-machine.js';
 
 export interface FinalError {
   reason: string;
@@ -388,7 +372,6 @@ export class Ledger {
 export class LedgerFactory {
   private readonly logger = new Logger('Ledger');
   private readonly repos: Repositories;
-  private readonly settlements: SettlementBatcher;
 
   constructor(
     private readonly dataSource: DataSource,
@@ -401,7 +384,6 @@ export class LedgerFactory {
     @Optional() @Inject(OUTBOX) private readonly outbox?: Outbox,
   ) {
     this.repos = { jobs, attempts, settlements };
-    this.settlements = new SettlementBatcher((writes) => settlements.settleResults(writes, this.dataSource.manager));
   }
 
   /**
@@ -443,58 +425,6 @@ export class LedgerFactory {
    */
   claimLookups(providers: string[], periodMs: number, limit: number): Promise<Attempt[]> {
     return this.repos.attempts.claimLookups(providers, periodMs, limit);
-  }
-
-  /**
-   * Exactly one winner (I5): the first valid result to arrive takes the job by compare-and-swap; a later one
-   * keeps only its digest. One autocommit statement (SettlementRepository.settleResults) locks, decides, writes
-   * and records, for this result and the others that arrived with it (SettlementBatcher); metrics, the race log
-   * line and wake-ups follow it.
-   */
-  async settleResult(
-    jobId: string,
-    attemptId: string,
-    arrived: ArrivedResult,
-  ): Promise<{ outcome: SettlementOutcome; provider: string }> {
-    const digest = sha256Hex(canonicalJson(arrived.value));
-    const settled = await this.settlements.submit({
-      jobId,
-      attemptId,
-      eligibleFrom: SUCCEEDED_FROM,
-      value: arrived.value,
-      usage: arrived.usage,
-      providerRequestId: arrived.providerRequestId,
-      resolvedBy: arrived.resolvedBy ?? 'deadline',
-      providerStatus: arrived.providerStatus ?? null,
-      resultDigest: digest,
-    });
-    if (!settled) throw new Error(`attempt ${attemptId} of job ${jobId} was not found`);
-    const provider = settled.provider;
-    // The same result delivered twice (worker and lookup).
-    if (settled.priorOutcome !== null) return { outcome: 'duplicate', provider };
-    if (settled.attemptTo !== settled.attemptFrom) {
-      this.metrics.attempts.inc({ provider: settled.provider, status: settled.attemptTo });
-    }
-    if (settled.attemptFrom === 'unknown') this.metrics.unknownResolved.inc({ by: arrived.resolvedBy ?? 'deadline' });
-    if (settled.version !== null) {
-      this.metrics.jobsSettled.inc({ status: 'succeeded' });
-      this.signals.jobSettled(jobId);
-      if (settled.announced) this.outbox?.announced();
-      return { outcome: 'won', provider };
-    }
-    this.signals.eventsWritten([jobId]);
-    this.metrics.settlementRaces.inc({ provider: settled.provider });
-    this.logger.warn({
-      msg: 'settlement race: late result discarded',
-      jobId,
-      attemptId,
-      winnerAttemptId: settled.winner,
-      resultDigest: digest,
-      readVersion: settled.readVersion,
-      jobVersion: settled.jobVersion,
-      jobStatus: settled.jobFrom,
-    });
-    return { outcome: 'discarded', provider };
   }
 
   /**
