@@ -17,7 +17,7 @@ function arm(make: () => AbortSignal): { fired: () => number } {
 }
 
 describe('deadline', () => {
-  it('fires all 16 deadlines after a full garbage collection (a composed AbortSignal.any does not, on Node 20)', async () => {
+  it('fires all 16 deadlines after a full GC (a composed AbortSignal.any does not, on Node 20)', async () => {
     const shutdown = new AbortController();
     const ours = arm(() => deadline(150, shutdown.signal).signal);
     await sleep(20);
@@ -26,7 +26,7 @@ describe('deadline', () => {
     expect(ours.fired()).toBe(16);
   });
 
-  it('aborts with a TimeoutError when the time is up, and with the source reason when a source aborts first', async () => {
+  it('aborts with a TimeoutError when the time is up, with the source reason when a source aborts first', async () => {
     const shutdown = new AbortController();
     const timed = deadline(20, shutdown.signal);
     await sleep(60);
