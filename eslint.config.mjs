@@ -46,6 +46,25 @@ export default tseslint.config(
       'simple-import-sort/exports': 'error',
     },
   },
+  // The ledger is the only writer (docs/design.md#9-layout): its statements (src/ledger/*.sql.ts) are imported in
+  // src/ledger/ only. src/ledger/only-writer.spec.ts also scans src/ for SQL writing the ledger's tables.
+  {
+    files: ['src/**/*.ts'],
+    ignores: ['src/ledger/**'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['**/ledger/*.sql.js'],
+              message: "The ledger's statements run from src/ledger/ only: call the Ledger (or its read repositories).",
+            },
+          ],
+        },
+      ],
+    },
+  },
   {
     files: ['**/*.js', '**/*.mjs'],
     extends: [tseslint.configs.disableTypeChecked],

@@ -22,6 +22,7 @@ import { DuplicateIdempotencyKeyError } from '../src/ledger/ledger.errors.js';
 import { SettlementRepository } from '../src/ledger/settlement.repository.js';
 import { batchCase, type BatchRow, batchTable } from './batch.js';
 import { capacityCase, type CapacityRow, capacityTable } from './capacity.js';
+import { claimCase, type ClaimRow, claimTable } from './claim.js';
 import { postgresCpuSeconds, postmasterPid, processCpuSeconds } from './cpu.js';
 import { fairnessCase, type FairnessRow, fairnessTable } from './fairness.js';
 import { type OneSecondRow, oneSecondTable, pipelineOneSecond } from './pipeline-1s.js';
@@ -40,6 +41,7 @@ const CASES = [
   'batch',
   'resolution',
   'sse',
+  'claim',
 ] as const;
 type Case = (typeof CASES)[number];
 
@@ -390,6 +392,7 @@ async function main(): Promise<void> {
   let batch: BatchRow | undefined;
   let resolution: ResolutionRow[] | undefined;
   let sse: SseRow | undefined;
+  let claim: ClaimRow[] | undefined;
   const pool = new pg.Pool({ connectionString: databaseUrl, max: connections });
   pool.on('error', () => undefined); // idle clients dropped by DROP DATABASE ... WITH (FORCE) at the end
   const jobs = new JobsRepository(pool as never);
@@ -446,7 +449,8 @@ async function main(): Promise<void> {
         name === 'fairness' ||
         name === 'batch' ||
         name === 'resolution' ||
-        name === 'sse'
+        name === 'sse' ||
+        name === 'claim'
       ) {
         continue;
       }
@@ -733,6 +737,7 @@ async function main(): Promise<void> {
         startService(databaseUrl, role, extraEnv);
       sse = await sseCase({ pool, databaseUrl, run, headers, startService: startSse, rssMb: currentRssMb });
     }
+    if (cases.includes('claim')) claim = await claimCase(pool);
   } finally {
     await pool.end();
     await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
@@ -789,6 +794,10 @@ async function main(): Promise<void> {
     const what = 'ROLE=api streams, ROLE=worker commits on bench-1s; then 1,000 idle streams in one API process';
     process.stdout.write(`\nsse (${what})\n\n${sseTable(sse)}\n`);
   }
+  if (claim) {
+    const what = "the claim's first statement alone on 100,000 due jobs, 290 measured runs each, interleaved";
+    process.stdout.write(`\nclaim (${what})\n\n${claimTable(claim)}\n`);
+  }
   if (soak) {
     process.stdout.write(
       `\nsoak: ${soak.seconds} s, RSS samples (MB) ${soak.rssMb.join(' ')}, growth last third vs first third: ${soak.growthMb} MB\n`,
@@ -798,7 +807,7 @@ async function main(): Promise<void> {
   const file = args.out ?? `bench/results/${new Date().toISOString().slice(0, 10)}.json`;
   writeFileSync(
     file,
-    `${JSON.stringify({ at: new Date().toISOString(), connections, duration, cores: cpus().length, node: process.version, postgres: serverVersion, rows, oneSecond, capacity, fairness, batch, resolution, sse, soak }, null, 2)}\n`,
+    `${JSON.stringify({ at: new Date().toISOString(), connections, duration, cores: cpus().length, node: process.version, postgres: serverVersion, rows, oneSecond, capacity, fairness, batch, resolution, sse, claim, soak }, null, 2)}\n`,
   );
   process.stdout.write(`\nwritten to ${file}\n`);
 }

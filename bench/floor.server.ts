@@ -12,7 +12,7 @@ import Fastify from 'fastify';
 import pg from 'pg';
 
 import { statementName } from '../src/database/prepared-statements.js';
-import { FIND_OWNED_BY_ID, INSERT_JOB } from '../src/ledger/jobs.repository.js';
+import { FIND_OWNED_BY_ID, INSERT_JOB } from '../src/ledger/jobs.sql.js';
 
 const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: Number(process.env.DB_POOL_SIZE ?? 20) });
 const named = process.env.DB_PREPARED_STATEMENTS !== 'false';
@@ -41,15 +41,19 @@ app.post<{ Body: { operation: string; input: object } }>('/v1/jobs', { schema },
     null,
     null,
   ];
-  const { rows } = await pool.query({ name: named ? statementName(INSERT_JOB) : undefined, text: INSERT_JOB, values });
+  const { rows } = await pool.query({
+    name: named ? statementName(INSERT_JOB.text) : undefined,
+    text: INSERT_JOB.text,
+    values,
+  });
   void reply.code(201).header('Location', `/v1/jobs/${rows[0].id}`);
   return rows[0];
 });
 app.get<{ Params: { id: string } }>('/v1/jobs/:id', async (request) => {
   const values = [request.params.id, process.env.FLOOR_OWNER];
   const { rows } = await pool.query({
-    name: named ? statementName(FIND_OWNED_BY_ID) : undefined,
-    text: FIND_OWNED_BY_ID,
+    name: named ? statementName(FIND_OWNED_BY_ID.text) : undefined,
+    text: FIND_OWNED_BY_ID.text,
     values,
   });
   return rows[0];

@@ -120,7 +120,8 @@ export class AttemptOutcomes {
         a.id === attempt.id ? { ...a, status: 'cancelled' as const } : a,
       );
       const plan = await this.scheduler.plan(job, rest);
-      if (plan.kind !== 'attempt' || plan.provider === attempt.provider) return undefined; // no certified fallback: hold
+      // No certified fallback: hold.
+      if (plan.kind !== 'attempt' || plan.provider === attempt.provider) return undefined;
       await ledger.moveAttempt(attempt, 'cancelled', 'failover', { finished: true }, { next: plan.provider });
       await ledger.moveJob(job, 'running', 'failover', 0);
       return attempt;

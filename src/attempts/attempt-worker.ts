@@ -9,10 +9,9 @@ import {
   type OnApplicationBootstrap,
 } from '@nestjs/common';
 
-import type { Lease } from '../capacity/capacity.repository.js';
-import type { BreakerState, ProviderState } from '../capacity/capacity.rules.js';
-import { grant, isGated, leaseTtlMs, msUntilRoom } from '../capacity/capacity.rules.js';
+import { type Candidate as CapacityCandidate, CapacityGate } from '../capacity/capacity-gate.js';
 import { ProviderCapacity } from '../capacity/provider-capacity.js';
+import { shutdownController } from '../common/deadline.js';
 import { safeErrorFields } from '../common/log-safe.js';
 import { Wakeup } from '../common/wakeup.js';
 import { type AppConfig, appConfig } from '../config/app.config.js';
@@ -52,13 +51,15 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
    * when the call returns, so the next claim overlaps the recording of its outcome (a batch of settlements).
    */
   private calls = 0;
-  private readonly shutdown = new AbortController();
+  private readonly shutdown = shutdownController();
   private stopping = false;
   private loop?: Promise<void>;
   private readonly wakeup = new Wakeup();
   private unsubscribe?: () => void;
   /** The last claim stopped at an owner's share, not at the room: more is due (FairClaim.more). */
   private moreDue = false;
+  /** The last claim saw at most one owner, uncapped: the next starts with the sole-owner claim (CLAIM_SOLE). */
+  private soleOwner = false;
   /** When the emptiest rate bucket that held back a job last has room again (epoch ms); Infinity when none did. */
   private refilledAt = Infinity;
 
@@ -70,6 +71,7 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
     private readonly runner: AttemptRunner,
     private readonly signals: JobSignals,
     private readonly capacity: ProviderCapacity,
+    private readonly gate: CapacityGate,
     private readonly registry: ProviderRegistry,
   ) {}
 
@@ -214,36 +216,37 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
 
   /**
    * One claim transaction: lock up to `limit` due jobs (skipping those waiting on a provider without capacity),
-   * plan each, admit the calls each provider has capacity for (docs/design.md#capacity), and insert every new
-   * attempt (and mark the jobs running, with events) in one statement, with the leases of capped providers. A job
-   * whose plan fails is skipped and logged, never retried first forever: a poison job must not block the others.
+   * plan each, admit the calls each provider has capacity for (CapacityGate, docs/design.md#capacity), and insert
+   * every new attempt (and mark the jobs running, with events) in one statement, with the leases of capped
+   * providers. A job whose plan fails is skipped and logged, never retried first forever: a poison job must not
+   * block the others.
    */
   async claimBatch(limit: number, again = false): Promise<Claimed[]> {
     // The providers' states are read on another pooled connection while the claim's transaction begins: one
     // round trip fewer before the jobs are locked. Awaited inside it; a claim that fails first leaves it handled.
     const refreshed = this.capacity.refresh();
     refreshed.catch(() => undefined);
-    const handedOver: string[] = [];
     try {
-      return await this.claimInTransaction(limit, refreshed, handedOver);
+      return await this.claimInTransaction(limit, refreshed);
     } catch (error) {
-      // Rolled back: the leases it moved still name their finished calls. Give them back rather than let them expire.
-      if (handedOver.length) await this.capacity.releaseSpares(handedOver);
       // A pooler refused a named statement: nothing ran, naming is off now, and the claim runs again unnamed.
       if (!again && isRefusedNamedStatement(error)) return this.claimBatch(limit, true);
       throw error;
     } finally {
+      // Spare leases this claim did not hand over, or handed over in a transaction that rolled back, go back.
       await this.capacity.releaseSpares();
     }
   }
 
-  private claimInTransaction(limit: number, refreshed: Promise<void>, handedOver: string[]): Promise<Claimed[]> {
-    // once: a second run would hand over spare leases the first run already took (claimBatch retries instead).
+  private claimInTransaction(limit: number, refreshed: Promise<void>): Promise<Claimed[]> {
+    // once: claimBatch runs a claim refused for a named statement again itself, after its spares are settled.
     return this.ledgers.run(
       async (ledger) => {
         await refreshed;
-        const claim = await ledger.claimDue(limit, this.capacity.rooms(this.catalog.listProviders(), limit));
+        const rooms = this.capacity.rooms(this.catalog.listProviders(), limit);
+        const claim = await ledger.claimDue(limit, rooms, this.soleOwner);
         this.moreDue = claim.more;
+        this.soleOwner = claim.ownersPresent <= 1 && !claim.shares.some((s) => s.capped);
         const jobs = await ledger.shareOut(claim);
         const candidates: Candidate[] = [];
         for (const job of jobs) {
@@ -254,10 +257,12 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
             this.logger.error({ msg: 'claim of one job failed; skipped', jobId: job.id, ...safeErrorFields(error) });
           }
         }
-        const { admitted, states } = await this.admit(ledger, candidates);
+        const admission = await this.gate.admit(ledger, candidates);
+        // A bucket's refill still ahead stays the loop's wake-up; one passed already would wake it at every turn.
+        this.refilledAt = Math.min(admission.refillAt, this.refilledAt > Date.now() ? this.refilledAt : Infinity);
         const claimed: Claimed[] = [];
         const starts: ClaimedStart[] = [];
-        for (const c of admitted) {
+        for (const c of admission.admitted) {
           if (c.queued) {
             const attempt = await ledger.claimQueued(c.queued, this.workerId, c.spec.timeoutMs, c.spec.hardTimeoutMs);
             if (attempt) {
@@ -280,7 +285,7 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
         for (const attempt of await ledger.startClaimed(starts)) {
           claimed.push({ job: byJob.get(attempt.jobId)!, attempt });
         }
-        await this.leaseAndProbe(ledger, claimed, admitted, states, handedOver);
+        await admission.lease(claimed);
         for (const { job } of claimed) job.status = 'running';
         return claimed;
       },
@@ -335,116 +340,8 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
   }
 
   /**
-   * Under each gated provider's row lock, admits the calls it has capacity for, in claim order. The rest wait:
-   * for capacity (the job keeps its place; claims skip it while the provider has none), or, refused by a pause or
-   * an open breaker, for the next claim to plan them elsewhere or defer them.
+   * Tokens a call will count against tokensPerMinute: the rendered prompt by the provider's counter, plus maxTokens.
    */
-  private async admit(
-    ledger: Ledger,
-    candidates: Candidate[],
-  ): Promise<{ admitted: Candidate[]; states: Map<string, ProviderState> }> {
-    const byProvider = new Map<string, Candidate[]>();
-    const states = new Map<string, ProviderState>();
-    for (const c of candidates) {
-      if (isGated(c.spec)) byProvider.set(c.spec.name, [...(byProvider.get(c.spec.name) ?? []), c]);
-    }
-    if (!byProvider.size) return { admitted: candidates, states };
-    const refused = new Set<Candidate>();
-    this.refilledAt = Infinity;
-    for (const [provider, asking] of byProvider) {
-      // Leases this process's finished calls left: handed over without the provider's lock.
-      for (const c of asking.splice(0, this.capacity.spareCount(provider))) c.onSpare = true;
-      if (!asking.length) {
-        byProvider.delete(provider);
-        continue;
-      }
-      // Beyond the room the provider had when this claim began, nobody can be admitted: those wait at once,
-      // without queueing for the provider's lock (a fresh backlog on a full provider then costs one UPDATE).
-      const room = this.capacity.sharedRoomOf(asking[0].spec, asking.length);
-      if (room >= asking.length) continue;
-      const over = asking.splice(room);
-      over.forEach((c) => refused.add(c));
-      this.capacity.throttled(provider, this.capacity.shortOf(asking[0]?.spec ?? over[0].spec), over.length);
-      await ledger.waitForCapacity(
-        over.map((c) => c.job),
-        provider,
-      );
-      const refillMs = this.capacity.msUntilRoom(asking[0]?.spec ?? over[0].spec, over[0].cost);
-      if (refillMs !== undefined) this.refilledAt = Math.min(this.refilledAt, Date.now() + refillMs);
-      if (!asking.length) byProvider.delete(provider);
-    }
-    if (!byProvider.size) return { admitted: candidates.filter((c) => !refused.has(c)), states };
-    for (const state of await ledger.lockProviders([...byProvider.keys()])) {
-      const asking = byProvider.get(state.provider)!;
-      const spec = asking[0].spec;
-      const decision = grant(
-        state,
-        spec,
-        asking.map((c) => c.cost),
-      );
-      const rest = asking.slice(decision.granted);
-      rest.forEach((c) => refused.add(c));
-      if (decision.probe) asking[0].probeFrom = state.breaker;
-      states.set(state.provider, decision.state);
-      if (!decision.refusal) continue;
-      this.capacity.throttled(state.provider, decision.refusal, rest.length);
-      // Paused or breaker open under the lock, not in the state this claim planned with: the jobs stay due, and the
-      // next claim plans them with the state it reads (a fallback, or a deferral to the gate's end).
-      if (decision.refusal !== 'breaker_open' && decision.refusal !== 'paused') {
-        await ledger.waitForCapacity(
-          rest.map((c) => c.job),
-          state.provider,
-        );
-        const refillMs = msUntilRoom(decision.state, spec, rest[0].cost);
-        if (refillMs !== undefined) this.refilledAt = Math.min(this.refilledAt, Date.now() + refillMs);
-      }
-    }
-    return { admitted: candidates.filter((c) => !refused.has(c)), states };
-  }
-
-  /** Leases for the calls to capped providers, the probe's attempt id, and the providers' new state. */
-  private async leaseAndProbe(
-    ledger: Ledger,
-    claimed: Claimed[],
-    admitted: Candidate[],
-    states: Map<string, ProviderState>,
-    handedOver: string[],
-  ): Promise<void> {
-    const onSpare = new Set(admitted.filter((c) => c.onSpare).map((c) => c.job.id));
-    const moves: Array<{ from: string; to: string; ttlMs: number }> = [];
-    for (const c of claimed) {
-      if (!onSpare.has(c.job.id)) continue;
-      const spec = this.catalog.provider(c.attempt.provider)!;
-      const [from] = this.capacity.takeSpares(spec.name, 1);
-      moves.push({ from, to: c.attempt.id, ttlMs: leaseTtlMs(spec) });
-      handedOver.push(from);
-      c.leased = true;
-    }
-    if ((await ledger.handOverLeases(moves)) < moves.length) {
-      throw new Error('a lease expired before it was handed over; the claim is retried');
-    }
-    if (!states.size) return;
-    const probes = new Map(admitted.filter((c) => c.probeFrom).map((c) => [c.job.id, c.probeFrom!]));
-    const leases = new Map<string, Lease[]>();
-    for (const c of claimed) {
-      const spec = this.catalog.provider(c.attempt.provider)!;
-      if (spec.maxConcurrency !== undefined && !c.leased) {
-        leases.set(spec.name, [...(leases.get(spec.name) ?? []), { attemptId: c.attempt.id, ttlMs: leaseTtlMs(spec) }]);
-        c.leased = true;
-      }
-      const state = states.get(spec.name);
-      const from = probes.get(c.job.id);
-      if (from && state) {
-        state.probeAttemptId = c.attempt.id;
-        c.probe = true;
-        const transition = { from, to: 'half_open' as const };
-        ledger.afterCommit(() => this.capacity.noteTransition(spec.name, transition, state));
-      }
-    }
-    for (const state of states.values()) await ledger.saveProvider(state, leases.get(state.provider) ?? []);
-  }
-
-  /** Tokens a call will count against tokensPerMinute: the rendered prompt by the provider's counter, plus maxTokens. */
   private tokenCost(job: JobWithAttempts, spec: ProviderSpec): number {
     if (spec.tokensPerMinute === undefined) return 0;
     const operation = this.catalog.operation(job.operation)!;
@@ -458,15 +355,9 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
   }
 }
 
-/** A planned call, before capacity is granted. */
-interface Candidate {
+/** A planned call, before capacity is granted (CapacityGate.admit). */
+interface Candidate extends CapacityCandidate {
   job: JobWithAttempts;
-  spec: ProviderSpec;
   /** An attempt the API queued (owner-requested), to take over instead of inserting one. */
   queued?: Attempt;
-  cost: number;
-  /** The breaker's state before this call became its probe (open, or half-open with a lost probe). */
-  probeFrom?: BreakerState;
-  /** Admitted on a lease this process's finished call left (ProviderCapacity.keepSpare). */
-  onSpare?: boolean;
 }

@@ -60,8 +60,10 @@ export class AttemptsController {
     operationId: 'requestAttempt',
     summary: 'Ask for another attempt now',
     description:
-      'Queues an attempt for a worker. Refused while an attempt is starting, running or unknown (I3), once the job is terminal, ' +
-      'for a named provider that is neither the primary nor certified now (I6), and for a provider paused by its own rate limit ' +
+      'Queues an attempt for a worker. Refused while an attempt is starting, running or unknown ' +
+      '(I3), once the job is terminal, ' +
+      'for a named provider that is neither the primary nor certified now (I6), and for a provider ' +
+      'paused by its own rate limit ' +
       '(`provider_paused`, with `Retry-After`: ask again then, or name another provider of the chain).',
     problems: [
       { status: 400, codes: ['validation_failed'] },
@@ -91,9 +93,12 @@ export class AttemptsController {
     operationId: 'resolveAttempt',
     summary: 'Resolve an unknown attempt out of band (operators, any owner)',
     description:
-      "`attempts:resolve` is an operator scope: it resolves any owner's unknown attempt, and the job's events record the acting key. " +
-      'failed: the work did not happen; cancelled: stop waiting (a result that still arrives may win). Either frees the slot. ' +
-      "The answer is the attempt and the job's state, never the job's input, key or result (those need `jobs:read` or `ops:read`).",
+      "`attempts:resolve` is an operator scope: it resolves any owner's unknown attempt, and the " +
+      "job's events record the acting key. " +
+      'failed: the work did not happen; cancelled: stop waiting (a result that still arrives may ' +
+      'win). Either frees the slot. ' +
+      "The answer is the attempt and the job's state, never the job's input, key or result (those " +
+      'need `jobs:read` or `ops:read`).',
     problems: [
       { status: 400, codes: ['validation_failed'] },
       { status: 404, codes: ['not_found'] },

@@ -1,5 +1,6 @@
 import { Module } from '@nestjs/common';
 
+import { CapacityModule } from '../capacity/capacity.module.js';
 import { LedgerModule } from '../ledger/ledger.module.js';
 import { ProvidersModule } from '../providers/providers.module.js';
 import { UsageModule } from '../usage/usage.module.js';
@@ -12,7 +13,7 @@ import { AttemptsService } from './attempts.service.js';
 import { Reconciler } from './reconciler.js';
 
 @Module({
-  imports: [LedgerModule, ProvidersModule, UsageModule],
+  imports: [CapacityModule, LedgerModule, ProvidersModule, UsageModule],
   controllers: [AttemptsController],
   providers: [AttemptScheduler, AttemptOutcomes, AttemptRunner, AttemptWorker, Reconciler, AttemptsService],
   exports: [AttemptWorker, Reconciler, AttemptOutcomes],

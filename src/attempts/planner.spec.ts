@@ -65,7 +65,7 @@ describe('planNext', () => {
     });
   });
 
-  it('waits out a rate limit on the same provider without counting it against maxAttempts, up to maxDeferrals', async () => {
+  it('waits out a rate limit on the same provider, not counted against maxAttempts, up to maxDeferrals', async () => {
     const twice = [limited(1, 'a', 2000), attempt(2, 'a', 'failed', true), limited(3, 'a', 1500)];
     // Two ordinary failures would exhaust maxAttempts 2; here only one counts.
     await expect(planNext(context(twice))).resolves.toEqual({ kind: 'attempt', provider: 'a', delayMs: 1500 });
@@ -120,7 +120,7 @@ describe('planNext', () => {
     });
   });
 
-  it('goes past a long pause to the next certified provider that is neither long paused nor open, or defers to its end', async () => {
+  it('goes past a long pause to the next certified provider neither long paused nor open, or defers', async () => {
     const hour = { kind: 'paused' as const, untilMs: 0, delayMs: 3_600_000 };
     const gates =
       (g: Record<string, { kind: 'paused' | 'breaker_open'; untilMs: number; delayMs: number }>) => (p: string) =>

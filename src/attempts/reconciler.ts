@@ -12,6 +12,7 @@ import { isDatabaseUnavailable } from '../database/pg-errors.js';
 import type { Attempt } from '../ledger/attempt.types.js';
 import { AttemptsRepository } from '../ledger/attempts.repository.js';
 import { JobsRepository } from '../ledger/jobs.repository.js';
+import { LedgerFactory } from '../ledger/ledger.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { CatalogService } from '../providers/catalog.service.js';
 import { ProviderRegistry } from '../providers/provider-registry.js';
@@ -49,6 +50,7 @@ export class Reconciler implements OnApplicationBootstrap, BeforeApplicationShut
     @Inject(appConfig.KEY) private readonly config: AppConfig,
     private readonly attempts: AttemptsRepository,
     private readonly jobs: JobsRepository,
+    private readonly ledgers: LedgerFactory,
     private readonly outcomes: AttemptOutcomes,
     private readonly catalog: CatalogService,
     private readonly registry: ProviderRegistry,
@@ -117,7 +119,7 @@ export class Reconciler implements OnApplicationBootstrap, BeforeApplicationShut
     const period = this.config.reconcileIntervalMs * LOOKUP_PERIOD_SHARE;
     // A look-up is a provider round trip and a settlement: LOOKUPS_AT_ONCE of them in flight, so a pass over many
     // unknown attempts ends within its period.
-    const claimed = await this.attempts.claimLookups(this.lookupProviders(), period, LOOKUP_BATCH);
+    const claimed = await this.ledgers.claimLookups(this.lookupProviders(), period, LOOKUP_BATCH);
     let next = 0;
     const lane = async () => {
       for (let i = next++; i < claimed.length; i = next++) await this.each(claimed[i], () => this.lookup(claimed[i]));

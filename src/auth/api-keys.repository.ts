@@ -1,8 +1,8 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 
-import { prepared } from '../database/prepared-statements.js';
 import { updatedRows } from '../database/transactions.js';
+import { ACTIVE_BY_HASH, TOUCH } from './api-keys.sql.js';
 import type { Principal, Scope } from './scopes.js';
 
 /** A key as `apikey list` shows it: never the key, never its hash. */
@@ -39,13 +39,6 @@ const recordOf = (row: ApiKeyRow): ApiKeyRecord => ({
 /** Revocations are announced here, in the revoking transaction. */
 export const API_KEYS_CHANNEL = 'onejob_api_keys';
 
-// Every request without a cached key runs these (database/prepared-statements.ts).
-const ACTIVE_BY_HASH = prepared(`SELECT id, owner_id, scopes, expires_at FROM api_keys
-  WHERE key_hash = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`);
-const TOUCH = prepared(
-  `UPDATE api_keys SET last_used_at = now() WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')`,
-);
-
 @Injectable()
 export class ApiKeysRepository {
   constructor(private readonly dataSource: DataSource) {}
@@ -61,7 +54,7 @@ export class ApiKeysRepository {
   /** One lookup on UQ_api_keys_key_hash: the key if it is neither revoked nor expired, with its expiry. */
   async findActiveByHash(keyHash: string): Promise<{ principal: Principal; expiresAt: Date | null } | undefined> {
     const rows: Array<{ id: string; owner_id: string; scopes: Scope[]; expires_at: Date | null }> =
-      await this.dataSource.query(ACTIVE_BY_HASH, [keyHash]);
+      await this.dataSource.query(ACTIVE_BY_HASH.text, [keyHash]);
     const row = rows[0];
     return (
       row && { principal: { keyId: row.id, ownerId: row.owner_id, scopes: row.scopes }, expiresAt: row.expires_at }
@@ -70,12 +63,13 @@ export class ApiKeysRepository {
 
   /** Records use at most once a minute per key, whichever replica asks: the WHERE makes the others no-ops. */
   async touchLastUsed(id: string): Promise<void> {
-    await this.dataSource.query(TOUCH, [id]);
+    await this.dataSource.query(TOUCH.text, [id]);
   }
 
   async listKeys(): Promise<ApiKeyRecord[]> {
     const rows: ApiKeyRow[] = await this.dataSource.query(
-      'SELECT id, owner_id, scopes, created_at, expires_at, last_used_at, revoked_at FROM api_keys ORDER BY owner_id, created_at, id',
+      `SELECT id, owner_id, scopes, created_at, expires_at, last_used_at, revoked_at FROM api_keys
+        ORDER BY owner_id, created_at, id`,
     );
     return rows.map(recordOf);
   }
@@ -103,7 +97,8 @@ export class ApiKeysRepository {
     return this.dataSource.transaction(async (manager) => {
       await manager.query('LOCK TABLE api_keys IN SHARE ROW EXCLUSIVE MODE');
       const rows: Array<{ id: string }> = await manager.query(
-        `INSERT INTO api_keys (owner_id, key_hash, scopes) SELECT $1, $2, $3 WHERE NOT EXISTS (SELECT 1 FROM api_keys) RETURNING id`,
+        `INSERT INTO api_keys (owner_id, key_hash, scopes) SELECT $1, $2, $3
+          WHERE NOT EXISTS (SELECT 1 FROM api_keys) RETURNING id`,
         [ownerId, keyHash, scopes],
       );
       return rows[0]?.id;

@@ -1,4 +1,4 @@
-import { Body, Controller, Get, Headers, HttpCode, Param, Post, Query, Res } from '@nestjs/common';
+import { Body, Controller, Get, Headers, HttpCode, Param, Post, Query, Res, UseInterceptors } from '@nestjs/common';
 import { ApiBody, ApiCreatedResponse, ApiHeader, ApiOkResponse, ApiParam, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
 
@@ -13,12 +13,13 @@ import {
   BatchJobPageView,
   BatchPageView,
   BatchView,
-  toBatchItemView,
   toBatchJobView,
   toBatchSummaryView,
   toBatchView,
 } from './batch.view.js';
+import { sendBatch } from './batch-reply.js';
 import { BatchEventsQueryDto, CreateBatchDto, ListBatchesQueryDto, ListBatchJobsQueryDto } from './batches.dto.js';
+import { BatchesIdempotency } from './batches.idempotency.js';
 import { BatchesService } from './batches.service.js';
 
 const batchId = ApiParam({ name: 'id', description: 'A batch id.', schema: { type: 'string', format: 'uuid' } });
@@ -33,6 +34,7 @@ export class BatchesController {
 
   @Post()
   @RequireScopes('jobs:write')
+  @UseInterceptors(BatchesIdempotency)
   @ApiHeader({
     name: 'Idempotency-Key',
     required: true,
@@ -82,11 +84,8 @@ export class BatchesController {
     @Body() body: unknown,
     @Res() reply: FastifyReply,
   ): Promise<void> {
-    const { batch, items, replayed } = await this.batches.submit(ownerId, idempotencyKey, body);
-    void reply.status(replayed ? 200 : 201).header('Location', `/v1/batches/${batch.id}`);
-    if (replayed) void reply.header('Idempotent-Replayed', 'true');
-    const view: BatchCreatedView = { ...toBatchView(batch), items: items.map(toBatchItemView) };
-    void reply.send(view);
+    // A batch key taken already is answered by BatchesIdempotency: the replay, or 409.
+    sendBatch(reply, 201, await this.batches.submit(ownerId, idempotencyKey, body));
   }
 
   @Get(':id')

@@ -1,16 +1,16 @@
 import { Injectable } from '@nestjs/common';
-import { DataSource } from 'typeorm';
 
 import { isGated } from '../capacity/capacity.rules.js';
-import { DomainError, NotFoundError, ValidationFailedError } from '../common/domain.errors.js';
+import { NotFoundError, ValidationFailedError } from '../common/domain.errors.js';
 import { fingerprintOf } from '../common/fingerprint.js';
 import { badCursor, decodeCursor } from '../common/keyset-page.js';
 import { withBackgroundQueryBound } from '../common/request-context.js';
-import { inTransaction } from '../database/transactions.js';
 import type { Batch, BatchItem, BatchProgress, ListedBatchItem } from '../ledger/batch.types.js';
+import { BatchWriter } from '../ledger/batch-writer.js';
 import { BatchesRepository, type NewBatchJob } from '../ledger/batches.repository.js';
 import { isTerminal, type JobStatus } from '../ledger/job.types.js';
 import { JobSignals } from '../ledger/job-signals.js';
+import { DuplicateIdempotencyKeyError, OverBudgetError } from '../ledger/ledger.errors.js';
 import { LedgerFactory } from '../ledger/ledger.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { CatalogService } from '../providers/catalog.service.js';
@@ -22,12 +22,11 @@ import { BudgetsService, worstCaseTokens } from '../usage/budgets.service.js';
 import { batchFingerprint } from './batch-fingerprint.js';
 import { BatchProgressSource, batchStreamIds } from './batch-progress-source.js';
 import { type BatchCatalog, type BatchCommand, validateBatch } from './batch-validation.js';
-import { BatchKeyReusedError } from './batches.errors.js';
 
+/** A batch as its create answers it: its progress and every item's outcome. */
 export interface SubmittedBatch {
   batch: BatchProgress;
   items: BatchItem[];
-  replayed: boolean;
 }
 
 /** Jobs one transaction of a batch's cancel locks and cancels. */
@@ -46,8 +45,8 @@ export class BatchesService {
   private readonly catalogView: BatchCatalog;
 
   constructor(
-    private readonly dataSource: DataSource,
     private readonly batches: BatchesRepository,
+    private readonly writer: BatchWriter,
     private readonly ledgers: LedgerFactory,
     private readonly catalog: CatalogService,
     private readonly signals: JobSignals,
@@ -64,8 +63,8 @@ export class BatchesService {
   }
 
   /**
-   * The batch's idempotency mapping: a plain INSERT of the batch row; when its key is taken, the stored batch
-   * answers as a replay for the same fingerprint, or 409 for another. No lookup before the INSERT.
+   * A plain INSERT of the batch row, no lookup first; when its key is taken, DuplicateIdempotencyKeyError, which
+   * the route's IdempotencyInterceptor answers (BatchesIdempotency: the stored batch replays, or 409).
    */
   async submit(ownerId: string, idempotencyKey: string, body: unknown): Promise<SubmittedBatch> {
     const { command, errors } = validateBatch(body, this.catalogView);
@@ -91,7 +90,7 @@ export class BatchesService {
     // The write's size is the client's choice: DB_QUERY_TIMEOUT_MS bounds it, not the request's shorter bound.
     const write = () => this.write(ownerId, idempotencyKey, fingerprint, command, jobs);
     const written = await withBackgroundQueryBound(write);
-    if (!written) return this.replay(ownerId, idempotencyKey, fingerprint);
+    if (!written) throw new DuplicateIdempotencyKeyError(ownerId, idempotencyKey, fingerprint);
     if (written.created) {
       for (const waitingFor of new Set(jobs.map((j) => j.waitingFor))) this.signals.jobsDue(waitingFor);
     }
@@ -104,10 +103,10 @@ export class BatchesService {
     // A batch of new jobs only is all pending with nothing spent: no need to read it back.
     const progress =
       written.created === jobs.length ? undefined : await this.batches.findProgress(written.batch.id, ownerId);
-    return { batch: progress ?? this.asProgress(written.batch), items: written.items, replayed: false };
+    return { batch: progress ?? this.asProgress(written.batch), items: written.items };
   }
 
-  /** The batch's transaction: its row, its jobs, the items that replayed or conflict, its count of live jobs. */
+  /** The batch's transaction (BatchWriter, in the ledger); over the owner's budget, the 429. */
   private async write(
     ownerId: string,
     idempotencyKey: string,
@@ -115,72 +114,26 @@ export class BatchesService {
     command: BatchCommand,
     jobs: NewBatchJob[],
   ) {
-    const budgeted = jobs.some((job) => job.worstCaseTokens !== undefined);
-    const traceContext = currentTraceparent();
-    return inTransaction(this.dataSource, async (manager) => {
-      const { metadata, priority } = command;
-      const batch = await this.batches.insertBatch(
-        { ownerId, idempotencyKey, fingerprint, metadata, priority, itemCount: jobs.length },
-        manager,
-      );
-      if (!batch) return undefined;
-      const budget = budgeted ? await this.batches.lockBudget(ownerId, manager) : undefined;
-      if (budget) {
-        const { admitted, used } = await this.batches.checkBudget(ownerId, jobs, budget, manager);
-        // The whole batch or none of it: the rollback takes the batch row too.
-        if (!admitted) throw this.budgets.exceeded({ monthlyLimit: budget.limit, currency: budget.currency }, used);
-      }
-      const created = await this.batches.insertJobs(
-        ownerId,
-        batch,
-        jobs,
-        { currency: budget?.currency ?? null, traceContext },
-        manager,
-      );
-      const skipped = jobs.filter((job) => !created.has(job.ord));
-      const found = skipped.length
-        ? await this.batches.lockExisting(
-            ownerId,
-            skipped.map((j) => j.idempotencyKey),
-            manager,
-          )
-        : [];
-      const existing = new Map(found.map((j) => [j.idempotencyKey, j]));
-      let live = created.size;
-      const rest: BatchItem[] = skipped.map((job) => {
-        const named = existing.get(job.idempotencyKey);
-        // The key was taken when the INSERT skipped it; only the retention purge can have removed it since.
-        if (!named) throw new DomainError('service_unavailable', 503, 'A job of the batch was purged just now; retry.');
-        const item = { index: job.ord, key: job.idempotencyKey };
-        if (named.fingerprint !== job.fingerprint) return { ...item, outcome: 'conflict', jobId: null };
-        if (!isTerminal(named.status)) live++;
-        return { ...item, outcome: 'replayed', jobId: named.id };
-      });
-      const finished = await this.batches.finish(batch.id, rest, live, manager);
-      const announced = live === 0 ? await this.batches.announceCompleted(batch.id, manager) : 0;
-      const byIndex = new Map(rest.map((item) => [item.index, item]));
-      const items: BatchItem[] = jobs.map((job) => {
-        const jobId = created.get(job.ord) ?? null;
-        const own: BatchItem = { index: job.ord, key: job.idempotencyKey, outcome: 'created', jobId };
-        return byIndex.get(job.ord) ?? own;
-      });
-      return { batch: finished, items, created: created.size, announced };
+    const { metadata, priority } = command;
+    const batch = { ownerId, idempotencyKey, fingerprint, metadata, priority, itemCount: jobs.length };
+    return this.writer.write(batch, jobs, currentTraceparent()).catch((error: unknown) => {
+      if (!(error instanceof OverBudgetError)) throw error;
+      throw this.budgets.exceeded(error, error.used);
     });
   }
 
-  /** A batch request whose key was taken: the same intent answers the stored batch, another is refused. */
-  private async replay(ownerId: string, idempotencyKey: string, fingerprint: string): Promise<SubmittedBatch> {
-    const stored = await this.batches.findByKey(ownerId, idempotencyKey);
-    if (!stored) throw new DomainError('service_unavailable', 503, 'The batch under this key is gone; retry.');
-    if (stored.fingerprint !== fingerprint) {
-      this.metrics.idempotencyConflicts.inc();
-      throw new BatchKeyReusedError();
-    }
+  /** The owner's batch under this key, as stored: what a replay compares (BatchesIdempotency). */
+  findByKey(ownerId: string, idempotencyKey: string): Promise<Batch | undefined> {
+    return this.batches.findByKey(ownerId, idempotencyKey);
+  }
+
+  /** A replay's answer: the stored batch's progress now, and its items as first answered. */
+  async replayOf(stored: Batch): Promise<SubmittedBatch> {
     const [progress, items] = await Promise.all([
-      this.batches.findProgress(stored.id, ownerId),
+      this.batches.findProgress(stored.id, stored.ownerId),
       this.batches.items(stored.id),
     ]);
-    return { batch: progress ?? this.asProgress(stored), items, replayed: true };
+    return { batch: progress ?? this.asProgress(stored), items };
   }
 
   /** The owner's batch, or with `ops:read` (ownerId null) anyone's; another owner's answers 404 (I7). */

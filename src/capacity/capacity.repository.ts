@@ -1,9 +1,9 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 
-import { prepared } from '../database/prepared-statements.js';
 import { on, type Queryable, rowsOf } from '../database/transactions.js';
 import type { ProviderState } from './capacity.rules.js';
+import { SNAPSHOT, STATE_COLUMNS } from './capacity.sql.js';
 
 interface ProviderStateRow {
   provider: string;
@@ -49,14 +49,6 @@ function stateFromRow(row: ProviderStateRow): ProviderState {
     now: row.now,
   };
 }
-
-const STATE_COLUMNS = `s.provider, s.paused_until, s.breaker_state, s.breaker_since, s.breaker_until, s.probe_attempt_id,
-  s.failures::text AS failures, s.request_bucket, s.token_bucket, s.refilled_at, s.window_start, s.requests_in_window,
-  s.tokens_in_window, now() AS now,
-  (SELECT count(*) FROM provider_leases l WHERE l.provider = s.provider AND l.expires_at > now()) AS in_flight`;
-
-/** Every provider's state, read before each claim: named (database/prepared-statements.ts). */
-const SNAPSHOT = prepared(`SELECT ${STATE_COLUMNS} FROM provider_state s`);
 
 export interface Lease {
   attemptId: string;
@@ -116,7 +108,8 @@ export class CapacityRepository {
          SELECT a, $1, now() + make_interval(secs => t / 1000) FROM unnest($14::uuid[], $15::float8[]) AS x(a, t)
        )
        UPDATE provider_state SET paused_until = $2, breaker_state = $3, breaker_since = $4, breaker_until = $5,
-              probe_attempt_id = $6, failures = $7::timestamptz[], request_bucket = $8, token_bucket = $9, refilled_at = $10,
+              probe_attempt_id = $6, failures = $7::timestamptz[], request_bucket = $8, token_bucket = $9,
+                refilled_at = $10,
               window_start = $11, requests_in_window = $12, tokens_in_window = $13, updated_at = now()
         WHERE provider = $1`,
       [
@@ -168,8 +161,10 @@ export class CapacityRepository {
   async pause(provider: string, ms: number): Promise<{ until: Date; now: Date }> {
     const rows = await rowsOf<{ paused_until: Date; now: Date }>(
       this.dataSource.manager,
-      `INSERT INTO provider_state AS s (provider, paused_until) VALUES ($1, now() + make_interval(secs => $2::float8 / 1000))
-       ON CONFLICT (provider) DO UPDATE SET paused_until = greatest(s.paused_until, EXCLUDED.paused_until), updated_at = now()
+      `INSERT INTO provider_state AS s (provider, paused_until) VALUES ($1,
+        now() + make_interval(secs => $2::float8 / 1000))
+       ON CONFLICT (provider) DO UPDATE SET paused_until = greatest(s.paused_until, EXCLUDED.paused_until),
+         updated_at = now()
        RETURNING paused_until, now() AS now`,
       [provider, ms],
     );
@@ -180,7 +175,8 @@ export class CapacityRepository {
   async pauses(manager?: Queryable): Promise<Map<string, number>> {
     const rows = await rowsOf<{ provider: string; ms: number }>(
       on(this.dataSource, manager),
-      `SELECT provider, (extract(epoch FROM paused_until - now()) * 1000)::float8 AS ms FROM provider_state WHERE paused_until > now()`,
+      `SELECT provider, (extract(epoch FROM paused_until - now()) * 1000)::float8 AS ms FROM provider_state
+        WHERE paused_until > now()`,
     );
     return new Map(rows.map((r) => [r.provider, r.ms]));
   }
@@ -202,12 +198,16 @@ export class CapacityRepository {
     return rows.length;
   }
 
-  /** Calls in flight per provider, across replicas: attempts claimed and not ended (read through the live-attempt index). */
+  /**
+   * Calls in flight per provider, across replicas: attempts claimed and not ended (read through the live-attempt
+   * index).
+   */
   async inFlightByProvider(): Promise<Map<string, number>> {
     const rows = await rowsOf<{ provider: string; n: string }>(
       this.dataSource.manager,
       `SELECT provider, count(*) AS n FROM attempts
-        WHERE status IN ('starting', 'running', 'unknown') AND (status = 'running' OR (status = 'starting' AND claimed_at IS NOT NULL))
+        WHERE status IN ('starting', 'running', 'unknown') AND (status = 'running' OR (status = 'starting'
+          AND claimed_at IS NOT NULL))
         GROUP BY provider`,
     );
     return new Map(rows.map((r) => [r.provider, Number(r.n)]));

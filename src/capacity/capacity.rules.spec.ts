@@ -43,7 +43,7 @@ describe('grant', () => {
     expect(grant(state(), spec({ requestsPerMinute: 600 }), Array(20).fill(0))).toMatchObject({ granted: 10 });
   });
 
-  it('lets a call larger than the token bucket take a full bucket into debt, then waits for the debt to be repaid', () => {
+  it('lets a call larger than the token bucket take a full bucket into debt, then waits for it to be repaid', () => {
     const tpm = spec({ tokensPerMinute: 6000 }); // 100 tokens per second, bucket of 100
     const big = grant(state(), tpm, [250, 10]);
     expect(big).toMatchObject({ granted: 1, refusal: 'tokens_per_minute' });
@@ -52,7 +52,7 @@ describe('grant', () => {
     expect(grant({ ...big.state, now: at(1700) }, tpm, [10])).toMatchObject({ granted: 1 });
   });
 
-  it('grants nothing while paused or while the breaker is open, and exactly one probe once the cooldown is over', () => {
+  it('grants nothing while paused or the breaker is open, and exactly one probe after the cooldown', () => {
     const s = spec({ breaker: { failures: 2, windowMs: 1000, cooldownMs: 500 } });
     expect(grant(state({ pausedUntil: at(100) }), s, [0])).toMatchObject({ granted: 0, refusal: 'paused' });
     const open = state({ breaker: 'open', breakerUntil: at(500) });
@@ -101,7 +101,7 @@ describe('breaker', () => {
     });
   });
 
-  it('gives waiting jobs the room the provider has now, and none while it is paused; an open breaker holds none back', () => {
+  it('gives waiting jobs the room the provider has now, none while paused; an open breaker holds none back', () => {
     expect(roomFor(state({ inFlight: 2 }), spec({ maxConcurrency: 2 }), 64)).toBe(0);
     expect(roomFor(state({ inFlight: 1 }), spec({ maxConcurrency: 5 }), 64)).toBe(4);
     expect(roomFor(undefined, spec({ maxConcurrency: 5 }), 3)).toBe(3);

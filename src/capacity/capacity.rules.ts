@@ -1,4 +1,4 @@
-import type { ProviderSpec } from '../config/catalog.types.js';
+import { LEASE_SLACK_MS, type ProviderSpec } from '../config/catalog.types.js';
 
 export type BreakerState = 'closed' | 'open' | 'half_open';
 
@@ -50,16 +50,10 @@ export type Gate = { kind: 'open' } | { kind: 'paused' | 'breaker_open'; untilMs
 
 export type Refusal = 'concurrency' | 'requests_per_minute' | 'tokens_per_minute' | 'paused' | 'breaker_open';
 
-/** How many waiting jobs a claim may take per provider (docs/design.md#capacity). */
-export interface WaitingRoom {
-  providers: string[];
-  rooms: number[];
-}
-
-/** Slack on a lease past the call's hard timeout: claim-to-call time, clock skew between the worker and PostgreSQL. */
-export const LEASE_SLACK_MS = 5_000;
-
-/** How long a call's lease (and a half-open probe's turn) lasts from its claim: the call's hard timeout and the slack. */
+/**
+ * How long a call's lease (and a half-open probe's turn) lasts from its claim: the call's hard timeout and the
+ * slack.
+ */
 export const leaseTtlMs = (spec: ProviderSpec) => spec.hardTimeoutMs + LEASE_SLACK_MS;
 
 /**

@@ -6,7 +6,7 @@ import { ProviderCapacity } from './provider-capacity.js';
 const open = (provider: string, now: Date): ProviderState => blankProviderState(provider, now);
 
 describe('ProviderCapacity.refresh', () => {
-  it('keeps a pause this process stored while a read of the states was under way, instead of the older read', async () => {
+  it('keeps a pause this process stored while a read of the states was under way, not the older read', async () => {
     // The claim reads the providers' states beside its transaction; a call that met a 429 may store its pause in
     // the meantime. The read, answering after, saw no pause: it must not undo the newer one, or the job that met the
     // 429 is planned an hour out on the paused provider instead of on its certified fallback.

@@ -2,8 +2,8 @@ import { Injectable, Logger } from '@nestjs/common';
 
 import { safeErrorFields } from '../common/log-safe.js';
 import type { ProviderSpec } from '../config/catalog.types.js';
+import type { WaitingRoom } from '../ledger/jobs.repository.js';
 import { MetricsService } from '../metrics/metrics.service.js';
-import type { CapacityView } from '../providers/providers.view.js';
 import { CapacityRepository } from './capacity.repository.js';
 import {
   afterAnswer,
@@ -20,7 +20,6 @@ import {
   type Refusal,
   roomFor,
   type Transition,
-  type WaitingRoom,
 } from './capacity.rules.js';
 
 const BREAKER_GAUGE: Record<BreakerState, number> = { closed: 0, half_open: 1, open: 2 };
@@ -29,7 +28,7 @@ const BREAKER_GAUGE: Record<BreakerState, number> = { closed: 0, half_open: 1, o
  * Provider capacity shared by every replica (docs/design.md#capacity). Holds the state last read from PostgreSQL
  * (refreshed at the start of every claim), records what calls teach about a provider (a rate-limit answer, a
  * counted failure, the probe's answer), and releases leases. The grant itself happens in the claim transaction,
- * under the provider's row lock (AttemptWorker.claimBatch).
+ * under the provider's row lock (CapacityGate.admit).
  */
 @Injectable()
 export class ProviderCapacity {
@@ -44,6 +43,8 @@ export class ProviderCapacity {
   private gated?: Set<string>;
   /** Leases of finished calls, by provider, waiting to be handed to this process's next attempts (keepSpare). */
   private readonly spares = new Map<string, string[]>();
+  /** Spares a claim under way has handed over (takeSpares): theirs once it commits (handedOver), released if not. */
+  private readonly lent = new Set<string>();
 
   constructor(
     private readonly repository: CapacityRepository,
@@ -102,7 +103,10 @@ export class ProviderCapacity {
     }
   }
 
-  /** Per provider, how many jobs waiting on it for capacity a claim of `limit` jobs should take (roomFor, and spares). */
+  /**
+   * Per provider, how many jobs waiting on it for capacity a claim of `limit` jobs should take (roomFor, and
+   * spares).
+   */
   rooms(specs: ProviderSpec[], limit: number): WaitingRoom {
     return { providers: specs.map((s) => s.name), rooms: specs.map((s) => this.roomOf(s, limit)) };
   }
@@ -156,7 +160,10 @@ export class ProviderCapacity {
     });
   }
 
-  /** A counted failure (a definitive retryable failure other than a rate limit, or a timeout); no-op without a breaker. */
+  /**
+   * A counted failure (a definitive retryable failure other than a rate limit, or a timeout); no-op without a
+   * breaker.
+   */
   async recordFailure(spec: ProviderSpec, attemptId: string): Promise<void> {
     if (!spec.breaker) return;
     await this.update(spec, (state) => afterFailure(state, spec, attemptId));
@@ -182,17 +189,28 @@ export class ProviderCapacity {
     return this.spares.get(provider)?.length ?? 0;
   }
 
+  /** Spares for a claim to hand over: lent until its transaction commits (handedOver), released if it does not. */
   takeSpares(provider: string, count: number): string[] {
     const pool = this.spares.get(provider) ?? [];
     const taken = pool.splice(0, count);
     if (!pool.length) this.spares.delete(provider);
+    for (const id of taken) this.lent.add(id);
     return taken;
   }
 
-  /** Gives back every spare lease not handed over (after each claim, and at shutdown), or these leases. */
-  async releaseSpares(leases?: string[]): Promise<void> {
-    const ids = leases ?? [...this.spares.values()].flat();
-    if (!leases) this.spares.clear();
+  /** The claim that took these spares committed: the leases name its attempts now. */
+  handedOver(leases: string[]): void {
+    for (const id of leases) this.lent.delete(id);
+  }
+
+  /**
+   * Gives back every spare lease not handed over (after each claim, and at shutdown): those no claim took, and
+   * those a claim took whose transaction rolled back (their rows still name the finished calls).
+   */
+  async releaseSpares(): Promise<void> {
+    const ids = [...[...this.spares.values()].flat(), ...this.lent];
+    this.spares.clear();
+    this.lent.clear();
     if (!ids.length) return;
     await this.repository.releaseAll(ids).catch((error: unknown) =>
       this.logger.warn({
@@ -232,34 +250,10 @@ export class ProviderCapacity {
     else this.logger.log(log);
   }
 
-  /** Per provider, for GET /v1/providers: read now, not from the cache. */
-  async views(specs: ProviderSpec[]): Promise<Map<string, CapacityView>> {
+  /** Every provider's state and its calls in flight, for GET /v1/providers: read now, not from the cache. */
+  async readNow(): Promise<{ states: ProviderState[]; inFlight: Map<string, number> }> {
     const [states, inFlight] = await Promise.all([this.repository.snapshot(), this.repository.inFlightByProvider()]);
-    const byName = new Map(states.map((s) => [s.provider, s]));
-    return new Map(
-      specs.map((spec) => {
-        const state = byName.get(spec.name);
-        const now = state?.now.getTime() ?? Date.now();
-        const windowStart = Math.floor(now / 60_000) * 60_000;
-        const current = state?.windowStart?.getTime() === windowStart;
-        const breakerWindow = spec.breaker?.windowMs ?? 0;
-        const view: CapacityView = {
-          inFlight: spec.maxConcurrency !== undefined ? (state?.inFlight ?? 0) : (inFlight.get(spec.name) ?? 0),
-          maxConcurrency: spec.maxConcurrency ?? null,
-          requestsPerMinute: spec.requestsPerMinute ?? null,
-          tokensPerMinute: spec.tokensPerMinute ?? null,
-          requestsThisMinute: current ? state!.requestsInWindow : 0,
-          tokensThisMinute: current ? state!.tokensInWindow : 0,
-          pausedUntil: state?.pausedUntil && state.pausedUntil.getTime() > now ? state.pausedUntil.toISOString() : null,
-          breaker: {
-            state: state?.breaker ?? 'closed',
-            since: state?.breakerSince?.toISOString() ?? null,
-            failuresInWindow: state ? state.failures.filter((t) => t.getTime() > now - breakerWindow).length : 0,
-          },
-        };
-        return [spec.name, view];
-      }),
-    );
+    return { states, inFlight };
   }
 
   private async update(

@@ -1,4 +1,7 @@
+import { spawnSync } from 'node:child_process';
 import { getEventListeners } from 'node:events';
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 
@@ -54,5 +57,21 @@ describe('deadline', () => {
     cleared.clear();
     await sleep(60);
     expect(cleared.signal.aborted).toBe(false);
+  });
+
+  it('lets 50 calls follow one shutdown signal without a MaxListenersExceededWarning (the build, in a process)', () => {
+    // Node prints the warning from its own realm; jest's sandbox has other AbortSignals, so ask a real process.
+    const script = `
+      const { deadline, shutdownController } = await import(${JSON.stringify(pathToFileURL(resolve('dist/src/common/deadline.js')).href)});
+      const shutdown = shutdownController();
+      const deadlines = Array.from({ length: 50 }, () => deadline(60_000, shutdown.signal));
+      shutdown.abort();
+      await new Promise((r) => setTimeout(r, 50));
+      console.log(deadlines.filter((d) => d.signal.aborted).length);`;
+    // Without the test runner's NODE_OPTIONS (--no-warnings).
+    const env = { PATH: process.env.PATH ?? '' };
+    const run = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', env });
+    expect(run.stdout.trim()).toBe('50');
+    expect(run.stderr).not.toContain('MaxListenersExceededWarning');
   });
 });

@@ -84,3 +84,10 @@ export interface Catalog {
   providers: ProviderSpec[];
   operations: OperationSpec[];
 }
+
+/**
+ * Slack on a provider lease past the call's hard timeout: claim-to-call time, clock skew between the worker and
+ * PostgreSQL. Read by the claim's grant (capacity.rules.ts leaseTtlMs) and by the running mark, which renews the
+ * lease to the call's hard deadline plus this (src/ledger/attempts.repository.ts MARK_RUNNING).
+ */
+export const LEASE_SLACK_MS = 5_000;

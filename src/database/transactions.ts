@@ -1,6 +1,7 @@
 import type { DataSource, EntityManager } from 'typeorm';
 
 import { isRefusedNamedStatement } from './pg-errors.js';
+import type { Statement } from './prepared-statements.js';
 
 /** What repository methods run their SQL on: the pool, or a transaction a service opened. */
 export type Queryable = Pick<EntityManager, 'query'>;
@@ -14,9 +15,23 @@ export function updatedRows<T>(result: unknown): T[] {
   return Array.isArray(result) && Array.isArray(result[0]) ? (result[0] as T[]) : (result as T[]);
 }
 
-/** The one typed seam over hand-written SQL: the rows of a SELECT, or of an INSERT/UPDATE/DELETE ... RETURNING. */
-export async function rowsOf<T>(queryable: Queryable, sql: string, params: unknown[] = []): Promise<T[]> {
-  return updatedRows<T>(await queryable.query(sql, params));
+/**
+ * The one typed seam over hand-written SQL: the rows of a SELECT, or of an INSERT/UPDATE/DELETE ... RETURNING.
+ * A statement object (database/prepared-statements.ts) brings its parameters' and row's types.
+ */
+export async function rowsOf<P extends readonly unknown[], R>(
+  queryable: Queryable,
+  sql: Statement<P, R>,
+  params: P,
+): Promise<R[]>;
+export async function rowsOf<T>(queryable: Queryable, sql: string | Statement, params?: unknown[]): Promise<T[]>;
+export async function rowsOf(queryable: Queryable, sql: string | Statement, params: readonly unknown[] = []) {
+  return updatedRows(await queryable.query(typeof sql === 'string' ? sql : sql.text, params as unknown[]));
+}
+
+/** A statement run for its effect: its text, not its rows. */
+export async function run(queryable: Queryable, sql: Statement, params: readonly unknown[] = []): Promise<unknown> {
+  return queryable.query(sql.text, params as unknown[]);
 }
 
 /**

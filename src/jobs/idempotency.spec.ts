@@ -1,66 +1,80 @@
-import { jest } from '@jest/globals';
+import type { CallHandler, ExecutionContext } from '@nestjs/common';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { lastValueFrom, of, throwError } from 'rxjs';
 
-import type { JobWithAttempts } from '../ledger/job.types.js';
+import { DomainError } from '../common/domain.errors.js';
 import { DuplicateIdempotencyKeyError } from '../ledger/ledger.errors.js';
+import type { MetricsService } from '../metrics/metrics.service.js';
+import { IdempotencyInterceptor } from './idempotency.interceptor.js';
 import { IdempotencyKeyReusedError } from './jobs.errors.js';
-import { JobsService } from './jobs.service.js';
 
-const job: JobWithAttempts = {
-  id: '7f1c7a52-4c50-4b6e-9f59-7c1e2c0b2f10',
-  ownerId: 'o',
-  idempotencyKey: 'k',
-  fingerprint: 'f'.repeat(64),
-  operation: 'summarize',
-  input: { text: 'x' },
-  providers: ['p'],
-  status: 'pending',
-  version: 0,
-  priority: 0,
-  result: null,
-  error: null,
-  completedBy: null,
-  createdAt: new Date(0),
-  updatedAt: new Date(0),
-  completedAt: null,
-  attempts: [],
-};
-
-/** JobsService.submit with create and replay stubbed: the mapping alone (test/jobs.e2e-spec.ts runs it on PostgreSQL). */
-function harness(create: JobsService['create'], replay: JobsService['replay']) {
-  const service = Object.create(JobsService.prototype) as JobsService;
-  Object.assign(service, { create, replay });
-  return service;
+interface Stored {
+  id: string;
+  fingerprint: string;
 }
 
-describe('JobsService.submit: the idempotency mapping', () => {
-  const command = { operation: 'summarize', input: { text: 'x' } };
+/**
+ * The mapping alone, on a route whose keys live in a Map: test/jobs.e2e-spec.ts and test/batches.e2e-spec.ts run
+ * the two real routes (JobsIdempotency, BatchesIdempotency) on PostgreSQL.
+ */
+class MapRoute extends IdempotencyInterceptor<Stored> {
+  protected readonly purged = 'purged just now';
+  readonly replayed: Stored[] = [];
+  conflicts = 0;
 
-  it('answers a collision with the same fingerprint as a replay of the stored job', async () => {
-    const create = jest
-      .fn<JobsService['create']>()
-      .mockRejectedValue(new DuplicateIdempotencyKeyError('o', 'k', job.fingerprint));
-    const replay = jest.fn<JobsService['replay']>().mockResolvedValue(job);
-    await expect(harness(create, replay).submit('o', 'k', command, 0)).resolves.toEqual({ job, replayed: true });
-    expect(replay).toHaveBeenCalledWith('o', 'k', job.fingerprint, 0, undefined);
+  constructor(private readonly keys: Map<string, Stored>) {
+    super({ idempotencyConflicts: { inc: () => this.conflicts++ } } as unknown as MetricsService);
+  }
+
+  protected find(ownerId: string, key: string): Promise<Stored | undefined> {
+    return Promise.resolve(this.keys.get(`${ownerId}/${key}`));
+  }
+
+  protected reused(): DomainError {
+    return new IdempotencyKeyReusedError();
+  }
+
+  protected replay(stored: Stored, _request: FastifyRequest, _reply: FastifyReply): Promise<void> {
+    this.replayed.push(stored);
+    return Promise.resolve();
+  }
+}
+
+const context = { switchToHttp: () => ({ getRequest: () => ({}), getResponse: () => ({}) }) } as ExecutionContext;
+const handler = (outcome: unknown): CallHandler => ({
+  handle: () => (outcome instanceof Error ? throwError(() => outcome) : of(outcome)),
+});
+const stored = { id: 'j1', fingerprint: 'f'.repeat(64) };
+const run = (route: MapRoute, outcome: unknown) => lastValueFrom(route.intercept(context, handler(outcome)));
+
+describe('IdempotencyInterceptor: the idempotency mapping', () => {
+  it('answers a taken key with the same fingerprint as a replay of what it holds', async () => {
+    const route = new MapRoute(new Map([['o/k', stored]]));
+    await run(route, new DuplicateIdempotencyKeyError('o', 'k', stored.fingerprint));
+    expect(route.replayed).toEqual([stored]);
+    expect(route.conflicts).toBe(0);
   });
 
-  it('lets the 409 of a different fingerprint through', async () => {
-    const create = jest
-      .fn<JobsService['create']>()
-      .mockRejectedValue(new DuplicateIdempotencyKeyError('o', 'k', 'other'));
-    const replay = jest.fn<JobsService['replay']>().mockRejectedValue(new IdempotencyKeyReusedError());
-    await expect(harness(create, replay).submit('o', 'k', command)).rejects.toBeInstanceOf(IdempotencyKeyReusedError);
+  it('answers another fingerprint under the key with the 409, and counts the conflict', async () => {
+    const route = new MapRoute(new Map([['o/k', stored]]));
+    await expect(run(route, new DuplicateIdempotencyKeyError('o', 'k', 'other'))).rejects.toBeInstanceOf(
+      IdempotencyKeyReusedError,
+    );
+    expect(route.replayed).toEqual([]);
+    expect(route.conflicts).toBe(1);
+  });
+
+  it('answers 503 when the key was purged between the INSERT and the read', async () => {
+    const route = new MapRoute(new Map());
+    const answer = run(route, new DuplicateIdempotencyKeyError('o', 'k', stored.fingerprint));
+    await expect(answer).rejects.toMatchObject({ status: 503, message: 'purged just now' });
   });
 
   it('leaves every other error and every success alone', async () => {
+    const route = new MapRoute(new Map([['o/k', stored]]));
     const boom = new Error('boom');
-    const replay = jest.fn<JobsService['replay']>();
-    await expect(
-      harness(jest.fn<JobsService['create']>().mockRejectedValue(boom), replay).submit('o', 'k', command),
-    ).rejects.toBe(boom);
-    await expect(
-      harness(jest.fn<JobsService['create']>().mockResolvedValue(job), replay).submit('o', 'k', command),
-    ).resolves.toEqual({ job, replayed: false });
-    expect(replay).not.toHaveBeenCalled();
+    await expect(run(route, boom)).rejects.toBe(boom);
+    await expect(run(route, 'created')).resolves.toBe('created');
+    expect(route.replayed).toEqual([]);
   });
 });

@@ -92,7 +92,8 @@ export class AttemptView {
       currency: { type: 'string', description: 'ISO 4217.' },
     },
     description:
-      "From the usage, at the provider's catalog pricing when it was written; null without either (inline: see usageSchema).",
+      "From the usage, at the provider's catalog pricing when it was written; null without either " +
+      '(inline: see usageSchema).',
   })
   cost!: CostView | null;
 }

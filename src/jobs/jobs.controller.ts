@@ -1,10 +1,11 @@
-import { Body, Controller, Get, HttpCode, Param, Post, Query, Res } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Param, Post, Query, Res, UseInterceptors } from '@nestjs/common';
 import { ApiCreatedResponse, ApiHeader, ApiOkResponse, ApiParam, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
 
 import { OwnerId, RequireScopes } from '../auth/auth.decorators.js';
 import { ApiEndpoint, headerRef } from '../common/api-docs.js';
 import { UuidPipe } from '../common/uuid.pipe.js';
+import { JobsIdempotency } from './idempotency.interceptor.js';
 import { JobPageView, JobView, toJobSummaryView, toJobView } from './job.view.js';
 import { sendJob } from './job-reply.js';
 import { CreateJobDto, ListJobsQueryDto } from './jobs.dto.js';
@@ -28,11 +29,13 @@ export class JobsController {
 
   @Post()
   @RequireScopes('jobs:write')
+  @UseInterceptors(JobsIdempotency)
   @ApiHeader({
     name: 'Idempotency-Key',
     required: true,
     description:
-      '1-255 visible ASCII characters (0x21-0x7E), chosen by the client per intent (a UUIDv7 serves well). The same key with ' +
+      '1-255 visible ASCII characters (0x21-0x7E), chosen by the client per intent (a UUIDv7 serves ' +
+      'well). The same key with ' +
       'the same body (operation, input, providers; key order ignored) returns the same job; with another body, 409. ' +
       'Key policy: a key is bound to its intent for as long as the job exists. It never expires (no TTL), so a retry ' +
       'days later still finds the job and never creates a second one; a key cannot be reused for another intent. ' +
@@ -51,7 +54,9 @@ export class JobsController {
     operationId: 'createJob',
     summary: 'Create a job, idempotently',
     description:
-      'A new key answers 201 with Location. A repeated key with the same fingerprint answers 200 with `Idempotent-Replayed: true` and the current state of the job. No provider is called in the request: workers run the job.',
+      'A new key answers 201 with Location. A repeated key with the same fingerprint answers 200 ' +
+      'with `Idempotent-Replayed: true` and the current state of the job. No provider is called in ' +
+      'the request: workers run the job.',
     problems: [
       { status: 400, codes: ['idempotency_key_missing', 'idempotency_key_invalid', 'validation_failed'] },
       { status: 409, codes: ['idempotency_key_reused'] },
@@ -73,14 +78,9 @@ export class JobsController {
     @Body() body: CreateJobDto,
     @Res() reply: FastifyReply,
   ): Promise<void> {
-    const { job, replayed } = await this.jobs.submit(
-      ownerId,
-      idempotencyKey,
-      body,
-      wait,
-      wait ? clientGoneSignal(reply) : undefined,
-    );
-    sendJob(reply, replayed ? 200 : 201, job, { replayed, waited: wait });
+    // A key taken already is answered by JobsIdempotency: the replay, or 409.
+    const job = await this.jobs.create(ownerId, idempotencyKey, body, wait, wait ? clientGoneSignal(reply) : undefined);
+    sendJob(reply, 201, job, { waited: wait });
   }
 
   @Get(':id')

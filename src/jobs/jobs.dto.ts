@@ -41,7 +41,8 @@ export class CreateJobDto {
 
   @ApiPropertyOptional({
     description:
-      "Ordered provider chain, primary first. Omitted: the operation's default chain (and the fingerprint records null).",
+      "Ordered provider chain, primary first. Omitted: the operation's default chain (and the " +
+      'fingerprint records null).',
     type: 'array',
     items: { type: 'string', minLength: 1, maxLength: 100 },
     minItems: 1,
@@ -61,7 +62,8 @@ export class CreateJobDto {
   @ApiPropertyOptional({
     description:
       "Higher first among the owner's own due jobs (0 when omitted); never ahead of another owner's fair share. " +
-      'Not part of the fingerprint: a replay with another priority answers the existing job, whose priority stays as created.',
+      'Not part of the fingerprint: a replay with another priority answers the existing job, whose ' +
+      'priority stays as created.',
     type: 'integer',
     minimum: -1000,
     maximum: 1000,

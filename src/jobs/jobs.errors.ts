@@ -5,7 +5,8 @@ export class IdempotencyKeyReusedError extends DomainError {
     super(
       'idempotency_key_reused',
       409,
-      'This Idempotency-Key is bound to another request (operation, input or providers differ). Use a new key for a new intent.',
+      'This Idempotency-Key is bound to another request (operation, input or providers differ). Use ' +
+        'a new key for a new intent.',
       [{ field: 'Idempotency-Key', message: 'was used with a different request body' }],
     );
   }

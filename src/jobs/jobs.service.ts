@@ -2,7 +2,6 @@ import { Injectable } from '@nestjs/common';
 
 import { isGated } from '../capacity/capacity.rules.js';
 import {
-  DomainError,
   NotFoundError,
   UnknownOperationError,
   UnknownProviderError,
@@ -19,7 +18,6 @@ import { MetricsService } from '../metrics/metrics.service.js';
 import { CatalogService } from '../providers/catalog.service.js';
 import { currentTraceparent, traced } from '../telemetry/tracing.js';
 import { BudgetsService, worstCaseTokens } from '../usage/budgets.service.js';
-import { IdempotencyKeyReusedError } from './jobs.errors.js';
 import { WaitLimiter } from './wait-limiter.js';
 
 export interface CreateJobCommand {
@@ -51,29 +49,9 @@ export class JobsService {
   ) {}
 
   /**
-   * The idempotency mapping (docs/design.md#4-http-api-all-under-v1-json): a plain INSERT; when it collides on
-   * UQ_jobs_owner_idempotency_key, the existing job is loaded and answers as a replay for the same fingerprint,
-   * or 409 idempotency_key_reused for another. No lookup before the INSERT.
+   * Writes the job and nothing else; no provider is called in the request path (docs/design.md#7-execution). A key
+   * taken already throws DuplicateIdempotencyKeyError, which the route's IdempotencyInterceptor answers.
    */
-  async submit(
-    ownerId: string,
-    idempotencyKey: string,
-    command: CreateJobCommand,
-    waitSeconds = 0,
-    gone?: AbortSignal,
-  ): Promise<{ job: JobWithAttempts; replayed: boolean }> {
-    try {
-      return { job: await this.create(ownerId, idempotencyKey, command, waitSeconds, gone), replayed: false };
-    } catch (error) {
-      if (!(error instanceof DuplicateIdempotencyKeyError)) throw error;
-      return {
-        job: await this.replay(error.ownerId, error.idempotencyKey, error.fingerprint, waitSeconds, gone),
-        replayed: true,
-      };
-    }
-  }
-
-  /** Writes the job and nothing else; no provider is called in the request path (docs/design.md#7-execution). */
   async create(
     ownerId: string,
     idempotencyKey: string,
@@ -97,7 +75,7 @@ export class JobsService {
     const waitingFor = isGated(primary) ? primary.name : null;
     const fingerprint = fingerprintOf(command);
     const job = await traced('onejob.job.create', { 'onejob.operation': operation.name }, () =>
-      this.jobs.insertJob({
+      this.ledgers.create({
         ownerId,
         idempotencyKey,
         fingerprint,
@@ -123,30 +101,9 @@ export class JobsService {
     return { ...job, attempts: [] };
   }
 
-  /** The answer to a request whose INSERT hit the owner-and-key constraint: the same intent replays, another is refused. */
-  async replay(
-    ownerId: string,
-    idempotencyKey: string,
-    fingerprint: string,
-    waitSeconds = 0,
-    gone?: AbortSignal,
-  ): Promise<JobWithAttempts> {
-    const job = await this.jobs.findOwnedByKey(ownerId, idempotencyKey);
-    // The row existed when our INSERT collided; it is gone only if the retention purge took it since.
-    if (!job) {
-      throw new DomainError(
-        'service_unavailable',
-        503,
-        'The job under this key was purged by retention just now; retry to create a new one.',
-      );
-    }
-    if (job.fingerprint !== fingerprint) {
-      this.metrics.idempotencyConflicts.inc();
-      throw new IdempotencyKeyReusedError();
-    }
-    this.metrics.jobsReplayed.inc();
-    if (waitSeconds > 0 && !isTerminal(job.status)) return this.waitForTerminal(ownerId, job.id, waitSeconds, gone);
-    return job;
+  /** The owner's job under this key, with its attempts: what a replay answers (JobsIdempotency). */
+  findByKey(ownerId: string, idempotencyKey: string): Promise<JobWithAttempts | undefined> {
+    return this.jobs.findOwnedByKey(ownerId, idempotencyKey);
   }
 
   async findOwned(ownerId: string, id: string, waitSeconds = 0, gone?: AbortSignal): Promise<JobWithAttempts> {
@@ -167,7 +124,10 @@ export class JobsService {
     return { items: page, nextCursor };
   }
 
-  /** The owner gives up the intent: the job is cancelled and its version bumped, so every in-flight result is discarded. */
+  /**
+   * The owner gives up the intent: the job is cancelled and its version bumped, so every in-flight result is
+   * discarded.
+   */
   async cancel(ownerId: string, id: string): Promise<JobWithAttempts> {
     await this.ledgers.run(async (ledger) => {
       const job = await ledger.lockOwnedJob(ownerId, id);

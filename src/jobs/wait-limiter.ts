@@ -13,7 +13,9 @@ export class TooManyWaitsError extends DomainError {
   }
 }
 
-/** Bounds the `Prefer: wait` requests one process holds at once (MAX_CONCURRENT_WAITS); beyond it, 503 + Retry-After. */
+/**
+ * Bounds the `Prefer: wait` requests one process holds at once (MAX_CONCURRENT_WAITS); beyond it, 503 + Retry-After.
+ */
 @Injectable()
 export class WaitLimiter {
   private active = 0;

@@ -322,7 +322,8 @@ export class BatchesRepository {
     const rows = await rowsOf<{ id: string; latest: string }>(
       this.dataSource.manager,
       `SELECT b.id, (CASE WHEN b.completed_at IS NOT NULL THEN count(j.id) + 1
-                          ELSE count(j.id) FILTER (WHERE j.status IN ('succeeded', 'failed', 'cancelled')) END)::text AS latest
+                          ELSE count(j.id) FILTER (WHERE j.status IN ('succeeded', 'failed',
+                            'cancelled')) END)::text AS latest
          FROM batches b LEFT JOIN batch_items i ON i.batch_id = b.id LEFT JOIN jobs j ON j.id = i.job_id
         WHERE b.id = ANY ($1::uuid[])
         GROUP BY b.id`,

@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 
 import { on, type Queryable } from '../database/transactions.js';
+import { APPEND_EVENTS } from './job-events.sql.js';
 
 export interface JobEvent {
   jobId: string;
@@ -23,7 +24,7 @@ export class JobEventsRepository {
   async append(events: JobEvent[], manager?: Queryable): Promise<void> {
     if (!events.length) return;
     const values: unknown[] = [];
-    const tuples = events.map((event, i) => {
+    for (const event of events) {
       const detail = event.detail === undefined ? null : JSON.stringify(event.detail);
       values.push(
         event.jobId,
@@ -36,12 +37,7 @@ export class JobEventsRepository {
         event.actor?.keyId ?? null,
         event.actor?.ownerId ?? null,
       );
-      const p = i * 9;
-      return `($${p + 1}, $${p + 2}, $${p + 3}, $${p + 4}, $${p + 5}, $${p + 6}, $${p + 7}::jsonb, $${p + 8}::uuid, $${p + 9})`;
-    });
-    await on(this.dataSource, manager).query(
-      `INSERT INTO job_events (job_id, attempt_id, subject, from_status, to_status, reason, detail, actor_key_id, actor_owner) VALUES ${tuples.join(', ')}`,
-      values,
-    );
+    }
+    await on(this.dataSource, manager).query(APPEND_EVENTS.build(events.length), values);
   }
 }

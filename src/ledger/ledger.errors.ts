@@ -1,6 +1,9 @@
 import { DomainError } from '../common/domain.errors.js';
 
-/** The INSERT hit UQ_jobs_owner_idempotency_key: JobsService.submit turns this into a replay or a 409. */
+/**
+ * The INSERT found the key taken on the owner-and-key constraint (UQ_jobs_owner_idempotency_key; a batch's,
+ * UQ_batches_owner_idempotency_key): the route's IdempotencyInterceptor turns this into a replay or a 409.
+ */
 export class DuplicateIdempotencyKeyError extends Error {
   constructor(
     readonly ownerId: string,

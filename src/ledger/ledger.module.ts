@@ -1,7 +1,7 @@
 import { Module } from '@nestjs/common';
 
-import { CapacityModule } from '../capacity/capacity.module.js';
 import { AttemptsRepository } from './attempts.repository.js';
+import { BatchWriter } from './batch-writer.js';
 import { BatchesRepository } from './batches.repository.js';
 import { JobEventsRepository } from './job-events.repository.js';
 import { JobSignals } from './job-signals.js';
@@ -11,22 +11,22 @@ import { SettlementRepository } from './settlement.repository.js';
 
 /** The bottom of the graph: the jobs and attempts tables, their one writer, and the wake-ups between replicas. */
 @Module({
-  imports: [CapacityModule],
   providers: [
     JobsRepository,
     AttemptsRepository,
     JobEventsRepository,
     SettlementRepository,
     BatchesRepository,
+    BatchWriter,
     LedgerFactory,
     JobSignals,
   ],
   exports: [
-    CapacityModule,
     JobsRepository,
     AttemptsRepository,
     JobEventsRepository,
     BatchesRepository,
+    BatchWriter,
     LedgerFactory,
     JobSignals,
   ],

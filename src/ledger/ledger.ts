@@ -1,11 +1,9 @@
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { DataSource, type EntityManager } from 'typeorm';
 
-import { CapacityRepository, type Lease } from '../capacity/capacity.repository.js';
-import type { ProviderState, WaitingRoom } from '../capacity/capacity.rules.js';
 import { canonicalJson, sha256Hex } from '../common/canonical-json.js';
 import { safeErrorFields } from '../common/log-safe.js';
-import { inTransaction } from '../database/transactions.js';
+import { inTransaction, type Queryable } from '../database/transactions.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { type Attempt, type AttemptStatus, NOT_SENT, type ResolvedBy, type Usage } from './attempt.types.js';
 import {
@@ -18,7 +16,7 @@ import {
 import type { Job, JobStatus, JobWithAttempts } from './job.types.js';
 import { type JobEvent, JobEventsRepository } from './job-events.repository.js';
 import { JobSignals } from './job-signals.js';
-import { type FairClaim, JobsRepository, type OwnerCharge } from './jobs.repository.js';
+import { type FairClaim, JobsRepository, type NewJob, type OwnerCharge, type WaitingRoom } from './jobs.repository.js';
 import { type Announcement, OUTBOX, type Outbox } from './outbox.port.js';
 import { SettlementRepository } from './settlement.repository.js';
 import { SettlementBatcher } from './settlement-batcher.js';
@@ -48,7 +46,6 @@ interface Repositories {
   jobs: JobsRepository;
   attempts: AttemptsRepository;
   settlements: SettlementRepository;
-  capacity: CapacityRepository;
 }
 
 /**
@@ -105,8 +102,8 @@ export class Ledger {
    * Up to `limit` due jobs with their attempts, owner by owner in turn (docs/design.md#fair-share), locked (SKIP
    * LOCKED) until this transaction ends; of the jobs waiting for capacity, at most the room each provider has.
    */
-  claimDue(limit: number, waiting: WaitingRoom = { providers: [], rooms: [] }): Promise<FairClaim> {
-    return this.repos.jobs.claimDue(limit, waiting, this.manager);
+  claimDue(limit: number, waiting: WaitingRoom = { providers: [], rooms: [] }, sole = false): Promise<FairClaim> {
+    return this.repos.jobs.claimDue(limit, waiting, this.manager, sole);
   }
 
   /**
@@ -136,19 +133,12 @@ export class Ledger {
     return this.repos.jobs.releaseWaitsOutside(known, this.manager);
   }
 
-  /** The shared state of these providers, locked until this transaction ends (after the jobs: the lock order). */
-  lockProviders(providers: string[]): Promise<ProviderState[]> {
-    return this.repos.capacity.lock(providers, this.manager);
-  }
-
-  /** Finished calls' leases handed to this claim's attempts (ProviderCapacity.keepSpare); returns how many moved. */
-  handOverLeases(moves: Array<{ from: string; to: string; ttlMs: number }>): Promise<number> {
-    return this.repos.capacity.handOver(moves, this.manager);
-  }
-
-  /** A provider's state after this claim's grant, and the leases of the calls it starts, committed with their attempts. */
-  saveProvider(state: ProviderState, leases: Lease[]): Promise<void> {
-    return this.repos.capacity.commitGrant(state, leases, this.manager);
+  /**
+   * This transaction, for what must commit with the ledger's writes but is not the ledger's: a claim's provider
+   * locks, leases and state (CapacityGate, src/capacity/). Jobs and attempts are written through the methods here.
+   */
+  get transaction(): Queryable {
+    return this.manager;
   }
 
   /** Claimed jobs that must wait for capacity on `provider`: no attempt, their place in the queue kept. */
@@ -405,13 +395,12 @@ export class LedgerFactory {
     jobs: JobsRepository,
     attempts: AttemptsRepository,
     settlements: SettlementRepository,
-    capacity: CapacityRepository,
     private readonly events: JobEventsRepository,
     private readonly metrics: MetricsService,
     private readonly signals: JobSignals,
     @Optional() @Inject(OUTBOX) private readonly outbox?: Outbox,
   ) {
-    this.repos = { jobs, attempts, settlements, capacity };
+    this.repos = { jobs, attempts, settlements };
     this.settlements = new SettlementBatcher((writes) => settlements.settleResults(writes, this.dataSource.manager));
   }
 
@@ -440,6 +429,23 @@ export class LedgerFactory {
   }
 
   /**
+   * A new job and its `created` event, committed before it returns (JobsRepository.insertJob: the creates of a
+   * moment share one statement). A taken owner and key is DuplicateIdempotencyKeyError; a budget it would pass,
+   * OverBudgetError.
+   */
+  create(job: NewJob): Promise<Job> {
+    return this.repos.jobs.insertJob(job);
+  }
+
+  /**
+   * The attempts the reconciler looks up at their provider now, claimed for this period across replicas: each gets
+   * `provider_checked_at`, so no replica asks again within `periodMs` (AttemptsRepository.claimLookups).
+   */
+  claimLookups(providers: string[], periodMs: number, limit: number): Promise<Attempt[]> {
+    return this.repos.attempts.claimLookups(providers, periodMs, limit);
+  }
+
+  /**
    * Exactly one winner (I5): the first valid result to arrive takes the job by compare-and-swap; a later one
    * keeps only its digest. One autocommit statement (SettlementRepository.settleResults) locks, decides, writes
    * and records, for this result and the others that arrived with it (SettlementBatcher); metrics, the race log
@@ -464,7 +470,8 @@ export class LedgerFactory {
     });
     if (!settled) throw new Error(`attempt ${attemptId} of job ${jobId} was not found`);
     const provider = settled.provider;
-    if (settled.priorOutcome !== null) return { outcome: 'duplicate', provider }; // the same result delivered twice (worker and lookup)
+    // The same result delivered twice (worker and lookup).
+    if (settled.priorOutcome !== null) return { outcome: 'duplicate', provider };
     if (settled.attemptTo !== settled.attemptFrom) {
       this.metrics.attempts.inc({ provider: settled.provider, status: settled.attemptTo });
     }

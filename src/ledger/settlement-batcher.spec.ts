@@ -42,7 +42,10 @@ function scripted(fail?: (writes: ArrivedResultWrite[]) => Error | undefined) {
 }
 
 describe('SettlementBatcher', () => {
-  it('settles results that arrive together in shared statements, at most SETTLE_IN_FLIGHT at a time, each answered with its own row', async () => {
+  const sharedTitle =
+    'settles results that arrive together in shared statements, at most SETTLE_IN_FLIGHT at a time, ' +
+    'each answered with its own row';
+  it(sharedTitle, async () => {
     const s = scripted();
     const batcher = new SettlementBatcher(s.settle);
     const results = await Promise.all(
@@ -82,7 +85,9 @@ describe('SettlementBatcher', () => {
     expect(answers.map((a) => a.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'fulfilled']);
   });
 
-  it('fails the whole batch at once when the database is away or the statement deadlocked (the callers retry)', async () => {
+  const failTitle =
+    'fails the whole batch at once when the database is away or the statement deadlocked (the callers retry)';
+  it(failTitle, async () => {
     for (const code of ['ECONNREFUSED', '40P01']) {
       const s = scripted(() => Object.assign(new Error('down'), { code }));
       const batcher = new SettlementBatcher(s.settle);

@@ -8,7 +8,7 @@ import {
   type ListedJob,
   listedJobFromRow,
 } from '../ledger/job.types.js';
-import { listedJobColumns } from '../ledger/jobs.repository.js';
+import { listedJobColumns } from '../ledger/job-columns.js';
 
 /** One row of a job's timeline, as job_events stores it. */
 export interface JobEventRow {
@@ -90,12 +90,14 @@ export interface OpsJobQuery {
   afterId?: string;
 }
 
-const JOB_COLUMNS = `j.id, j.owner_id, j.idempotency_key, j.fingerprint, j.operation, j.input, j.providers, j.status, j.version,
+const JOB_COLUMNS = `j.id, j.owner_id, j.idempotency_key, j.fingerprint, j.operation, j.input, j.providers, j.status,
+  j.version,
   j.result, j.error, j.completed_by, j.created_at, j.updated_at, j.completed_at, j.priority`;
 
 /** How long an attempt has waited: since it became unknown (its event), else since it started. */
 const WAITING_SINCE = `COALESCE((SELECT max(e.at) FROM job_events e
-  WHERE e.job_id = a.job_id AND e.attempt_id = a.id AND e.subject = 'attempt' AND e.to_status = 'unknown'), a.started_at)`;
+  WHERE e.job_id = a.job_id AND e.attempt_id = a.id AND e.subject = 'attempt' AND e.to_status = 'unknown'),
+    a.started_at)`;
 
 /**
  * The operators' reads, across owners (I7's one exception, by scope: docs/design.md#operators). Read-only: every
@@ -108,7 +110,8 @@ export class OpsRepository {
   /** Any owner's job with its attempts. */
   async findJob(id: string): Promise<JobWithAttempts | undefined> {
     const rows = await this.dataSource.query(
-      `SELECT ${JOB_COLUMNS}, COALESCE((SELECT json_agg(a ORDER BY a.number) FROM attempts a WHERE a.job_id = j.id), '[]'::json) AS attempts
+      `SELECT ${JOB_COLUMNS}, COALESCE((SELECT json_agg(a ORDER BY a.number) FROM attempts a WHERE a.job_id = j.id),
+        '[]'::json) AS attempts
          FROM jobs j WHERE j.id = $1`,
       [id],
     );
@@ -171,7 +174,8 @@ export class OpsRepository {
   /** The job's events in the order they happened, after the event `afterId` (exclusive). */
   listEvents(jobId: string, limit: number, afterId: string): Promise<JobEventRow[]> {
     return this.dataSource.query(
-      `SELECT id::text AS id, job_id, attempt_id, subject, from_status, to_status, reason, detail, at, actor_key_id, actor_owner
+      `SELECT id::text AS id, job_id, attempt_id, subject, from_status, to_status, reason, detail, at, actor_key_id,
+        actor_owner
          FROM job_events e WHERE e.job_id = $1 AND e.id > $2::bigint ORDER BY e.id LIMIT $3`,
       [jobId, afterId, limit],
     );
@@ -201,7 +205,8 @@ export class OpsRepository {
     }
     return this.dataSource.query(
       `SELECT s.*, GREATEST(0, extract(epoch FROM now() - s.waiting_since))::float8 AS waited_seconds
-         FROM (SELECT a.id, a.job_id, j.owner_id, j.operation, a.provider, a.number, a.status, a.deadline_at, a.started_at,
+         FROM (SELECT a.id, a.job_id, j.owner_id, j.operation, a.provider, a.number, a.status, a.deadline_at,
+           a.started_at,
                       a.provider_request_id, a.error, ${WAITING_SINCE} AS waiting_since
                  FROM attempts a JOIN jobs j ON j.id = a.job_id
                 WHERE ${where.join(' AND ')}
@@ -219,7 +224,8 @@ export class OpsRepository {
   perMinute(minutes: number): Promise<MinuteRow[]> {
     return this.dataSource.query(
       `WITH span AS (SELECT date_trunc('minute', now()) - make_interval(mins => $1::int - 1) AS since),
-       buckets AS (SELECT generate_series((SELECT since FROM span), date_trunc('minute', now()), interval '1 minute') AS at),
+       buckets AS (SELECT generate_series((SELECT since FROM span), date_trunc('minute', now()),
+         interval '1 minute') AS at),
        created AS (
          SELECT date_trunc('minute', created_at) AS at, count(*)::int AS n FROM jobs
           WHERE created_at >= (SELECT since FROM span) GROUP BY 1),
@@ -238,7 +244,8 @@ export class OpsRepository {
             AND status IN ('succeeded', 'failed') AND claimed_at IS NOT NULL
           GROUP BY 1)
        SELECT b.at, COALESCE(c.n, 0) AS created, COALESCE(s.succeeded, 0) AS succeeded, COALESCE(s.failed, 0) AS failed,
-              COALESCE(s.cancelled, 0) AS cancelled, COALESCE(x.n, 0) AS attempts, x.p50::float8 AS p50_ms, x.p95::float8 AS p95_ms
+              COALESCE(s.cancelled, 0) AS cancelled, COALESCE(x.n, 0) AS attempts, x.p50::float8 AS p50_ms,
+                x.p95::float8 AS p95_ms
          FROM buckets b LEFT JOIN created c USING (at) LEFT JOIN settled s USING (at) LEFT JOIN answered x USING (at)
         ORDER BY b.at`,
       [minutes],
@@ -251,8 +258,10 @@ export class OpsRepository {
       `SELECT a.provider, count(*)::int AS attempts,
               count(*) FILTER (WHERE a.status = 'succeeded')::int AS succeeded,
               count(*) FILTER (WHERE a.status = 'failed')::int AS failed,
-              count(*) FILTER (WHERE EXISTS (SELECT 1 FROM job_events e WHERE e.job_id = a.job_id AND e.attempt_id = a.id
-                                                AND e.subject = 'attempt' AND e.to_status = 'unknown'))::int AS timeouts,
+              count(*) FILTER (WHERE EXISTS (SELECT 1 FROM job_events e
+                                              WHERE e.job_id = a.job_id AND e.attempt_id = a.id
+                                                AND e.subject = 'attempt' AND e.to_status = 'unknown'))::int
+                AS timeouts,
               count(*) FILTER (WHERE a.status = 'unknown')::int AS unknown_now,
               count(*) FILTER (WHERE a.status = 'cancelled')::int AS cancelled,
               count(*) FILTER (WHERE a.outcome = 'discarded')::int AS discarded,

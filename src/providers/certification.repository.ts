@@ -25,7 +25,8 @@ export class CertificationRepository {
 
   async insertReport(report: Omit<CertificationReport, 'id' | 'createdAt'>): Promise<CertificationReport> {
     const rows: Row[] = await this.dataSource.query(
-      `INSERT INTO certifications (provider, operation, contract_digest, passed, report) VALUES ($1, $2, $3, $4, $5::jsonb) RETURNING *`,
+      `INSERT INTO certifications (provider, operation, contract_digest, passed, report) VALUES ($1, $2, $3, $4,
+        $5::jsonb) RETURNING *`,
       [report.provider, report.operation, report.contractDigest, report.passed, JSON.stringify(report)],
     );
     return toReport(rows[0]);
@@ -38,7 +39,8 @@ export class CertificationRepository {
     contractDigest: string,
   ): Promise<CertificationReport | undefined> {
     const rows: Row[] = await this.dataSource.query(
-      `SELECT * FROM certifications WHERE provider = $1 AND operation = $2 AND contract_digest = $3 ORDER BY created_at DESC LIMIT 1`,
+      `SELECT * FROM certifications WHERE provider = $1 AND operation = $2 AND contract_digest = $3
+        ORDER BY created_at DESC LIMIT 1`,
       [provider, operation, contractDigest],
     );
     return rows[0] && toReport(rows[0]);

@@ -26,6 +26,9 @@ export function contractDigest(operation: OperationSpec, provider: ProviderSpec)
       temperature: operation.temperature,
       maxTokens: operation.maxTokens,
       model: provider.model,
+      // Another API is another contract (the Responses API's output comes back differently); the default, `chat`,
+      // leaves the digest as it was before `api` existed, so no certification made then is voided by an upgrade.
+      ...(provider.api && provider.api !== 'chat' ? { api: provider.api } : {}),
     }),
   );
 }

@@ -29,7 +29,8 @@ export class BudgetsRepository {
     await this.dataSource.query(
       `WITH b AS (
          INSERT INTO owner_budgets (owner_id, monthly_limit, currency) VALUES ($1, $2, $3)
-         ON CONFLICT (owner_id) DO UPDATE SET monthly_limit = EXCLUDED.monthly_limit, currency = EXCLUDED.currency, updated_at = now()
+         ON CONFLICT (owner_id) DO UPDATE SET monthly_limit = EXCLUDED.monthly_limit, currency = EXCLUDED.currency,
+           updated_at = now()
          RETURNING owner_id
        )
        SELECT pg_notify('${BUDGETS_CHANNEL}', owner_id) FROM b`,
@@ -57,8 +58,10 @@ export class BudgetsRepository {
       `SELECT (SELECT COALESCE(sum(a.cost), 0) FROM jobs j JOIN attempts a ON a.job_id = j.id
                 WHERE j.owner_id = $1 AND a.cost_currency = $2 AND a.started_at >= $3) AS spent,
               (SELECT COALESCE(sum(GREATEST(j.reserved_cost
-                       - COALESCE((SELECT sum(a.cost) FROM attempts a WHERE a.job_id = j.id AND a.cost_currency = $2), 0), 0)), 0)
-                 FROM jobs j WHERE j.owner_id = $1 AND j.status IN ('pending', 'running', 'unknown') AND j.reserved_currency = $2)
+                       - COALESCE((SELECT sum(a.cost) FROM attempts a WHERE a.job_id = j.id AND a.cost_currency = $2),
+                         0), 0)), 0)
+                 FROM jobs j WHERE j.owner_id = $1 AND j.status IN ('pending', 'running', 'unknown')
+                   AND j.reserved_currency = $2)
                 AS reserved`,
       [ownerId, currency, since],
     );

@@ -51,7 +51,8 @@ export class UsageRepository {
       await manager.query(
         `INSERT INTO provider_prices (provider, input_per_mtok, output_per_mtok, currency)
          SELECT * FROM unnest($1::text[], $2::numeric[], $3::numeric[], $4::text[])
-         ON CONFLICT (provider) DO UPDATE SET input_per_mtok = EXCLUDED.input_per_mtok, output_per_mtok = EXCLUDED.output_per_mtok,
+         ON CONFLICT (provider) DO UPDATE SET input_per_mtok = EXCLUDED.input_per_mtok,
+           output_per_mtok = EXCLUDED.output_per_mtok,
                 currency = EXCLUDED.currency, updated_at = now()
           WHERE (provider_prices.input_per_mtok, provider_prices.output_per_mtok, provider_prices.currency)
                 IS DISTINCT FROM (EXCLUDED.input_per_mtok, EXCLUDED.output_per_mtok, EXCLUDED.currency)`,

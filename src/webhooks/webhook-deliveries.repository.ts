@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 
 import { type Queryable, rowsOf } from '../database/transactions.js';
-import { announcementBody, announcementSql, isoTimeSql } from '../ledger/announcement.sql.js';
+import { announcementBody, announcementSql, isoTimeSql } from '../ledger/announcement.js';
 import type { Announcement } from '../ledger/outbox.port.js';
 import type { CertificationReport } from '../providers/certification.types.js';
 import {
@@ -26,7 +26,10 @@ interface ClaimedRow {
 
 export interface DeliveryResult {
   id: string;
-  /** The claim's attempt number: a result for an older claim (the delivery was retried by hand meanwhile) still records its attempt. */
+  /**
+   * The claim's attempt number: a result for an older claim (the delivery was retried by hand meanwhile) still
+   * records its attempt.
+   */
   number: number;
   statusCode: number | null;
   latencyMs: number;
@@ -48,7 +51,8 @@ export interface DeliveryPageQuery {
   status?: DeliveryStatus;
 }
 
-const HISTORY = `(SELECT json_agg(json_build_object('number', a.number, 'statusCode', a.status_code, 'latencyMs', a.latency_ms,
+const HISTORY = `(SELECT json_agg(json_build_object('number', a.number, 'statusCode', a.status_code, 'latencyMs',
+  a.latency_ms,
   'error', a.error, 'at', a.at) ORDER BY a.id) FROM webhook_delivery_attempts a WHERE a.delivery_id = d.id) AS history`;
 const COLUMNS = `d.id, d.endpoint_id, d.job_id, d.batch_id, d.event_type, d.status, d.attempts, d.next_attempt_at,
   d.last_status_code,
@@ -68,7 +72,12 @@ export class WebhookDeliveriesRepository {
     await manager.query(
       `INSERT INTO webhook_deliveries (endpoint_id, owner_id, job_id, event_type, payload)
        SELECT w.id, j.owner_id, j.id, e.type,
-              ${announcementSql('j', { type: 'e.type', attemptId: 'e.attempt_id', status: 'j.status', error: 'j.error' })}
+              ${announcementSql('j', {
+                type: 'e.type',
+                attemptId: 'e.attempt_id',
+                status: 'j.status',
+                error: 'j.error',
+              })}
          FROM unnest($1::uuid[], $2::uuid[], $3::text[]) AS e (job_id, attempt_id, type)
          JOIN jobs j ON j.id = e.job_id
          JOIN webhook_endpoints w ON w.owner_id = j.owner_id AND w.status = 'enabled' AND e.type = ANY (w.events)`,
@@ -89,8 +98,10 @@ export class WebhookDeliveriesRepository {
       this.dataSource.manager,
       `INSERT INTO webhook_deliveries (endpoint_id, owner_id, job_id, event_type, payload)
        SELECT w.id, w.owner_id, NULL, 'provider.decertified',
-              jsonb_build_object('type', 'provider.decertified', 'timestamp', ${isoTimeSql('now()')}, 'data', jsonb_build_object(
-                'provider', $1::text, 'operation', $2::text, 'model', $3::text, 'contractDigest', $4::text, 'reportId', $5::text,
+              jsonb_build_object('type', 'provider.decertified', 'timestamp', ${isoTimeSql('now()')},
+                'data', jsonb_build_object(
+                'provider', $1::text, 'operation', $2::text, 'model', $3::text, 'contractDigest', $4::text,
+                'reportId', $5::text,
                 'passed', false, 'trigger', $6::text, 'cost', $7::jsonb, 'certifiedAt', $8::text))
          FROM webhook_endpoints w WHERE w.status = 'enabled' AND 'provider.decertified' = ANY (w.events)
        RETURNING id`,
@@ -140,7 +151,8 @@ export class WebhookDeliveriesRepository {
           LIMIT $1
           FOR UPDATE OF d SKIP LOCKED
        )
-       UPDATE webhook_deliveries d SET attempts = d.attempts + 1, next_attempt_at = now() + $2 * interval '1 millisecond',
+       UPDATE webhook_deliveries d SET attempts = d.attempts + 1,
+         next_attempt_at = now() + $2 * interval '1 millisecond',
               leased_until = now() + $2 * interval '1 millisecond'
          FROM due, webhook_endpoints w
         WHERE d.id = due.id AND w.id = d.endpoint_id
@@ -164,7 +176,8 @@ export class WebhookDeliveriesRepository {
   async recordSuccess(result: DeliveryResult): Promise<void> {
     await this.dataSource.query(
       `WITH d AS (
-         UPDATE webhook_deliveries SET status = 'succeeded', delivered_at = now(), last_status_code = $3, last_error = NULL,
+         UPDATE webhook_deliveries SET status = 'succeeded', delivered_at = now(), last_status_code = $3,
+           last_error = NULL,
                 leased_until = NULL
           WHERE id = $1 AND attempts = $2 AND status = 'pending'
           RETURNING endpoint_id
@@ -243,7 +256,8 @@ export class WebhookDeliveriesRepository {
     const rows = await rowsOf<WebhookDeliveryRow>(
       this.dataSource.manager,
       `SELECT ${COLUMNS} FROM webhook_deliveries d
-        WHERE d.owner_id = $1 AND d.endpoint_id = $2 AND ($3::uuid IS NULL OR d.job_id = $3) AND ($4::text IS NULL OR d.status = $4)
+        WHERE d.owner_id = $1 AND d.endpoint_id = $2 AND ($3::uuid IS NULL OR d.job_id = $3) AND ($4::text IS NULL
+          OR d.status = $4)
         ORDER BY d.created_at DESC, d.id DESC
         LIMIT $5`,
       [ownerId, endpointId, query.jobId ?? null, query.status ?? null, query.limit],

@@ -10,7 +10,7 @@ import {
 import { Counter } from 'prom-client';
 import { Webhook } from 'standardwebhooks';
 
-import { deadline } from '../common/deadline.js';
+import { deadline, shutdownController } from '../common/deadline.js';
 import { ValidationFailedError } from '../common/domain.errors.js';
 import { HostLookupError } from '../common/host-lookup.js';
 import { Wakeup } from '../common/wakeup.js';
@@ -39,7 +39,7 @@ const SHUTDOWN_GRACE_CAP_MS = 5_000;
 export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly logger = new Logger(WebhookDispatcher.name);
   private readonly inFlight = new Set<Promise<void>>();
-  private readonly shutdown = new AbortController();
+  private readonly shutdown = shutdownController();
   private stopping = false;
   private loop?: Promise<void>;
   private readonly wakeup = new Wakeup();

@@ -85,7 +85,8 @@ export class WebhookEndpointsRepository {
     const rows = await rowsOf<WebhookEndpointRow & { previous_secret_expires_at: Date | null }>(
       this.dataSource.manager,
       `WITH live AS (
-         SELECT w.id, COALESCE((SELECT jsonb_agg(p ORDER BY (p->>'expiresAt')::timestamptz) FROM jsonb_array_elements(w.previous_secrets) p
+         SELECT w.id, COALESCE((SELECT jsonb_agg(p ORDER BY (p->>'expiresAt')::timestamptz)
+           FROM jsonb_array_elements(w.previous_secrets) p
                                  WHERE (p->>'expiresAt')::timestamptz > now()), '[]'::jsonb) AS retired
            FROM webhook_endpoints w WHERE w.owner_id = $1 AND w.id = $2
           FOR UPDATE
@@ -117,7 +118,8 @@ export class WebhookEndpointsRepository {
   async enableOwned(ownerId: string, id: string): Promise<WebhookEndpoint | undefined> {
     const rows = await rowsOf<WebhookEndpointRow>(
       this.dataSource.manager,
-      `UPDATE webhook_endpoints SET status = 'enabled', disabled_reason = NULL, disabled_at = NULL, failing_since = NULL,
+      `UPDATE webhook_endpoints SET status = 'enabled', disabled_reason = NULL, disabled_at = NULL,
+        failing_since = NULL,
               failed_events = 0, updated_at = now()
         WHERE owner_id = $1 AND id = $2
         RETURNING ${COLUMNS}`,

@@ -36,6 +36,7 @@ function newJob(overrides: JobOverrides): NewJob {
     fingerprint: fingerprintOf({ operation, input, providers: overrides.providers ?? null }),
     traceContext: overrides.traceContext ?? null,
     waitingFor: overrides.waitingFor ?? null,
+    priority: overrides.priority,
   };
 }
 

@@ -1,4 +1,5 @@
 import { fingerprintOf } from '../../src/common/fingerprint.js';
+import type { WaitingRoom } from '../../src/ledger/jobs.repository.js';
 import { JobsRepository, type NewJob } from '../../src/ledger/jobs.repository.js';
 import { DuplicateIdempotencyKeyError } from '../../src/ledger/ledger.errors.js';
 import { createAttempt, createJob } from '../factories/index.js';
@@ -98,6 +99,61 @@ describe('JobsRepository (real PostgreSQL, no app)', () => {
       );
       // The oldest two of the capped provider's queue, none of the closed one's.
       expect(claimed.map((j) => j.id)).toEqual(waiting.slice(0, 2).map((j) => j.id));
+    });
+  });
+
+  describe('the sole-owner claim (CLAIM_SOLE, then CLAIM_DUE when there is anyone to be fair to)', () => {
+    const claim = (limit: number, waiting: WaitingRoom = NO_WAITING) =>
+      m.dataSource.transaction((tx) => jobs.claimDue(limit, waiting, tx, true));
+
+    it("takes one owner's jobs highest priority then oldest, as the fair claim does, and says it went alone", async () => {
+      const old = await createJob(m.dataSource, { ownerId: 'a' });
+      const urgent = await createJob(m.dataSource, { ownerId: 'a', priority: 5 });
+      await createJob(m.dataSource, { ownerId: 'a' });
+      await createJob(m.dataSource, { ownerId: 'a', due: false });
+      const taken = await claim(2);
+      expect(taken.sole).toBe(true);
+      expect(taken.ownersPresent).toBe(1);
+      expect(taken.jobs.map((j) => j.id)).toEqual([urgent.id, old.id]);
+    });
+
+    it('hands a second owner its turn in the same claim: one job of B behind 10 of A is claimed first of two', async () => {
+      for (let i = 0; i < 10; i++) await createJob(m.dataSource, { ownerId: 'a' });
+      const b = await createJob(m.dataSource, { ownerId: 'b' });
+      const taken = await claim(2);
+      expect(taken.sole).toBe(false);
+      expect(taken.ownersPresent).toBe(2);
+      expect(taken.jobs.map((j) => j.ownerId).sort()).toEqual(['a', 'b']);
+      expect(taken.jobs.map((j) => j.id)).toContain(b.id);
+    });
+
+    it('sees an owner that waits for capacity beside one that does not', async () => {
+      for (let i = 0; i < 3; i++) await createJob(m.dataSource, { ownerId: 'a' });
+      const b = await createJob(m.dataSource, { ownerId: 'b', waitingFor: 'capped' });
+      const taken = await claim(2, { providers: ['capped'], rooms: [1] });
+      expect(taken.sole).toBe(false);
+      expect(taken.jobs.map((j) => j.id)).toContain(b.id);
+    });
+
+    it('leaves an owner with a cap to the fair claim, which counts its jobs against the cap', async () => {
+      await m.dataSource.query(`INSERT INTO owner_shares (owner_id, max_concurrency) VALUES ('a', 1)`);
+      for (let i = 0; i < 3; i++) await createJob(m.dataSource, { ownerId: 'a' });
+      const taken = await claim(3);
+      expect(taken.sole).toBe(false);
+      expect(taken.shares).toEqual([expect.objectContaining({ ownerId: 'a', capped: true })]);
+    });
+
+    it('locks nothing when nothing is due, and never hands one job to two concurrent claims', async () => {
+      expect(await claim(4)).toEqual(expect.objectContaining({ jobs: [], sole: true, ownersPresent: 0 }));
+      const due = await Promise.all(Array.from({ length: 10 }, () => createJob(m.dataSource, { ownerId: 'a' })));
+      const [first, second] = await m.dataSource.transaction(async (tx1) => {
+        const mine = (await jobs.claimDue(4, NO_WAITING, tx1, true)).jobs;
+        const theirs = (await claim(10)).jobs;
+        return [mine, theirs];
+      });
+      expect(first).toHaveLength(4);
+      expect(second).toHaveLength(6);
+      expect(new Set([...first, ...second].map((j) => j.id))).toEqual(new Set(due.map((j) => j.id)));
     });
   });
 });

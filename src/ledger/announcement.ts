@@ -14,8 +14,10 @@ export function announcementSql(
   event: { type: string; attemptId: string; status: string; error: string },
 ): string {
   return `jsonb_build_object('type', ${event.type}, 'timestamp', ${isoTimeSql('now()')}, 'data', jsonb_build_object(
-                  'jobId', ${job}.id, 'attemptId', ${event.attemptId}, 'status', ${event.status}, 'operation', ${job}.operation,
-                  'idempotencyKey', ${job}.idempotency_key, 'version', ${job}.version, 'result', ${job}.result, 'error', ${event.error},
+                  'jobId', ${job}.id, 'attemptId', ${event.attemptId}, 'status', ${event.status}, 'operation',
+                    ${job}.operation,
+                  'idempotencyKey', ${job}.idempotency_key, 'version', ${job}.version, 'result', ${job}.result, 'error',
+                    ${event.error},
                   'completedBy', ${job}.completed_by, 'completedAt', ${isoTimeSql(`${job}.completed_at`)}))`;
 }
 
