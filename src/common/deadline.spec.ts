@@ -61,8 +61,9 @@ describe('deadline', () => {
 
   it('lets 50 calls follow one shutdown signal without a MaxListenersExceededWarning (the build, in a process)', () => {
     // Node prints the warning from its own realm; jest's sandbox has other AbortSignals, so ask a real process.
+    const url = JSON.stringify(pathToFileURL(resolve('dist/src/common/deadline.js')).href);
     const script = `
-      const { deadline, shutdownController } = await import(${JSON.stringify(pathToFileURL(resolve('dist/src/common/deadline.js')).href)});
+      const { deadline, shutdownController } = await import(${url});
       const shutdown = shutdownController();
       const deadlines = Array.from({ length: 50 }, () => deadline(60_000, shutdown.signal));
       shutdown.abort();
