@@ -109,7 +109,10 @@ export function buildOpenApiDocument(app: NestFastifyApplication): OpenAPIObject
   );
 }
 
-/** Everything a running app needs beyond its modules; main.ts and every test call this, so tests run the app users run. */
+/**
+ * Everything a running app needs beyond its modules; main.ts and every test call this, so tests run the app users
+ * run.
+ */
 export async function configureApp(app: NestFastifyApplication): Promise<void> {
   app.enableVersioning({ type: VersioningType.URI });
   const fastify = app.getHttpAdapter().getInstance();

@@ -28,7 +28,8 @@ async function announceDemoKey(keys: ApiKeysService, dataDir: string, logger: Lo
     writeFileSync(file, `${first.key}\n`, { mode: 0o600 });
     chmodSync(file, 0o600);
     logger.log(
-      `First start of the embedded database: created a demo API key with every scope (owner "demo"), kept in ${file}. It is shown once:`,
+      'First start of the embedded database: created a demo API key with every scope (owner "demo"), ' +
+        `kept in ${file}. It is shown once:`,
     );
     process.stdout.write(`${first.key}\n`);
   } else if (existsSync(file)) {

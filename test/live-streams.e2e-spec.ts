@@ -1,8 +1,7 @@
-import { randomUUID } from 'node:crypto';
-
 import pg from 'pg';
 
 import { LedgerFactory } from '../src/ledger/ledger.js';
+import { postJob } from './factories/index.js';
 import { bearer, startTestApp, type TestApp } from './helpers/app.js';
 import { writeCatalog } from './helpers/catalog.js';
 import { follow, idsOf, openStream, readRaw } from './helpers/sse.js';
@@ -14,17 +13,6 @@ async function timeline(t: TestApp, key: string, jobId: string): Promise<string[
   const res = await t.http().get(`/v1/jobs/${jobId}/events?limit=500`).set(bearer(key)).expect(200);
   expect(res.headers['content-type']).toMatch(/^application\/json/);
   return (res.body as { items: Array<{ id: string }> }).items.map((e) => e.id);
-}
-
-async function createJob(t: TestApp, key: string, providers?: string[]): Promise<string> {
-  const res = await t
-    .http()
-    .post('/v1/jobs')
-    .set(bearer(key))
-    .set('Idempotency-Key', randomUUID())
-    .send({ operation: 'summarize', input: { text: 'stream me' }, ...(providers ? { providers } : {}) })
-    .expect(201);
-  return res.body.id as string;
 }
 
 describe('a live stream of a job (GET /v1/jobs/:id/events, Accept: text/event-stream)', () => {
@@ -54,7 +42,7 @@ describe('a live stream of a job (GET /v1/jobs/:id/events, Accept: text/event-st
   });
 
   it('sends the timeline so far, then each event as it commits, each once, in id order, then stops', async () => {
-    const jobId = await createJob(t, key, ['sim-slow']);
+    const jobId = (await postJob(t, key, { providers: ['sim-slow'] })).id;
     const follower = follow(`${t.baseUrl}/v1/jobs/${jobId}/events`, key);
     await follower.over;
     follower.close();
@@ -71,7 +59,7 @@ describe('a live stream of a job (GET /v1/jobs/:id/events, Accept: text/event-st
   it('resumes after Last-Event-ID with no gap and no repeat when the connection drops mid-job', async () => {
     const proxy = await startTcpProxy('127.0.0.1', Number(new URL(t.baseUrl).port));
     try {
-      const jobId = await createJob(t, key, ['sim-slow']);
+      const jobId = (await postJob(t, key, { providers: ['sim-slow'] })).id;
       const follower = follow(`http://127.0.0.1:${proxy.port}/v1/jobs/${jobId}/events`, key);
       await waitFor(
         async () => follower.messages.length,
@@ -94,7 +82,7 @@ describe('a live stream of a job (GET /v1/jobs/:id/events, Accept: text/event-st
   });
 
   it('resumes after ?lastEventId= as after the header; 204 once a finished job has nothing more', async () => {
-    const jobId = await createJob(t, key);
+    const jobId = (await postJob(t, key)).id;
     const status = () =>
       t
         .http()
@@ -125,7 +113,7 @@ describe('a live stream of a job (GET /v1/jobs/:id/events, Accept: text/event-st
   });
 
   it("answers 404 for another owner's job (I7), and streams any owner's job to ops:read", async () => {
-    const jobId = await createJob(t, key, ['sim-slow']);
+    const jobId = (await postJob(t, key, { providers: ['sim-slow'] })).id;
     const stranger = await t.key('owner-other', ['jobs:read']);
     const refused = await t
       .http()
@@ -143,7 +131,7 @@ describe('a live stream of a job (GET /v1/jobs/:id/events, Accept: text/event-st
 
   it('sends a heartbeat comment while nothing happens', async () => {
     const parked = await t.key('owner-parked');
-    const jobId = await createJob(t, parked, ['sim-hang']);
+    const jobId = (await postJob(t, parked, { providers: ['sim-hang'] })).id;
     const url = `${t.baseUrl}/v1/jobs/${jobId}/events`;
     const seen = await readRaw(url, bearer(parked), (text) => text.includes(': heartbeat\n\n'));
     expect(seen.text).toMatch(/^retry: \d+\n\n/);
@@ -152,7 +140,9 @@ describe('a live stream of a job (GET /v1/jobs/:id/events, Accept: text/event-st
 
   it('refuses past MAX_STREAMS_PER_OWNER and MAX_STREAMS (503, Retry-After); a client leaving frees one', async () => {
     const owners = [await t.key('limit-a'), await t.key('limit-b')];
-    const jobs = await Promise.all(owners.map((k) => createJob(t, k, ['sim-hang'])));
+    const jobs = await Promise.all(
+      owners.map(async (k) => (await postJob(t, k, { providers: ['sim-hang'] })).id as string),
+    );
     const open: Array<() => void> = [];
     const hold = async (i: number) => {
       const stream = await openStream(`${t.baseUrl}/v1/jobs/${jobs[i]}/events`, bearer(owners[i]));
@@ -168,7 +158,7 @@ describe('a live stream of a job (GET /v1/jobs/:id/events, Accept: text/event-st
       for (let n = 0; n < 3; n++) expect((await hold(1)).status).toBe(200);
       // Six streams are open in this process now (MAX_STREAMS): another owner is refused too.
       const stranger = await t.key('limit-c');
-      const third = await createJob(t, stranger, ['sim-hang']);
+      const third = (await postJob(t, stranger, { providers: ['sim-hang'] })).id;
       const full = await openStream(`${t.baseUrl}/v1/jobs/${third}/events`, bearer(stranger));
       full.close();
       expect(full.status).toBe(503);
@@ -196,7 +186,7 @@ describe('a job events writer that does not lock the job (the running mark) comm
 
   it('a stream misses no event when the running mark races another writer of the same job (I12)', async () => {
     const key = await t.key('owner-order');
-    const jobId = await createJob(t, key);
+    const jobId = (await postJob(t, key)).id;
     const queued = await t.http().post(`/v1/jobs/${jobId}/attempts`).set(bearer(key)).send({}).expect(201);
     const attempts = queued.body.attempts as Array<{ id: string; status: string }>;
     const attemptId = attempts.find((a) => a.status === 'starting')!.id;

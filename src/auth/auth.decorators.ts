@@ -23,7 +23,10 @@ export const OwnerId = createParamDecorator((_: unknown, context: ExecutionConte
   return request.principal!.ownerId;
 });
 
-/** The whole principal (key id, owner, scopes), for handlers whose answer depends on the scopes or records the actor. */
+/**
+ * The whole principal (key id, owner, scopes), for handlers whose answer depends on the scopes or records the
+ * actor.
+ */
 export const CurrentPrincipal = createParamDecorator((_: unknown, context: ExecutionContext): Principal => {
   const request = context.switchToHttp().getRequest<AuthenticatedRequest>();
   return request.principal!;

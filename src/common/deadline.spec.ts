@@ -20,7 +20,7 @@ function arm(make: () => AbortSignal): { fired: () => number } {
 }
 
 describe('deadline', () => {
-  it('fires all 16 deadlines after a full garbage collection (a composed AbortSignal.any does not, on Node 20)', async () => {
+  it('fires all 16 deadlines after a full GC (a composed AbortSignal.any does not, on Node 20)', async () => {
     const shutdown = new AbortController();
     const ours = arm(() => deadline(150, shutdown.signal).signal);
     await sleep(20);
@@ -29,7 +29,7 @@ describe('deadline', () => {
     expect(ours.fired()).toBe(16);
   });
 
-  it('aborts with a TimeoutError when the time is up, and with the source reason when a source aborts first', async () => {
+  it('aborts with a TimeoutError when the time is up, with the source reason when a source aborts first', async () => {
     const shutdown = new AbortController();
     const timed = deadline(20, shutdown.signal);
     await sleep(60);
@@ -61,8 +61,9 @@ describe('deadline', () => {
 
   it('lets 50 calls follow one shutdown signal without a MaxListenersExceededWarning (the build, in a process)', () => {
     // Node prints the warning from its own realm; jest's sandbox has other AbortSignals, so ask a real process.
+    const url = JSON.stringify(pathToFileURL(resolve('dist/src/common/deadline.js')).href);
     const script = `
-      const { deadline, shutdownController } = await import(${JSON.stringify(pathToFileURL(resolve('dist/src/common/deadline.js')).href)});
+      const { deadline, shutdownController } = await import(${url});
       const shutdown = shutdownController();
       const deadlines = Array.from({ length: 50 }, () => deadline(60_000, shutdown.signal));
       shutdown.abort();

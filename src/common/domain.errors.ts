@@ -85,7 +85,8 @@ export class ProviderNotCertifiedError extends DomainError {
     super(
       'provider_not_certified',
       409,
-      `${JSON.stringify(provider)} is neither the job's primary nor certified for ${JSON.stringify(operation)} under its current contract (I6).`,
+      `${JSON.stringify(provider)} is neither the job's primary nor certified for ${JSON.stringify(operation)} ` +
+        'under its current contract (I6).',
       [{ field: 'provider', message: 'is not certified for the operation' }],
     );
   }
@@ -98,7 +99,9 @@ export class ProviderNotCertifiedError extends DomainError {
  */
 export class ProviderPausedError extends DomainError {
   constructor(provider: string, pausedForMs: number) {
-    const detail = `${JSON.stringify(provider)} is paused by its own rate limit; ask again after the pause, or name another provider of the chain.`;
+    const detail =
+      `${JSON.stringify(provider)} is paused by its own rate limit; ask again after the pause, ` +
+      'or name another provider of the chain.';
     super('provider_paused', 409, detail, [{ field: 'provider', message: 'is paused by its rate limit' }]);
     this.retryAfterSeconds = Math.max(1, Math.ceil(pausedForMs / 1000));
   }

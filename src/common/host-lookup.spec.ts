@@ -67,7 +67,7 @@ describe('HostLookup', () => {
   });
   afterAll(() => dns.socket.close());
 
-  it('gives up on a name whose DNS server never answers at its deadline, while a hosts-file name answers at once', async () => {
+  it('gives up on a name whose DNS server is silent, at its deadline; a hosts-file name answers at once', async () => {
     const lookup = new HostLookup({ timeoutMs: 500, servers: [dns.address], hostsFile });
     const started = Date.now();
     // Eight hanging names at once: on libuv's pool (dns.lookup) they would hold all four threads.
@@ -127,7 +127,7 @@ describe('HostLookup', () => {
     expect(names.get('c')?.[0].family).toBe(6);
   });
 
-  it("applies resolv.conf's search domains to a short name, as the system resolver does, and not to an absolute one", async () => {
+  it("applies resolv.conf's search domains to a short name, not to an absolute one, as glibc does", async () => {
     const server = await tinyDnsServer({
       'vllm.models.svc.cluster.local': '198.51.100.20',
       'api.example.com': '198.51.100.30',

@@ -184,7 +184,10 @@ export function parseHostsFile(text: string): Map<string, ResolvedAddress[]> {
   return names;
 }
 
-/** `search` (or `domain`) and `options ndots:N` of a resolv.conf; the last `search` or `domain` line wins, as in glibc. */
+/**
+ * `search` (or `domain`) and `options ndots:N` of a resolv.conf; the last `search` or `domain` line wins, as in
+ * glibc.
+ */
 export function parseResolvConf(text: string): { domains: string[]; ndots: number } {
   let domains: string[] = [];
   let ndots = 1;

@@ -190,7 +190,8 @@ export function writeParserProblem(error: Error & { code?: string }, socket: Soc
   const body = JSON.stringify(problem);
   socket.end(
     `HTTP/1.1 ${refusal.status} ${refusal.reason}\r\nContent-Type: application/problem+json; charset=utf-8\r\n` +
-      `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${problem.requestId}\r\nX-Content-Type-Options: nosniff\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${problem.requestId}\r\n` +
+      'X-Content-Type-Options: nosniff\r\n' +
       `Connection: close\r\n\r\n${body}`,
   );
 }

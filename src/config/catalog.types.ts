@@ -37,7 +37,10 @@ export interface ProviderSpec {
   simulate?: SimulateSpec;
   /** openai only: `responses` creates each call in background mode and follows it by id (docs/catalog.md). */
   api?: OpenAiApi;
-  /** `api: chat` on OpenAI itself: calls are stored with the attempt id as metadata, and found by it (docs/catalog.md). */
+  /**
+   * `api: chat` on OpenAI itself: calls are stored with the attempt id as metadata, and found by it
+   * (docs/catalog.md).
+   */
   store?: boolean;
   /** `api: responses`: the worker's retrieve period while it follows a response, until the soft deadline. */
   pollIntervalMs?: number;

@@ -37,7 +37,10 @@ const setHeaders = (res: object) => {
   reply.header('Referrer-Policy', 'no-referrer');
 };
 
-/** Serves /console/ (/console redirects there; public: the page holds no data; its API calls carry the operator's key). */
+/**
+ * Serves /console/ (/console redirects there; public: the page holds no data; its API calls carry the operator's
+ * key).
+ */
 export function serveConsole(app: NestFastifyApplication): void {
   app.useStaticAssets({
     root: PAGE_DIR,

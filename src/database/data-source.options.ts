@@ -10,14 +10,20 @@ export interface DataSourceSettings {
   url: string;
   poolSize: number;
   applicationName?: string;
-  /** Client-side bound on one query (DB_QUERY_TIMEOUT_MS, see QUERY_TIMEOUT_MS); false for migrations, which may run long. */
+  /**
+   * Client-side bound on one query (DB_QUERY_TIMEOUT_MS, see QUERY_TIMEOUT_MS); false for migrations, which may run
+   * long.
+   */
   queryTimeoutMs?: number | false;
   /**
    * The bound on a query made while serving an HTTP request (DB_REQUEST_TIMEOUT_MS), shorter than the background's:
    * a client waiting on a frozen database gets its 503 before its own timeout. Unset: queryTimeoutMs for all.
    */
   requestQueryTimeoutMs?: number;
-  /** Send the registered hot statements named (DB_PREPARED_STATEMENTS; database/prepared-statements.ts). Off by default. */
+  /**
+   * Send the registered hot statements named (DB_PREPARED_STATEMENTS; database/prepared-statements.ts). Off by
+   * default.
+   */
   preparedStatements?: boolean;
 }
 
@@ -83,7 +89,8 @@ class OnejobClient extends pg.Client {
     if (result instanceof Promise) {
       result.catch((error: Error & { code?: string }) => {
         if (error?.message === 'Query read timeout') void this.end().catch(() => undefined);
-        // "cached plan must not change result type": a statement outlived a schema change; a new connection re-prepares.
+        // "cached plan must not change result type": a statement outlived a schema change; a new connection
+        // re-prepares.
         else if (name && error?.code === '0A000') void this.end().catch(() => undefined);
       });
     }
@@ -95,8 +102,9 @@ function refusePrepared(state: PreparedState, error: Error & { code?: string }):
   if (!state.on) return;
   state.on = false;
   new Logger('Database').warn(
-    `the database refused a named statement (${error.code}: ${error.message}): a transaction pooler that does not track prepared ` +
-      'statements is in the way. The statement ran again unnamed, and statements go unnamed from now on in this process; ' +
+    `the database refused a named statement (${error.code}: ${error.message}): ` +
+      'a transaction pooler that does not track prepared statements is in the way. ' +
+      'The statement ran again unnamed, and statements go unnamed from now on in this process; ' +
       'set DB_PREPARED_STATEMENTS=false for it (docs/operations.md#pgbouncer).',
   );
 }

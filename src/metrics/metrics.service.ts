@@ -94,7 +94,9 @@ export class MetricsService {
   });
   readonly providerThrottled = new Counter({
     name: 'onejob_provider_throttled_total',
-    help: 'Calls held back by provider capacity, by provider and reason (concurrency, requests_per_minute, tokens_per_minute, rate_limited, paused, breaker_open).',
+    help:
+      'Calls held back by provider capacity, by provider and reason (concurrency, requests_per_minute, ' +
+      'tokens_per_minute, rate_limited, paused, breaker_open).',
     labelNames: ['provider', 'reason'],
     registers: [this.registry],
   });
@@ -104,7 +106,8 @@ export class MetricsService {
     name: 'onejob_jobs_due',
     help:
       'Live jobs whose next attempt is due now, by provider (the one it waits on for capacity, else the first of ' +
-      'its chain) and state (ready, waiting_for_capacity); counted up to 10000 ready jobs in all and 10000 waiting per provider.',
+      'its chain) and state (ready, waiting_for_capacity); counted up to 10000 ready jobs in all ' +
+      'and 10000 waiting per provider.',
     labelNames: ['provider', 'state'],
     registers: [this.registry],
   });

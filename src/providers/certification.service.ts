@@ -13,7 +13,10 @@ import { renderPrompt } from './prompt.js';
 import { ProviderError, type RenderedPrompt } from './provider.port.js';
 import { ProviderRegistry } from './provider-registry.js';
 
-/** Hash of everything the contract depends on: a change to any of it voids a certification (docs/design.md#6-providers-operations-certification). */
+/**
+ * Hash of everything the contract depends on: a change to any of it voids a certification
+ * (docs/design.md#6-providers-operations-certification).
+ */
 export function contractDigest(operation: OperationSpec, provider: ProviderSpec): string {
   return sha256Hex(
     canonicalJson({

@@ -21,7 +21,7 @@ describe('rate-limit answers', () => {
     expect(retryAfterFromHeaders({ 'retry-after': '99999999' }, now)).toBe(3_600_000);
   });
 
-  it('classifies 429, and 503 with Retry-After, as rate_limited; a bare 503 stays an ordinary retryable failure', () => {
+  it('classifies 429, and 503 with Retry-After, as rate_limited; a bare 503 stays a plain retryable failure', () => {
     expect(definitiveHttpError(429)).toMatchObject({ reason: RATE_LIMITED, retryable: true, retryAfterMs: undefined });
     expect(definitiveHttpError(503, undefined, { 'retry-after': '3' })).toMatchObject({
       reason: RATE_LIMITED,

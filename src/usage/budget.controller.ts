@@ -16,8 +16,9 @@ const toBudgetView = (status: BudgetStatus): BudgetView => ({
 });
 
 const SET_DESCRIPTION =
-  'Spend counts attempts priced in the budget currency (catalog `pricing`), discarded results included, plus the worst case ' +
-  "live jobs still hold. Every replica applies a change as it commits. A budget is an admin's limit: scope `budgets:write`.";
+  'Spend counts attempts priced in the budget currency (catalog `pricing`), discarded results included, ' +
+  'plus the worst case live jobs still hold. Every replica applies a change as it commits. ' +
+  "A budget is an admin's limit: scope `budgets:write`.";
 
 /** An owner reads its budget; admins (`budgets:write`) set and remove any owner's (docs/operations.md#cost). */
 @ApiTags('usage')
@@ -42,7 +43,8 @@ export class BudgetController {
   @ApiEndpoint({
     operationId: 'setBudget',
     summary:
-      "Set the key's own owner's monthly budget: past it, POST /v1/jobs answers 429 budget_exceeded until the month ends",
+      "Set the key's own owner's monthly budget: " +
+      'past it, POST /v1/jobs answers 429 budget_exceeded until the month ends',
     description: SET_DESCRIPTION,
     problems: [{ status: 400, codes: ['validation_failed'] }],
   })

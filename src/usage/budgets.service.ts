@@ -34,7 +34,10 @@ export interface BudgetStatus extends Budget {
   resetsAt: Date;
 }
 
-/** The most tokens one attempt of `operation` on `input` may bill: the prompt, counted pessimistically, and maxTokens. */
+/**
+ * The most tokens one attempt of `operation` on `input` may bill: the prompt, counted pessimistically, and
+ * maxTokens.
+ */
 export function worstCaseTokens(
   operation: OperationSpec,
   input: Record<string, unknown>,

@@ -25,7 +25,9 @@ export class CostMeter {
   ) {
     this.cost = new Counter({
       name: 'onejob_cost_total',
-      help: "Cost of attempts with usage, in the provider's pricing currency, by provider and outcome (won, discarded, failed).",
+      help:
+        "Cost of attempts with usage, in the provider's pricing currency, " +
+        'by provider and outcome (won, discarded, failed).',
       labelNames: ['provider', 'outcome'],
       registers: [metrics.registry],
     });

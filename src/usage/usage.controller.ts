@@ -18,7 +18,8 @@ export class UsageController {
     operationId: 'getUsage',
     summary: "The owner's spend: attempts, tokens and cost (with the discarded share) by operation, provider or day",
     description:
-      'Attempts started in [from, to), priced from their usage at the price of the time; one group per key and currency. Purged jobs (JOB_RETENTION_DAYS) no longer count.',
+      'Attempts started in [from, to), priced from their usage at the price of the time; ' +
+      'one group per key and currency. Purged jobs (JOB_RETENTION_DAYS) no longer count.',
     problems: [{ status: 400, codes: ['validation_failed'] }],
   })
   @ApiOkResponse({ type: UsageView })

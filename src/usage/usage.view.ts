@@ -29,7 +29,8 @@ export class BudgetView {
   @ApiProperty({ description: 'Spent this calendar month (UTC) in `currency`.' }) spent!: number;
   @ApiProperty({
     description:
-      "Held by live jobs: each one's worst case (prompt and maxTokens at its chain's dearest price) less what its attempts cost so far. A create is refused once spent + reserved reaches monthlyLimit.",
+      "Held by live jobs: each one's worst case (prompt and maxTokens at its chain's dearest price) " +
+      'less what its attempts cost so far. A create is refused once spent + reserved reaches monthlyLimit.',
   })
   reserved!: number;
   @ApiProperty({ format: 'date-time' }) resetsAt!: string;

@@ -31,8 +31,9 @@ const SHUTDOWN_GRACE_CAP_MS = 5_000;
  * Sends the outbox (worker role, and `all`): claims due deliveries with FOR UPDATE SKIP LOCKED and a lease,
  * signs each per Standard Webhooks with the `standardwebhooks` reference implementation (the `webhook-id` is
  * the delivery's id, the same on every retry), POSTs it with a deadline and without following redirects, to an
- * address checked when the socket connects, and records the attempt. A 2xx is success; anything else backs off (docs/operations.md#webhooks). Woken in-process
- * after a commit that announced something; polls WEBHOOK_POLL_MS for the rest (other replicas, retries).
+ * address checked when the socket connects, and records the attempt. A 2xx is success; anything else backs off
+ * (docs/operations.md#webhooks). Woken in-process after a commit that announced something; polls WEBHOOK_POLL_MS
+ * for the rest (other replicas, retries).
  */
 @Injectable()
 export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicationShutdown {
@@ -59,7 +60,9 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
     this.lookupAllowed = hostLookup.lookupFunction();
     this.attemptsMetric = new Counter({
       name: 'onejob_webhook_attempts_total',
-      help: 'Webhook delivery attempts by outcome: delivered (2xx), failed (other status, timeout, connection error), refused (address check).',
+      help:
+        'Webhook delivery attempts by outcome: delivered (2xx), ' +
+        'failed (other status, timeout, connection error), refused (address check).',
       labelNames: ['outcome'],
       registers: [metrics.registry],
     });

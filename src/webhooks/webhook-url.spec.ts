@@ -109,7 +109,7 @@ describe('checkWebhookUrl', () => {
     );
   });
 
-  it('scopes WEBHOOK_ALLOWED_HOSTS by port: host:port allows that port only, a bare host its default port only', async () => {
+  it('scopes WEBHOOK_ALLOWED_HOSTS by port: host:port allows that port, a bare host its default port', async () => {
     await expect(checkWebhookUrl('http://127.0.0.1:4001/hook', ['127.0.0.1:4000'], noDns)).rejects.toBeInstanceOf(
       DomainError,
     );

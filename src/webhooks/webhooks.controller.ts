@@ -31,7 +31,9 @@ export class WebhooksController {
     operationId: 'createWebhook',
     summary: 'Subscribe an endpoint to job events (the signing secret is shown once)',
     description:
-      'Deliveries follow Standard Webhooks: headers `webhook-id` (the same on every retry), `webhook-timestamp`, `webhook-signature` (HMAC-SHA256 with the secret), body `{type, timestamp, data}`. Each settled job is announced once, never for a discarded result.',
+      'Deliveries follow Standard Webhooks: headers `webhook-id` (the same on every retry), `webhook-timestamp`, ' +
+      '`webhook-signature` (HMAC-SHA256 with the secret), body `{type, timestamp, data}`. ' +
+      'Each settled job is announced once, never for a discarded result.',
     problems: [
       { status: 400, codes: ['validation_failed'] },
       { status: 409, codes: ['webhook_endpoint_limit'] },
@@ -88,7 +90,9 @@ export class WebhooksController {
     operationId: 'rotateWebhookSecret',
     summary: 'A new signing secret (shown once); the old one keeps signing beside it for 24 hours',
     description:
-      "Secrets rotated out earlier keep signing until their own `previousSecretExpiresAt`, so each rotation's promise holds. With 5 rotated-out secrets still signing, another rotation is refused (409 `webhook_rotation_limit`) until the oldest expires.",
+      "Secrets rotated out earlier keep signing until their own `previousSecretExpiresAt`, so each rotation's " +
+      'promise holds. With 5 rotated-out secrets still signing, another rotation is refused ' +
+      '(409 `webhook_rotation_limit`) until the oldest expires.',
     problems: [badId, notFound, { status: 409, codes: ['webhook_rotation_limit'] }],
   })
   @ApiOkResponse({ type: RotatedSecretView })

@@ -17,7 +17,9 @@ import { WEBHOOK_EVENT_TYPES, type WebhookEventType } from '../ledger/outbox.por
 export class CreateWebhookDto {
   @ApiProperty({
     description:
-      'Where events are POSTed. https, or http for a host:port in WEBHOOK_ALLOWED_HOSTS; a host resolving to anything but public unicast addresses (loopback, private, link-local, metadata, reserved, or such an IPv4 address inside IPv6) is refused (422), and so is each delivery that would connect to one.',
+      'Where events are POSTed. https, or http for a host:port in WEBHOOK_ALLOWED_HOSTS; a host resolving to ' +
+      'anything but public unicast addresses (loopback, private, link-local, metadata, reserved, ' +
+      'or such an IPv4 address inside IPv6) is refused (422), and so is each delivery that would connect to one.',
     example: 'https://hooks.example.com/onejob',
   })
   @IsString()

@@ -5,7 +5,8 @@ export class WebhookDisabledError extends DomainError {
     super(
       'webhook_disabled',
       409,
-      `The webhook endpoint is disabled${reason ? ` (${reason})` : ''}. Enable it first: POST /v1/webhooks/{id}/enable.`,
+      `The webhook endpoint is disabled${reason ? ` (${reason})` : ''}. ` +
+        'Enable it first: POST /v1/webhooks/{id}/enable.',
     );
   }
 }
@@ -25,7 +26,8 @@ export class WebhookRotationLimitError extends DomainError {
     super(
       'webhook_rotation_limit',
       409,
-      `${limit} rotated-out secrets of this endpoint still sign until their promised expiry; rotate again when the oldest expires.`,
+      `${limit} rotated-out secrets of this endpoint still sign until their promised expiry; ` +
+        'rotate again when the oldest expires.',
     );
   }
 }

@@ -542,6 +542,7 @@ function renderJob(job, events, providers) {
   }
   $('#job-detail').hidden = false;
   $('#job-detail-id').textContent = job.id;
+  const winner = job.attempts.find((a) => a.id === job.completedBy);
   const summary = [
     ['Status', el('span', { class: `status status-${job.status}`, id: 'job-status', text: job.status })],
     ['Owner', job.owner],
@@ -549,7 +550,7 @@ function renderJob(job, events, providers) {
     ['Operation', job.operation],
     ['Providers', job.providers.join(' → ')],
     ['Version', String(job.version)],
-    ['Won by', job.completedBy ? `attempt ${job.attempts.find((a) => a.id === job.completedBy)?.number ?? '?'}` : '–'],
+    ['Won by', job.completedBy ? `attempt ${winner?.number ?? '?'}` : '–'],
     ['Created', dateTime(job.createdAt)],
     ['Completed', dateTime(job.completedAt)],
   ];

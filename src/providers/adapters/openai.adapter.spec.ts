@@ -153,7 +153,7 @@ describe('OpenAiAdapter against a fake OpenAI-compatible server', () => {
     });
   });
 
-  it('classifies a hard deadline that passes while the name is still resolving as not sent (never ambiguous)', async () => {
+  it('classifies a hard deadline that passes while the name still resolves as not sent (never ambiguous)', async () => {
     const silent = createSocket('udp4');
     await new Promise<void>((resolve) => silent.bind(0, '127.0.0.1', resolve));
     try {
@@ -176,7 +176,7 @@ describe('OpenAiAdapter against a fake OpenAI-compatible server', () => {
     }
   });
 
-  it('refuses an answer whose Content-Length passes maxResponseBytes before reading it: response_too_large, not retryable', async () => {
+  it('refuses, unread, an answer whose Content-Length passes maxResponseBytes: response_too_large, final', async () => {
     server.script({ kind: 'json', content: { summary: 'x'.repeat(2_000_000) } });
     const error = await failure(adapter.invoke(request()));
     expect({ kind: error.kind, reason: error.reason, retryable: error.retryable }).toEqual({

@@ -136,7 +136,10 @@ export class SimulatedAdapter implements ProviderAdapter {
     return this.simulate.responseBytes === undefined ? value : padded(value, this.simulate.responseBytes);
   }
 
-  /** By the idempotency key the attempt was sent with (its id), which is all the reconciler holds for an unknown attempt. */
+  /**
+   * By the idempotency key the attempt was sent with (its id), which is all the reconciler holds for an unknown
+   * attempt.
+   */
   async lookup(ref: RequestRef): Promise<LookupResult> {
     return this.finished.get(ref.attemptId) ?? { state: 'unknown' };
   }
