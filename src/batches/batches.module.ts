@@ -5,11 +5,12 @@ import { ProvidersModule } from '../providers/providers.module.js';
 import { StreamsModule } from '../streams/streams.module.js';
 import { UsageModule } from '../usage/usage.module.js';
 import { BatchesController } from './batches.controller.js';
+import { BatchesIdempotency } from './batches.idempotency.js';
 import { BatchesService } from './batches.service.js';
 
 @Module({
   imports: [LedgerModule, ProvidersModule, StreamsModule, UsageModule],
   controllers: [BatchesController],
-  providers: [BatchesService],
+  providers: [BatchesService, BatchesIdempotency],
 })
 export class BatchesModule {}

@@ -1,6 +1,5 @@
-import { type CallHandler, type ExecutionContext, Injectable, type NestInterceptor } from '@nestjs/common';
+import { Injectable } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { catchError, from, type Observable } from 'rxjs';
 
 import { DomainError } from '../common/domain.errors.js';
 import { isTerminal, type JobWithAttempts } from '../ledger/job.types.js';
@@ -20,17 +19,21 @@ import { clientGoneSignal, parsePreferWait } from './request-headers.js';
  * than the handler's own promise. A route names what its key holds and how its replay reads (JobsIdempotency,
  * BatchesIdempotency in src/batches/).
  */
-export abstract class IdempotencyInterceptor<Stored extends { fingerprint: string }> implements NestInterceptor {
+export abstract class IdempotencyInterceptor<Stored extends { fingerprint: string }> {
   constructor(protected readonly metrics: MetricsService) {}
 
-  intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
-    return next.handle().pipe(
-      catchError((error: unknown) => {
-        if (!(error instanceof DuplicateIdempotencyKeyError)) throw error;
-        const http = context.switchToHttp();
-        return from(this.answer(error, http.getRequest<FastifyRequest>(), http.getResponse<FastifyReply>()));
-      }),
-    );
+  /**
+   * The mapping around a route's create, called by the route itself rather than attached with `@UseInterceptors`:
+   * the same interception without Nest's interceptor pipeline, which wraps every request of the route in
+   * Observables (docs/benchmarks.md#the-idempotencyinterceptor).
+   */
+  async around(reply: FastifyReply, create: () => Promise<void>): Promise<void> {
+    try {
+      await create();
+    } catch (error) {
+      if (!(error instanceof DuplicateIdempotencyKeyError)) throw error;
+      await this.answer(error, reply.request, reply);
+    }
   }
 
   /** What the key holds now; undefined when the retention purge took it since the INSERT found it taken. */

@@ -1,4 +1,4 @@
-import { Body, Controller, Get, HttpCode, Param, Post, Query, Res, UseInterceptors } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Param, Post, Query, Res } from '@nestjs/common';
 import { ApiCreatedResponse, ApiHeader, ApiOkResponse, ApiParam, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
 
@@ -25,11 +25,13 @@ const jobHeaders = { Location: headerRef('Location'), 'Preference-Applied': head
 @ApiTags('jobs')
 @Controller({ path: 'jobs', version: '1' })
 export class JobsController {
-  constructor(private readonly jobs: JobsService) {}
+  constructor(
+    private readonly jobs: JobsService,
+    private readonly idempotency: JobsIdempotency,
+  ) {}
 
   @Post()
   @RequireScopes('jobs:write')
-  @UseInterceptors(JobsIdempotency)
   @ApiHeader({
     name: 'Idempotency-Key',
     required: true,
@@ -79,8 +81,10 @@ export class JobsController {
     @Res() reply: FastifyReply,
   ): Promise<void> {
     // A key taken already is answered by JobsIdempotency: the replay, or 409.
-    const job = await this.jobs.create(ownerId, idempotencyKey, body, wait, wait ? clientGoneSignal(reply) : undefined);
-    sendJob(reply, 201, job, { waited: wait });
+    await this.idempotency.around(reply, async () => {
+      const signal = wait ? clientGoneSignal(reply) : undefined;
+      sendJob(reply, 201, await this.jobs.create(ownerId, idempotencyKey, body, wait, signal), { waited: wait });
+    });
   }
 
   @Get(':id')

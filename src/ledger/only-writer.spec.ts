@@ -1,6 +1,8 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 
+import ts from 'typescript';
+
 /**
  * The ledger is the only writer of the ledger's tables (docs/design.md#where-each-invariant-lives), by construction:
  * SQL that writes them is in src/ledger/ only, and nothing outside src/ledger/ imports the ledger's statement
@@ -56,6 +58,81 @@ describe('the ledger is the only writer', () => {
     const found = outside.flatMap(({ file, text }) =>
       [...text.matchAll(LEDGER_STATEMENTS)].map((m) => `${file}: ${m[0]}`),
     );
+    expect(found).toEqual([]);
+  });
+});
+
+/**
+ * The write side of the ledger's repositories, by type: a repository method (src/ledger/*.repository.ts) whose body
+ * sends a statement that writes a ledger table is called from nowhere outside src/ledger/. The repositories are
+ * exported for their reads; this is what keeps their writes the ledger's (docs/design.md §9).
+ */
+describe('the repositories exported for their reads', () => {
+  const ledgerDir = join(SRC, 'ledger');
+  const all = sources(SRC);
+  const program = ts.createProgram(all, {
+    target: ts.ScriptTarget.ES2022,
+    module: ts.ModuleKind.NodeNext,
+    moduleResolution: ts.ModuleResolutionKind.NodeNext,
+    experimentalDecorators: true,
+    skipLibCheck: true,
+    noEmit: true,
+    types: [],
+  });
+  const checker = program.getTypeChecker();
+  const ledgerFile = (file: ts.SourceFile) => file.fileName.startsWith(`${ledgerDir}/`);
+
+  /** The exported statements of src/ledger/*.sql.ts whose SQL writes a ledger table. */
+  const writes = new Set<string>();
+  for (const file of program.getSourceFiles().filter((f) => ledgerFile(f) && f.fileName.endsWith('.sql.ts'))) {
+    for (const node of file.statements) {
+      if (!ts.isVariableStatement(node)) continue;
+      for (const declaration of node.declarationList.declarations) {
+        const text = declaration.initializer?.getText(file) ?? '';
+        if (new RegExp(WRITE.source, 'i').test(text)) writes.add(declaration.name.getText(file));
+      }
+    }
+  }
+
+  /** Repository methods that send one of them, by their declaration. */
+  const writeMethods = new Map<ts.Node, string>();
+  for (const file of program.getSourceFiles().filter((f) => ledgerFile(f) && f.fileName.endsWith('.repository.ts'))) {
+    file.forEachChild(function visit(node) {
+      if (ts.isMethodDeclaration(node) && node.body && ts.isClassDeclaration(node.parent)) {
+        const used = new Set<string>();
+        node.body.forEachChild(function names(n) {
+          if (ts.isIdentifier(n)) used.add(n.text);
+          n.forEachChild(names);
+        });
+        if ([...used].some((name) => writes.has(name))) {
+          writeMethods.set(node, `${node.parent.name?.text}.${node.name.getText(file)}`);
+        }
+      }
+      node.forEachChild(visit);
+    });
+  }
+
+  it('finds the write side (the create, the claim, the settlement, the events are among it)', () => {
+    const names = new Set(writeMethods.values());
+    for (const name of ['JobsRepository.insertJob', 'AttemptsRepository.markRunning', 'JobEventsRepository.append']) {
+      expect(names).toContain(name);
+    }
+  });
+
+  it('has no call of a repository write method outside src/ledger/', () => {
+    const found: string[] = [];
+    for (const file of program.getSourceFiles().filter((f) => f.fileName.startsWith(`${SRC}/`) && !ledgerFile(f))) {
+      file.forEachChild(function visit(node) {
+        if (ts.isCallExpression(node) && ts.isPropertyAccessExpression(node.expression)) {
+          const symbol = checker.getSymbolAtLocation(node.expression.name);
+          for (const declaration of symbol?.declarations ?? []) {
+            const name = writeMethods.get(declaration);
+            if (name) found.push(`${relative(ROOT, file.fileName)}: ${name}`);
+          }
+        }
+        node.forEachChild(visit);
+      });
+    }
     expect(found).toEqual([]);
   });
 });
