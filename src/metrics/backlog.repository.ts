@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 
 import { rowsOf } from '../database/transactions.js';
+import { READY_AGE, READY_BY_PROVIDER, TOP_OWNERS, WAITING_BY_PROVIDER } from './backlog.sql.js';
 
 export type DueState = 'ready' | 'waiting_for_capacity';
 
@@ -37,35 +38,11 @@ export class BacklogRepository {
   constructor(private readonly dataSource: DataSource) {}
 
   async read(cap: number): Promise<Backlog> {
-    const ready = await rowsOf<{ provider: string; jobs: number }>(
-      this.dataSource.manager,
-      `SELECT provider, count(*)::int AS jobs FROM (
-         SELECT providers[1] AS provider FROM jobs
-          WHERE next_attempt_at IS NOT NULL AND waiting_for IS NULL AND next_attempt_at <= now()
-          ORDER BY next_attempt_at LIMIT $1) due
-        GROUP BY provider`,
-      [cap],
-    );
-    const [readyAge] = await rowsOf<{ age: number | null }>(
-      this.dataSource.manager,
-      `SELECT extract(epoch FROM now() - min(next_attempt_at))::float8 AS age FROM jobs
-        WHERE next_attempt_at IS NOT NULL AND waiting_for IS NULL AND next_attempt_at <= now()`,
-    );
+    const ready = await rowsOf<{ provider: string; jobs: number }>(this.dataSource.manager, READY_BY_PROVIDER, [cap]);
+    const [readyAge] = await rowsOf<{ age: number | null }>(this.dataSource.manager, READY_AGE);
     const waiting = await rowsOf<{ provider: string; jobs: number; age: number }>(
       this.dataSource.manager,
-      `WITH RECURSIVE waited_on AS (
-         SELECT min(waiting_for) AS provider FROM jobs WHERE waiting_for IS NOT NULL AND next_attempt_at IS NOT NULL
-         UNION ALL
-         SELECT (SELECT min(waiting_for) FROM jobs WHERE waiting_for > w.provider AND next_attempt_at IS NOT NULL)
-           FROM waited_on w WHERE w.provider IS NOT NULL)
-       SELECT w.provider, d.jobs, a.age FROM waited_on w,
-         LATERAL (SELECT count(*)::int AS jobs FROM (
-           SELECT 1 FROM jobs
-            WHERE waiting_for = w.provider AND next_attempt_at IS NOT NULL AND next_attempt_at <= now()
-            ORDER BY next_attempt_at LIMIT $1) x) d,
-         LATERAL (SELECT extract(epoch FROM now() - min(next_attempt_at))::float8 AS age FROM jobs
-            WHERE waiting_for = w.provider AND next_attempt_at IS NOT NULL AND next_attempt_at <= now()) a
-       WHERE w.provider IS NOT NULL AND d.jobs > 0`,
+      WAITING_BY_PROVIDER,
       [cap],
     );
     const due: DueCount[] = [
@@ -83,13 +60,6 @@ export class BacklogRepository {
    * IDX_jobs_owner_status_created, so it grows with the backlog (about 30 ms for 100,000 live jobs), every 10 s.
    */
   ownerLoads(top: number): Promise<OwnerLoad[]> {
-    return rowsOf<OwnerLoad>(
-      this.dataSource.manager,
-      `SELECT owner_id AS owner, count(*) FILTER (WHERE status = 'pending')::int AS "queued",
-              count(*) FILTER (WHERE status = 'running')::int AS "inFlight"
-         FROM jobs WHERE status IN ('pending', 'running') GROUP BY owner_id
-        ORDER BY 2 DESC, 3 DESC, owner_id LIMIT $1`,
-      [top],
-    );
+    return rowsOf<OwnerLoad>(this.dataSource.manager, TOP_OWNERS, [top]);
   }
 }

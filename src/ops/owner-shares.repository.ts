@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 
 import { inTransaction, rowsOf } from '../database/transactions.js';
+import { LIST_OWNER_SHARES, OWNER_SHARE, RECORD_OWNER_SHARE_CHANGE, UPSERT_OWNER_SHARE } from './owner-shares.sql.js';
 
 export interface OwnerShareRow {
   owner_id: string;
@@ -30,18 +31,15 @@ export class OwnerSharesRepository {
 
   async set(change: OwnerShareChange): Promise<OwnerShareRow> {
     return inTransaction(this.dataSource, async (manager) => {
-      await manager.query(
-        `INSERT INTO owner_shares (owner_id, weight, max_concurrency) VALUES ($1, $2, $3)
-         ON CONFLICT (owner_id) DO UPDATE SET weight = EXCLUDED.weight, max_concurrency = EXCLUDED.max_concurrency,
-           updated_at = now()`,
-        [change.ownerId, change.weight, change.maxConcurrency],
-      );
-      await manager.query(
-        `INSERT INTO owner_share_changes (owner_id, weight, max_concurrency, actor_key_id, actor_owner) VALUES ($1,
-          $2, $3, $4, $5)`,
-        [change.ownerId, change.weight, change.maxConcurrency, change.actor.keyId, change.actor.owner],
-      );
-      const [row] = await rowsOf<OwnerShareRow>(manager, `${OWNERS} WHERE o.owner_id = $1`, [change.ownerId]);
+      await manager.query(UPSERT_OWNER_SHARE.text, [change.ownerId, change.weight, change.maxConcurrency]);
+      await manager.query(RECORD_OWNER_SHARE_CHANGE.text, [
+        change.ownerId,
+        change.weight,
+        change.maxConcurrency,
+        change.actor.keyId,
+        change.actor.owner,
+      ]);
+      const [row] = await rowsOf<OwnerShareRow>(manager, OWNER_SHARE, [change.ownerId]);
       return row;
     });
   }
@@ -51,23 +49,6 @@ export class OwnerSharesRepository {
    * (IDX_jobs_owner_status_created), so its cost grows with the backlog: an operator's read, not a hot path.
    */
   list(limit: number): Promise<OwnerShareRow[]> {
-    return rowsOf<OwnerShareRow>(
-      this.dataSource.manager,
-      `${OWNERS} WHERE o.queued + o.in_flight + o.unknown > 0 OR o.weight <> 1 OR o.max_concurrency IS NOT NULL
-        ORDER BY o.queued DESC, o.in_flight DESC, o.owner_id LIMIT $1`,
-      [limit],
-    );
+    return rowsOf<OwnerShareRow>(this.dataSource.manager, LIST_OWNER_SHARES, [limit]);
   }
 }
-
-const OWNERS = `SELECT * FROM (
-  SELECT COALESCE(s.owner_id, l.owner_id) AS owner_id, COALESCE(s.weight, 1)::int AS weight, s.max_concurrency,
-         COALESCE(l.queued, 0)::int AS queued, COALESCE(l.in_flight, 0)::int AS in_flight, COALESCE(l.unknown,
-           0)::int AS unknown,
-         s.updated_at
-    FROM (SELECT owner_id, count(*) FILTER (WHERE status = 'pending') AS queued,
-                 count(*) FILTER (WHERE status = 'running') AS in_flight,
-                   count(*) FILTER (WHERE status = 'unknown') AS unknown
-            FROM jobs WHERE status IN ('pending', 'running', 'unknown') GROUP BY owner_id) l
-    FULL JOIN owner_shares s ON s.owner_id = l.owner_id
-) o`;

@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 
+import { FIND_LATEST, FIND_LATEST_PER_PAIR, INSERT_REPORT } from './certification.sql.js';
 import type { CertificationReport } from './certification.types.js';
 
 type Row = {
@@ -24,11 +25,13 @@ export class CertificationRepository {
   constructor(private readonly dataSource: DataSource) {}
 
   async insertReport(report: Omit<CertificationReport, 'id' | 'createdAt'>): Promise<CertificationReport> {
-    const rows: Row[] = await this.dataSource.query(
-      `INSERT INTO certifications (provider, operation, contract_digest, passed, report) VALUES ($1, $2, $3, $4,
-        $5::jsonb) RETURNING *`,
-      [report.provider, report.operation, report.contractDigest, report.passed, JSON.stringify(report)],
-    );
+    const rows: Row[] = await this.dataSource.query(INSERT_REPORT.text, [
+      report.provider,
+      report.operation,
+      report.contractDigest,
+      report.passed,
+      JSON.stringify(report),
+    ]);
     return toReport(rows[0]);
   }
 
@@ -38,19 +41,13 @@ export class CertificationRepository {
     operation: string,
     contractDigest: string,
   ): Promise<CertificationReport | undefined> {
-    const rows: Row[] = await this.dataSource.query(
-      `SELECT * FROM certifications WHERE provider = $1 AND operation = $2 AND contract_digest = $3
-        ORDER BY created_at DESC LIMIT 1`,
-      [provider, operation, contractDigest],
-    );
+    const rows: Row[] = await this.dataSource.query(FIND_LATEST.text, [provider, operation, contractDigest]);
     return rows[0] && toReport(rows[0]);
   }
 
   /** The newest report per (provider, operation), whatever its digest. */
   async findLatestPerPair(): Promise<CertificationReport[]> {
-    const rows: Row[] = await this.dataSource.query(
-      `SELECT DISTINCT ON (provider, operation) * FROM certifications ORDER BY provider, operation, created_at DESC`,
-    );
+    const rows: Row[] = await this.dataSource.query(FIND_LATEST_PER_PAIR.text);
     return rows.map(toReport);
   }
 }

@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 
 import { rowsOf } from '../database/transactions.js';
+import { ALLOW_PURGE, PURGE_BATCH } from './retention.sql.js';
 
 /**
  * The one DELETE on jobs and their history (docs/operations.md#retention). job_events is append-only by trigger
@@ -19,28 +20,8 @@ export class RetentionRepository {
    */
   async purgeBatch(days: number, limit: number): Promise<{ jobs: number; pendingDeliveries: number }> {
     return this.dataSource.transaction(async (manager) => {
-      await manager.query(`SET LOCAL onejob.purge = 'on'`);
-      const rows = await rowsOf<{ purged: number; pending_deliveries: number }>(
-        manager,
-        `WITH doomed AS (
-           SELECT id FROM jobs
-            WHERE completed_at < now() - $1 * interval '1 day' AND status IN ('succeeded', 'failed', 'cancelled')
-            ORDER BY completed_at
-            LIMIT $2
-            FOR UPDATE SKIP LOCKED
-         ), deliveries AS (
-           DELETE FROM webhook_deliveries WHERE job_id IN (SELECT id FROM doomed) RETURNING status
-         ), events AS (
-           DELETE FROM job_events WHERE job_id IN (SELECT id FROM doomed)
-         ), attempts AS (
-           DELETE FROM attempts WHERE job_id IN (SELECT id FROM doomed)
-         ), purged AS (
-           DELETE FROM jobs WHERE id IN (SELECT id FROM doomed) RETURNING id
-         )
-         SELECT (SELECT count(*) FROM purged)::int AS purged,
-                (SELECT count(*) FROM deliveries WHERE status = 'pending')::int AS pending_deliveries`,
-        [days, limit],
-      );
+      await manager.query(ALLOW_PURGE.text);
+      const rows = await rowsOf<{ purged: number; pending_deliveries: number }>(manager, PURGE_BATCH, [days, limit]);
       return { jobs: rows[0]?.purged ?? 0, pendingDeliveries: rows[0]?.pending_deliveries ?? 0 };
     });
   }

@@ -4,8 +4,15 @@ import { DataSource } from 'typeorm';
 import { type Queryable, rowsOf } from '../database/transactions.js';
 import type { WebhookEventType } from '../ledger/outbox.port.js';
 import { endpointFromRow, type WebhookEndpoint, type WebhookEndpointRow } from './webhook.types.js';
-
-const COLUMNS = 'id, owner_id, url, events, status, disabled_reason, disabled_at, created_at';
+import {
+  DELETE_OWNED,
+  ENABLE_OWNED,
+  FIND_OWNED,
+  INSERT_WITHIN_LIMIT,
+  LIST_OWNED,
+  LOCK_OWNER_ENDPOINTS,
+  ROTATE_SECRET,
+} from './webhook-endpoints.sql.js';
 
 /** Webhook endpoints. Every method takes the owner (I7): another owner's endpoint does not exist. */
 @Injectable()
@@ -26,44 +33,24 @@ export class WebhookEndpointsRepository {
     secret: string,
     limit: number,
   ): Promise<WebhookEndpoint | undefined> {
-    await manager.query(`SELECT pg_advisory_xact_lock(hashtextextended('onejob.webhook_endpoints:' || $1, 0))`, [
-      ownerId,
-    ]);
-    const rows = await rowsOf<WebhookEndpointRow>(
-      manager,
-      `INSERT INTO webhook_endpoints (owner_id, url, events, secret)
-       SELECT $1, $2, $3, $4 WHERE (SELECT count(*) FROM webhook_endpoints WHERE owner_id = $1) < $5
-       RETURNING ${COLUMNS}`,
-      [ownerId, url, events, secret, limit],
-    );
+    await manager.query(LOCK_OWNER_ENDPOINTS.text, [ownerId]);
+    const rows = await rowsOf<WebhookEndpointRow>(manager, INSERT_WITHIN_LIMIT, [ownerId, url, events, secret, limit]);
     return rows[0] && endpointFromRow(rows[0]);
   }
 
   async listOwned(ownerId: string): Promise<WebhookEndpoint[]> {
-    const rows = await rowsOf<WebhookEndpointRow>(
-      this.dataSource.manager,
-      `SELECT ${COLUMNS} FROM webhook_endpoints WHERE owner_id = $1 ORDER BY created_at, id`,
-      [ownerId],
-    );
+    const rows = await rowsOf<WebhookEndpointRow>(this.dataSource.manager, LIST_OWNED, [ownerId]);
     return rows.map(endpointFromRow);
   }
 
   async findOwned(ownerId: string, id: string): Promise<WebhookEndpoint | undefined> {
-    const rows = await rowsOf<WebhookEndpointRow>(
-      this.dataSource.manager,
-      `SELECT ${COLUMNS} FROM webhook_endpoints WHERE owner_id = $1 AND id = $2`,
-      [ownerId, id],
-    );
+    const rows = await rowsOf<WebhookEndpointRow>(this.dataSource.manager, FIND_OWNED, [ownerId, id]);
     return rows[0] && endpointFromRow(rows[0]);
   }
 
   /** Deletes the endpoint and, by cascade, its deliveries: nothing more is sent to it. */
   async deleteOwned(ownerId: string, id: string): Promise<boolean> {
-    const rows = await rowsOf<{ id: string }>(
-      this.dataSource.manager,
-      `DELETE FROM webhook_endpoints WHERE owner_id = $1 AND id = $2 RETURNING id`,
-      [ownerId, id],
-    );
+    const rows = await rowsOf<{ id: string }>(this.dataSource.manager, DELETE_OWNED, [ownerId, id]);
     return rows.length > 0;
   }
 
@@ -84,25 +71,7 @@ export class WebhookEndpointsRepository {
   > {
     const rows = await rowsOf<WebhookEndpointRow & { previous_secret_expires_at: Date | null }>(
       this.dataSource.manager,
-      `WITH live AS (
-         SELECT w.id, COALESCE((SELECT jsonb_agg(p ORDER BY (p->>'expiresAt')::timestamptz)
-           FROM jsonb_array_elements(w.previous_secrets) p
-                                 WHERE (p->>'expiresAt')::timestamptz > now()), '[]'::jsonb) AS retired
-           FROM webhook_endpoints w WHERE w.owner_id = $1 AND w.id = $2
-          FOR UPDATE
-       ), rotated AS (
-         UPDATE webhook_endpoints w
-            SET previous_secrets = live.retired || jsonb_build_array(jsonb_build_object(
-                  'secret', w.secret, 'expiresAt', now() + $4 * interval '1 millisecond')),
-                secret = $3, updated_at = now()
-           FROM live WHERE w.id = live.id AND jsonb_array_length(live.retired) < $5
-         RETURNING w.id, now() + $4 * interval '1 millisecond' AS expires_at
-       )
-       -- The endpoint's view columns are not changed by a rotation: the statement's snapshot of them is current.
-       SELECT ${COLUMNS.split(', ')
-         .map((c) => `w.${c}`)
-         .join(', ')}, r.expires_at AS previous_secret_expires_at
-         FROM live JOIN webhook_endpoints w ON w.id = live.id LEFT JOIN rotated r ON r.id = live.id`,
+      ROTATE_SECRET,
       [ownerId, id, secret, overlapMs, maxRetired],
     );
     if (!rows[0]) return undefined;
@@ -116,15 +85,7 @@ export class WebhookEndpointsRepository {
 
   /** Re-enables a disabled endpoint with a clean failure record. */
   async enableOwned(ownerId: string, id: string): Promise<WebhookEndpoint | undefined> {
-    const rows = await rowsOf<WebhookEndpointRow>(
-      this.dataSource.manager,
-      `UPDATE webhook_endpoints SET status = 'enabled', disabled_reason = NULL, disabled_at = NULL,
-        failing_since = NULL,
-              failed_events = 0, updated_at = now()
-        WHERE owner_id = $1 AND id = $2
-        RETURNING ${COLUMNS}`,
-      [ownerId, id],
-    );
+    const rows = await rowsOf<WebhookEndpointRow>(this.dataSource.manager, ENABLE_OWNED, [ownerId, id]);
     return rows[0] && endpointFromRow(rows[0]);
   }
 }
