@@ -8,12 +8,16 @@ function rawRequest(port: number, bytes: string | Buffer): Promise<string> {
   return new Promise((resolve, reject) => {
     const socket = connect(port, '127.0.0.1');
     let answer = '';
+    // A server that never answers is cut off; the timer goes with the socket, so none outlives the suite.
+    const cutOff = setTimeout(() => socket.destroy(), 2000);
     socket.on('data', (chunk) => (answer += chunk.toString('latin1')));
     socket.on('end', () => resolve(answer));
-    socket.on('close', () => resolve(answer));
+    socket.on('close', () => {
+      clearTimeout(cutOff);
+      resolve(answer);
+    });
     socket.on('error', reject);
     socket.write(bytes);
-    setTimeout(() => socket.destroy(), 2000);
   });
 }
 

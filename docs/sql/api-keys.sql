@@ -7,6 +7,30 @@
 SELECT id, owner_id, scopes, expires_at FROM api_keys
   WHERE key_hash = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now());
 
+-- name: count_api_keys
+SELECT count(*)::int AS n FROM api_keys;
+
+-- name: insert_first_api_key
+INSERT INTO api_keys (owner_id, key_hash, scopes) SELECT $1, $2, $3
+          WHERE NOT EXISTS (SELECT 1 FROM api_keys) RETURNING id;
+
+-- name: insert_api_key
+INSERT INTO api_keys (owner_id, key_hash, scopes, expires_at) VALUES ($1, $2, $3, $4) RETURNING id;
+
+-- name: list_api_keys
+SELECT id, owner_id, scopes, created_at, expires_at, last_used_at, revoked_at FROM api_keys
+        ORDER BY owner_id, created_at, id;
+
+-- name: lock_api_keys
+LOCK TABLE api_keys IN SHARE ROW EXCLUSIVE MODE;
+
+-- name: revoke_api_key
+WITH r AS (
+         UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1
+         RETURNING id, owner_id, scopes, created_at, expires_at, last_used_at, revoked_at
+       )
+       SELECT r.*, pg_notify('onejob_api_keys', r.id::text) FROM r;
+
 -- name: touch_api_key
 -- prepared: oj_touch_api_key (DB_PREPARED_STATEMENTS)
 UPDATE api_keys SET last_used_at = now()

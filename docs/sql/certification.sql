@@ -12,3 +12,9 @@ SELECT DISTINCT ON (provider, operation) * FROM certifications ORDER BY provider
 -- name: insert_certification_report
 INSERT INTO certifications (provider, operation, contract_digest, passed, report) VALUES ($1, $2, $3, $4,
         $5::jsonb) RETURNING *;
+
+-- name: try_lock_recertify
+SELECT pg_try_advisory_lock($1) AS locked;
+
+-- name: unlock_recertify
+SELECT pg_advisory_unlock($1);

@@ -1,8 +1,17 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 
-import { updatedRows } from '../database/transactions.js';
-import { ACTIVE_BY_HASH, TOUCH } from './api-keys.sql.js';
+import { rowsOf, run } from '../database/transactions.js';
+import {
+  ACTIVE_BY_HASH,
+  COUNT_KEYS,
+  INSERT_FIRST_KEY,
+  INSERT_KEY,
+  LIST_KEYS,
+  LOCK_KEYS,
+  REVOKE_KEY,
+  TOUCH,
+} from './api-keys.sql.js';
 import type { Principal, Scope } from './scopes.js';
 
 /** A key as `apikey list` shows it: never the key, never its hash. */
@@ -36,18 +45,12 @@ const recordOf = (row: ApiKeyRow): ApiKeyRecord => ({
   revokedAt: row.revoked_at,
 });
 
-/** Revocations are announced here, in the revoking transaction. */
-export const API_KEYS_CHANNEL = 'onejob_api_keys';
-
 @Injectable()
 export class ApiKeysRepository {
   constructor(private readonly dataSource: DataSource) {}
 
   async insertKey(ownerId: string, keyHash: string, scopes: Scope[], expiresAt: Date | null = null): Promise<string> {
-    const rows: Array<{ id: string }> = await this.dataSource.query(
-      'INSERT INTO api_keys (owner_id, key_hash, scopes, expires_at) VALUES ($1, $2, $3, $4) RETURNING id',
-      [ownerId, keyHash, scopes, expiresAt],
-    );
+    const rows = await rowsOf(this.dataSource.manager, INSERT_KEY, [ownerId, keyHash, scopes, expiresAt]);
     return rows[0].id;
   }
 
@@ -67,25 +70,13 @@ export class ApiKeysRepository {
   }
 
   async listKeys(): Promise<ApiKeyRecord[]> {
-    const rows: ApiKeyRow[] = await this.dataSource.query(
-      `SELECT id, owner_id, scopes, created_at, expires_at, last_used_at, revoked_at FROM api_keys
-        ORDER BY owner_id, created_at, id`,
-    );
+    const rows = await rowsOf<ApiKeyRow>(this.dataSource.manager, LIST_KEYS);
     return rows.map(recordOf);
   }
 
   /** Revokes once: the first revocation's time stays. Undefined when no key has this id. */
   async revokeKey(id: string): Promise<ApiKeyRecord | undefined> {
-    const result: unknown = await this.dataSource.query(
-      // The NOTIFY is delivered at commit: every replica's key cache drops the key as the revocation lands.
-      `WITH r AS (
-         UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1
-         RETURNING id, owner_id, scopes, created_at, expires_at, last_used_at, revoked_at
-       )
-       SELECT r.*, pg_notify('${API_KEYS_CHANNEL}', r.id::text) FROM r`,
-      [id],
-    );
-    const rows = updatedRows<ApiKeyRow>(result);
+    const rows = await rowsOf<ApiKeyRow>(this.dataSource.manager, REVOKE_KEY, [id]);
     return rows[0] && recordOf(rows[0]);
   }
 
@@ -95,18 +86,14 @@ export class ApiKeysRepository {
    */
   async insertFirstKey(ownerId: string, keyHash: string, scopes: Scope[]): Promise<string | undefined> {
     return this.dataSource.transaction(async (manager) => {
-      await manager.query('LOCK TABLE api_keys IN SHARE ROW EXCLUSIVE MODE');
-      const rows: Array<{ id: string }> = await manager.query(
-        `INSERT INTO api_keys (owner_id, key_hash, scopes) SELECT $1, $2, $3
-          WHERE NOT EXISTS (SELECT 1 FROM api_keys) RETURNING id`,
-        [ownerId, keyHash, scopes],
-      );
+      await run(manager, LOCK_KEYS);
+      const rows = await rowsOf(manager, INSERT_FIRST_KEY, [ownerId, keyHash, scopes]);
       return rows[0]?.id;
     });
   }
 
   async countKeys(): Promise<number> {
-    const rows: Array<{ n: number }> = await this.dataSource.query('SELECT count(*)::int AS n FROM api_keys');
+    const rows = await rowsOf(this.dataSource.manager, COUNT_KEYS, []);
     return rows[0].n;
   }
 }

@@ -4,7 +4,8 @@ import { Injectable, Logger, Optional } from '@nestjs/common';
 
 import { sha256Hex } from '../common/canonical-json.js';
 import { PgNotifications } from '../database/pg-notifications.js';
-import { API_KEYS_CHANNEL, type ApiKeyRecord, ApiKeysRepository } from './api-keys.repository.js';
+import { type ApiKeyRecord, ApiKeysRepository } from './api-keys.repository.js';
+import { API_KEYS_CHANNEL } from './api-keys.sql.js';
 import type { Principal, Scope } from './scopes.js';
 
 const TOUCH_EVERY_MS = 60_000;

@@ -85,6 +85,24 @@ describe('HostLookup', () => {
     expect(dns.queries()).toBeGreaterThanOrEqual(8);
   });
 
+  it('ends the lookups under way at close, at once, and refuses new ones: nothing waits for the deadline', async () => {
+    const lookup = new HostLookup({ timeoutMs: 10_000, servers: [dns.address], hostsFile, resolvConf: '/nonexistent' });
+    const started = Date.now();
+    const hanging = lookup.resolve('hangs-at-close.test').catch((e: unknown) => e);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    lookup.close();
+    const error = (await hanging) as HostLookupError;
+    expect({ name: error.name, code: error.code, hostname: error.hostname }).toEqual({
+      name: 'HostLookupError',
+      code: 'ECANCELLED',
+      hostname: 'hangs-at-close.test',
+    });
+    expect(Date.now() - started).toBeLessThan(1_000);
+    await expect(lookup.resolve('other.test')).rejects.toMatchObject({ code: 'ECANCELLED' });
+    // The hosts file and IP literals need no resolver: they still answer.
+    await expect(lookup.resolve('receiver.test')).resolves.toEqual([{ address: '203.0.113.7', family: 4 }]);
+  });
+
   it('answers IP literals without asking anyone, and localhost even without a hosts entry', async () => {
     const lookup = new HostLookup({
       timeoutMs: 500,

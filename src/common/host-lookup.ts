@@ -45,6 +45,9 @@ export class HostLookup {
   private hosts: { mtimeMs: number; names: Map<string, ResolvedAddress[]> } | undefined;
   private readonly resolvConf: string;
   private search: { mtimeMs: number; domains: string[]; ndots: number } | undefined;
+  /** The lookups under way, each one's way to end now (close). */
+  private readonly pending = new Set<() => void>();
+  private closed = false;
 
   constructor(private readonly options: HostLookupOptions) {
     // c-ares' own timeout is per try and server; ours below bounds the whole resolution.
@@ -71,8 +74,12 @@ export class HostLookup {
         { address: '::1', family: 6 },
       ];
     }
+    if (this.closed) throw new HostLookupError(host, 'ECANCELLED', `lookup of ${host}: the resolver is closed`);
     let timer: NodeJS.Timeout | undefined;
+    let end: (() => void) | undefined;
     const timeout = new Promise<never>((_, reject) => {
+      end = () => reject(new HostLookupError(host, 'ECANCELLED', `lookup of ${host} cancelled: the resolver closed`));
+      this.pending.add(end);
       timer = setTimeout(
         () =>
           reject(
@@ -89,7 +96,19 @@ export class HostLookup {
       return await Promise.race([this.fromDns(host, absolute), timeout]);
     } finally {
       clearTimeout(timer);
+      if (end) this.pending.delete(end);
     }
+  }
+
+  /**
+   * Ends every lookup under way (ECANCELLED) and refuses new ones: at shutdown, a call that is still resolving a
+   * name whose DNS never answers must not hold the process up until its deadline.
+   */
+  close(): void {
+    this.closed = true;
+    this.resolver.cancel();
+    for (const end of this.pending) end();
+    this.pending.clear();
   }
 
   /** The names to ask, in the system resolver's order: with the search domains first when `host` is short. */
@@ -103,6 +122,7 @@ export class HostLookup {
   private async fromDns(host: string, absolute: boolean): Promise<ResolvedAddress[]> {
     let code = 'ENOTFOUND';
     for (const name of this.candidates(host, absolute)) {
+      if (this.closed) break;
       const [v4, v6] = await Promise.allSettled([this.resolver.resolve4(name), this.resolver.resolve6(name)]);
       const addresses: ResolvedAddress[] = [
         ...(v4.status === 'fulfilled' ? v4.value.map((address) => ({ address, family: 4 as const })) : []),

@@ -38,6 +38,8 @@ async function signalAfter(delayMs: number, clientAbortsAfterMs: number): Promis
   // the test used to read the signal).
   await closed;
   clearTimeout(abort);
+  // The client's keep-alive connection too: a server that waits for it would hold the test process up.
+  server.closeAllConnections();
   server.close();
   return signal;
 }

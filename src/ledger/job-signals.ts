@@ -2,6 +2,7 @@ import { Injectable, type OnApplicationShutdown } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 
 import { PgNotifications } from '../database/pg-notifications.js';
+import { NOTIFY_SIGNALS } from './job-signals.sql.js';
 
 const DUE = 'onejob_due';
 const SETTLED = 'onejob_settled';
@@ -176,8 +177,7 @@ export class JobSignals implements OnApplicationShutdown {
       payloads.push([EVENTS, events.slice(i, i + IDS_PER_NOTIFY).join(',')]);
     }
     if (!payloads.length || !this.dataSource.isInitialized) return;
-    const selects = payloads.map((_, i) => `pg_notify($${2 * i + 1}, $${2 * i + 2})`).join(', ');
     // Best effort: a lost NOTIFY only delays a wake-up until the next poll.
-    await this.dataSource.query(`SELECT ${selects}`, payloads.flat()).catch(() => undefined);
+    await this.dataSource.query(NOTIFY_SIGNALS.build(payloads.length), payloads.flat()).catch(() => undefined);
   }
 }

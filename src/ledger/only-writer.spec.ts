@@ -20,8 +20,8 @@ const LEDGER_STATEMENTS = /from\s+'[^']*\/ledger\/[^']+\.sql\.js'/g;
 const EXCEPTIONS: Record<string, string[]> = {
   // The retention purge: whole terminal histories past their retention, no transition (docs/operations.md#retention).
   'src/retention/retention.sql.ts': ['job_events', 'attempts', 'jobs'],
-  // wakeDeferred: a deferred job's due time when its provider opens early; no status, no version, no event.
-  'src/capacity/capacity.repository.ts': ['jobs'],
+  // WAKE_DEFERRED: a deferred job's due time when its provider opens early; no status, no version, no event.
+  'src/capacity/capacity.sql.ts': ['jobs'],
 };
 
 function sources(dir: string): string[] {

@@ -18,3 +18,14 @@ export const FIND_LATEST_PER_PAIR = statement(
   'latest_certification_per_pair',
   `SELECT DISTINCT ON (provider, operation) * FROM certifications ORDER BY provider, operation, created_at DESC`,
 );
+
+/**
+ * The scheduled re-certification's session lock (Recertifier.tick): one replica runs the due runs, the others skip
+ * the pass. A session lock, not a transaction's: a run makes provider calls and writes reports as it goes.
+ */
+export const TRY_LOCK_RECERTIFY = statement<[number], { locked: boolean }>(
+  'try_lock_recertify',
+  'SELECT pg_try_advisory_lock($1) AS locked',
+);
+
+export const UNLOCK_RECERTIFY = statement<[number]>('unlock_recertify', 'SELECT pg_advisory_unlock($1)');

@@ -35,7 +35,10 @@ export async function createAdapter(spec: ProviderSpec, index: number, lookup: H
 
 /** One adapter per catalog provider, built at boot (a missing API key stops the boot, naming its variable). */
 export class ProviderRegistry {
-  private constructor(private readonly adapters: Map<string, ProviderAdapter>) {}
+  private constructor(
+    private readonly adapters: Map<string, ProviderAdapter>,
+    private readonly lookup: HostLookup,
+  ) {}
 
   static async load(
     catalog: CatalogService,
@@ -47,7 +50,7 @@ export class ProviderRegistry {
     for (const [i, spec] of catalog.listProviders().entries()) {
       adapters.set(spec.name, await createAdapter(spec, i, lookup));
     }
-    return new ProviderRegistry(adapters);
+    return new ProviderRegistry(adapters, lookup);
   }
 
   /** Undefined for a provider that is not (or no longer) in the catalog. */
@@ -55,9 +58,13 @@ export class ProviderRegistry {
     return this.adapters.get(provider);
   }
 
-  /** After the workers drained (their beforeApplicationShutdown): the providers' connection pools close. */
+  /**
+   * After the workers drained (their beforeApplicationShutdown): the providers' connection pools close, and any
+   * lookup of a name still under way ends.
+   */
   async onApplicationShutdown(): Promise<void> {
     await Promise.allSettled([...this.adapters.values()].map(async (adapter) => adapter.close?.()));
+    this.lookup.close();
   }
 
   adapter(provider: string): ProviderAdapter {

@@ -11,10 +11,12 @@ import { DataSource } from 'typeorm';
 import { safeErrorFields } from '../common/log-safe.js';
 import { type AppConfig, appConfig } from '../config/app.config.js';
 import { isDatabaseUnavailable } from '../database/pg-errors.js';
+import { rowsOf } from '../database/transactions.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { CatalogService } from './catalog.service.js';
 import { CertificationRepository } from './certification.repository.js';
 import { CertificationService, contractDigest } from './certification.service.js';
+import { TRY_LOCK_RECERTIFY, UNLOCK_RECERTIFY } from './certification.sql.js';
 import type { CertificationReport } from './certification.types.js';
 
 /** Any fixed 64-bit number: one replica at a time runs the scheduled certifications. */
@@ -110,9 +112,7 @@ export class Recertifier implements OnApplicationBootstrap, BeforeApplicationShu
     const runner = this.dataSource.createQueryRunner();
     await runner.connect();
     try {
-      const [{ locked }] = (await runner.query('SELECT pg_try_advisory_lock($1) AS locked', [
-        RECERTIFY_LOCK_KEY,
-      ])) as Array<{ locked: boolean }>;
+      const [{ locked }] = await rowsOf(runner, TRY_LOCK_RECERTIFY, [RECERTIFY_LOCK_KEY]);
       if (!locked) return 0;
       try {
         // Read again under the lock: the replica that held it may have just run them.
@@ -120,7 +120,7 @@ export class Recertifier implements OnApplicationBootstrap, BeforeApplicationShu
         for (const run of due) await this.run(run);
         return due.length;
       } finally {
-        await runner.query('SELECT pg_advisory_unlock($1)', [RECERTIFY_LOCK_KEY]);
+        await rowsOf(runner, UNLOCK_RECERTIFY, [RECERTIFY_LOCK_KEY]);
       }
     } finally {
       await runner.release();

@@ -17,6 +17,8 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
   let server: Server | undefined;
   let port = 0;
   const listen = async () => {
+    // Restoring a proxy that is up is a no-op: a second server on the port would outlive close().
+    if (server) return;
     server = createServer((client) => {
       const upstream = createConnection({ host: targetHost, port: targetPort });
       for (const s of [client, upstream]) {

@@ -156,14 +156,13 @@ describe('OpenAiAdapter against a fake OpenAI-compatible server', () => {
   it('classifies a hard deadline that passes while the name still resolves as not sent (never ambiguous)', async () => {
     const silent = createSocket('udp4');
     await new Promise<void>((resolve) => silent.bind(0, '127.0.0.1', resolve));
+    let slowLookup: HostLookup | undefined;
+    let slowHttp: ProviderHttp | undefined;
     try {
-      const slowLookup = new HostLookup({ timeoutMs: 5_000, servers: [`127.0.0.1:${silent.address().port}`] });
+      slowLookup = new HostLookup({ timeoutMs: 5_000, servers: [`127.0.0.1:${silent.address().port}`] });
       const port = new URL(server.url).port;
-      adapter = new OpenAiAdapter(
-        spec(`http://never-resolves.test:${port}/v1`, 300),
-        'sk-test',
-        new ProviderHttp(slowLookup, 2000),
-      );
+      slowHttp = new ProviderHttp(slowLookup, 2000);
+      adapter = new OpenAiAdapter(spec(`http://never-resolves.test:${port}/v1`, 300), 'sk-test', slowHttp);
       const error = await failure(adapter.invoke(request()));
       expect({ kind: error.kind, reason: error.reason, retryable: error.retryable }).toEqual({
         kind: 'definitive',
@@ -172,6 +171,9 @@ describe('OpenAiAdapter against a fake OpenAI-compatible server', () => {
       });
       expect(server.requests).toHaveLength(0);
     } finally {
+      // The lookup outlives the call until its own deadline: closed here, as the registry does at shutdown.
+      slowLookup?.close();
+      await slowHttp?.close();
       silent.close();
     }
   });
