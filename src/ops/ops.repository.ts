@@ -1,77 +1,35 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
 
+import { rowsOf } from '../database/transactions.js';
 import {
+  type JobRow,
   type JobStatus,
   type JobWithAttempts,
   jobWithAttemptsFromRow,
   type ListedJob,
   listedJobFromRow,
 } from '../ledger/job.types.js';
-import { listedJobColumns } from '../ledger/job-columns.js';
+import {
+  JOB_TIMELINE_STATE,
+  type JobEventRow,
+  JOBS_PER_MINUTE,
+  LATEST_EVENT_IDS,
+  LIST_JOB_EVENTS_AFTER,
+  LIST_OPS_JOBS,
+  LIST_WAITING_ATTEMPTS,
+  type MinuteRow,
+  OPS_ATTEMPT_CURSOR,
+  OPS_JOB_CURSOR,
+  OPS_JOB_OWNER,
+  OPS_JOB_WITH_ATTEMPTS,
+  PROVIDER_HEALTH,
+  type ProviderHealthRow,
+  type TimelineStateRow,
+  type WaitingAttemptRow,
+} from './ops.sql.js';
 
-/** One row of a job's timeline, as job_events stores it. */
-export interface JobEventRow {
-  id: string;
-  job_id: string;
-  attempt_id: string | null;
-  subject: 'job' | 'attempt';
-  from_status: string | null;
-  to_status: string;
-  reason: string;
-  detail: unknown;
-  at: Date;
-  actor_key_id: string | null;
-  actor_owner: string | null;
-}
-
-/** What a live stream of a job needs to know before it starts: whose job, and whether (since when) it is over. */
-export interface TimelineStateRow {
-  owner_id: string;
-  status: string;
-  /** Milliseconds since the epoch, by the database's clock (as the events' `at`). */
-  completed_ms: number | null;
-  now_ms: number;
-}
-
-export interface WaitingAttemptRow {
-  id: string;
-  job_id: string;
-  owner_id: string;
-  operation: string;
-  provider: string;
-  number: number;
-  status: string;
-  deadline_at: Date;
-  started_at: Date;
-  waiting_since: Date;
-  waited_seconds: number;
-  provider_request_id: string | null;
-  error: unknown;
-}
-
-export interface MinuteRow {
-  at: Date;
-  created: number;
-  succeeded: number;
-  failed: number;
-  cancelled: number;
-  attempts: number;
-  p50_ms: number | null;
-  p95_ms: number | null;
-}
-
-export interface ProviderHealthRow {
-  provider: string;
-  attempts: number;
-  succeeded: number;
-  failed: number;
-  timeouts: number;
-  unknown_now: number;
-  cancelled: number;
-  discarded: number;
-  p95_ms: number | null;
-}
+export type { JobEventRow, MinuteRow, ProviderHealthRow, TimelineStateRow, WaitingAttemptRow } from './ops.sql.js';
 
 export interface AttemptQueueQuery {
   status: 'unknown' | 'running' | 'starting';
@@ -90,18 +48,9 @@ export interface OpsJobQuery {
   afterId?: string;
 }
 
-const JOB_COLUMNS = `j.id, j.owner_id, j.idempotency_key, j.fingerprint, j.operation, j.input, j.providers, j.status,
-  j.version,
-  j.result, j.error, j.completed_by, j.created_at, j.updated_at, j.completed_at, j.priority`;
-
-/** How long an attempt has waited: since it became unknown (its event), else since it started. */
-const WAITING_SINCE = `COALESCE((SELECT max(e.at) FROM job_events e
-  WHERE e.job_id = a.job_id AND e.attempt_id = a.id AND e.subject = 'attempt' AND e.to_status = 'unknown'),
-    a.started_at)`;
-
 /**
  * The operators' reads, across owners (I7's one exception, by scope: docs/design.md#operators). Read-only: every
- * write an operator makes goes through the Ledger like anyone else's.
+ * write an operator makes goes through the Ledger like anyone else's. Their SQL is ops.sql.ts's.
  */
 @Injectable()
 export class OpsRepository {
@@ -109,76 +58,51 @@ export class OpsRepository {
 
   /** Any owner's job with its attempts. */
   async findJob(id: string): Promise<JobWithAttempts | undefined> {
-    const rows = await this.dataSource.query(
-      `SELECT ${JOB_COLUMNS}, COALESCE((SELECT json_agg(a ORDER BY a.number) FROM attempts a WHERE a.job_id = j.id),
-        '[]'::json) AS attempts
-         FROM jobs j WHERE j.id = $1`,
-      [id],
-    );
+    const rows = await rowsOf(this.dataSource.manager, OPS_JOB_WITH_ATTEMPTS, [id]);
     return rows[0] && jobWithAttemptsFromRow(rows[0]);
   }
 
   /** The job's owner, or undefined when there is no such job. */
   async findJobOwner(id: string): Promise<string | undefined> {
-    const rows: Array<{ owner_id: string }> = await this.dataSource.query('SELECT owner_id FROM jobs WHERE id = $1', [
-      id,
-    ]);
+    const rows = await rowsOf(this.dataSource.manager, OPS_JOB_OWNER, [id]);
     return rows[0]?.owner_id;
   }
 
   /** Newest first, keyset on (created_at, id). Undefined when the cursor names no job. */
   async listJobs(query: OpsJobQuery): Promise<ListedJob[] | undefined> {
     const params: unknown[] = [query.limit];
-    const where: string[] = [];
-    const add = (sql: string, value: unknown) => {
-      params.push(value);
-      where.push(sql.replace('?', `$${params.length}`));
-    };
-    if (query.ownerId !== undefined) add('j.owner_id = ?', query.ownerId);
-    if (query.status !== undefined) add('j.status = ?', query.status);
-    if (query.idempotencyKey !== undefined) add('j.idempotency_key = ?', query.idempotencyKey);
+    if (query.ownerId !== undefined) params.push(query.ownerId);
+    if (query.status !== undefined) params.push(query.status);
+    if (query.idempotencyKey !== undefined) params.push(query.idempotencyKey);
     if (query.afterId !== undefined) {
-      if (!(await this.dataSource.query('SELECT 1 FROM jobs WHERE id = $1', [query.afterId])).length) return undefined;
-      add('(j.created_at, j.id) < (SELECT c.created_at, c.id FROM jobs c WHERE c.id = ?)', query.afterId);
+      if (!(await rowsOf(this.dataSource.manager, OPS_JOB_CURSOR, [query.afterId])).length) return undefined;
+      params.push(query.afterId);
     }
-    const rows = await this.dataSource.query(
-      `SELECT ${listedJobColumns(JOB_COLUMNS)} FROM jobs j ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
-        ORDER BY j.created_at DESC, j.id DESC LIMIT $1`,
-      params,
+    const sql = LIST_OPS_JOBS.build(
+      query.ownerId !== undefined,
+      query.status !== undefined,
+      query.idempotencyKey !== undefined,
+      query.afterId !== undefined,
     );
+    const rows = await rowsOf<JobRow>(this.dataSource.manager, sql, params);
     return rows.map(listedJobFromRow);
   }
 
   /** The job's owner and end, with the database's clock (a stream's grace is timed by it). */
   async findTimelineState(id: string): Promise<TimelineStateRow | undefined> {
-    const rows: TimelineStateRow[] = await this.dataSource.query(
-      `SELECT owner_id, status, (extract(epoch FROM completed_at) * 1000)::float8 AS completed_ms,
-              (extract(epoch FROM clock_timestamp()) * 1000)::float8 AS now_ms
-         FROM jobs WHERE id = $1`,
-      [id],
-    );
+    const rows = await rowsOf(this.dataSource.manager, JOB_TIMELINE_STATE, [id]);
     return rows[0];
   }
 
   /** The latest event id of each of these jobs (IDX_job_events_job): the streams' sweep, one query for all. */
   async latestEventIds(jobIds: string[]): Promise<Map<string, string>> {
-    const rows: Array<{ job_id: string; id: string }> = await this.dataSource.query(
-      `SELECT e.job_id, l.id::text AS id FROM unnest($1::uuid[]) AS e(job_id)
-         CROSS JOIN LATERAL (SELECT max(x.id) AS id FROM job_events x WHERE x.job_id = e.job_id) l
-        WHERE l.id IS NOT NULL`,
-      [jobIds],
-    );
+    const rows = await rowsOf(this.dataSource.manager, LATEST_EVENT_IDS, [jobIds]);
     return new Map(rows.map((row) => [row.job_id, row.id]));
   }
 
   /** The job's events in the order they happened, after the event `afterId` (exclusive). */
   listEvents(jobId: string, limit: number, afterId: string): Promise<JobEventRow[]> {
-    return this.dataSource.query(
-      `SELECT id::text AS id, job_id, attempt_id, subject, from_status, to_status, reason, detail, at, actor_key_id,
-        actor_owner
-         FROM job_events e WHERE e.job_id = $1 AND e.id > $2::bigint ORDER BY e.id LIMIT $3`,
-      [jobId, afterId, limit],
-    );
+    return rowsOf(this.dataSource.manager, LIST_JOB_EVENTS_AFTER, [jobId, afterId, limit]);
   }
 
   /**
@@ -187,90 +111,30 @@ export class OpsRepository {
    */
   async listWaitingAttempts(query: AttemptQueueQuery): Promise<WaitingAttemptRow[] | undefined> {
     const params: unknown[] = [query.status, query.limit];
-    const where = ['a.status = $1'];
-    if (query.provider !== undefined) {
-      params.push(query.provider);
-      where.push(`a.provider = $${params.length}`);
-    }
-    if (query.olderThanSeconds !== undefined) {
-      params.push(query.olderThanSeconds);
-      where.push(`${WAITING_SINCE} <= now() - make_interval(secs => $${params.length}::float8)`);
-    }
+    if (query.provider !== undefined) params.push(query.provider);
+    if (query.olderThanSeconds !== undefined) params.push(query.olderThanSeconds);
     if (query.afterId !== undefined) {
-      if (!(await this.dataSource.query('SELECT 1 FROM attempts WHERE id = $1', [query.afterId])).length) {
-        return undefined;
-      }
+      if (!(await rowsOf(this.dataSource.manager, OPS_ATTEMPT_CURSOR, [query.afterId])).length) return undefined;
       params.push(query.afterId);
-      where.push(`(a.deadline_at, a.id) > (SELECT c.deadline_at, c.id FROM attempts c WHERE c.id = $${params.length})`);
     }
-    return this.dataSource.query(
-      `SELECT s.*, GREATEST(0, extract(epoch FROM now() - s.waiting_since))::float8 AS waited_seconds
-         FROM (SELECT a.id, a.job_id, j.owner_id, j.operation, a.provider, a.number, a.status, a.deadline_at,
-           a.started_at,
-                      a.provider_request_id, a.error, ${WAITING_SINCE} AS waiting_since
-                 FROM attempts a JOIN jobs j ON j.id = a.job_id
-                WHERE ${where.join(' AND ')}
-                ORDER BY a.deadline_at, a.id LIMIT $2) s
-        ORDER BY s.deadline_at, s.id`,
-      params,
+    const sql = LIST_WAITING_ATTEMPTS.build(
+      query.provider !== undefined,
+      query.olderThanSeconds !== undefined,
+      query.afterId !== undefined,
     );
+    return rowsOf<WaitingAttemptRow>(this.dataSource.manager, sql, params);
   }
 
   /**
-   * Per minute over the last `minutes`: jobs created and settled, attempts answered and their latency. The time
-   * bounds use IDX_jobs_created and the BRIN indexes on jobs.completed_at and attempts.started_at; an attempt that
-   * ran longer than an hour is left out of the latency (no provider deadline is that long).
+   * Per minute over the last `minutes`: jobs created and settled, attempts answered and their latency
+   * (JOBS_PER_MINUTE says which indexes bound it).
    */
   perMinute(minutes: number): Promise<MinuteRow[]> {
-    return this.dataSource.query(
-      `WITH span AS (SELECT date_trunc('minute', now()) - make_interval(mins => $1::int - 1) AS since),
-       buckets AS (SELECT generate_series((SELECT since FROM span), date_trunc('minute', now()),
-         interval '1 minute') AS at),
-       created AS (
-         SELECT date_trunc('minute', created_at) AS at, count(*)::int AS n FROM jobs
-          WHERE created_at >= (SELECT since FROM span) GROUP BY 1),
-       settled AS (
-         SELECT date_trunc('minute', completed_at) AS at,
-                count(*) FILTER (WHERE status = 'succeeded')::int AS succeeded,
-                count(*) FILTER (WHERE status = 'failed')::int AS failed,
-                count(*) FILTER (WHERE status = 'cancelled')::int AS cancelled
-           FROM jobs WHERE completed_at >= (SELECT since FROM span) GROUP BY 1),
-       answered AS (
-         SELECT date_trunc('minute', finished_at) AS at, count(*)::int AS n,
-                percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - started_at) * 1000) AS p50,
-                percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - started_at) * 1000) AS p95
-           FROM attempts
-          WHERE started_at >= (SELECT since FROM span) - interval '1 hour' AND finished_at >= (SELECT since FROM span)
-            AND status IN ('succeeded', 'failed') AND claimed_at IS NOT NULL
-          GROUP BY 1)
-       SELECT b.at, COALESCE(c.n, 0) AS created, COALESCE(s.succeeded, 0) AS succeeded, COALESCE(s.failed, 0) AS failed,
-              COALESCE(s.cancelled, 0) AS cancelled, COALESCE(x.n, 0) AS attempts, x.p50::float8 AS p50_ms,
-                x.p95::float8 AS p95_ms
-         FROM buckets b LEFT JOIN created c USING (at) LEFT JOIN settled s USING (at) LEFT JOIN answered x USING (at)
-        ORDER BY b.at`,
-      [minutes],
-    );
+    return rowsOf(this.dataSource.manager, JOBS_PER_MINUTE, [minutes]);
   }
 
   /** Each provider's attempts started in the last `minutes`, by what became of them. */
   providerHealth(minutes: number): Promise<ProviderHealthRow[]> {
-    return this.dataSource.query(
-      `SELECT a.provider, count(*)::int AS attempts,
-              count(*) FILTER (WHERE a.status = 'succeeded')::int AS succeeded,
-              count(*) FILTER (WHERE a.status = 'failed')::int AS failed,
-              count(*) FILTER (WHERE EXISTS (SELECT 1 FROM job_events e
-                                              WHERE e.job_id = a.job_id AND e.attempt_id = a.id
-                                                AND e.subject = 'attempt' AND e.to_status = 'unknown'))::int
-                AS timeouts,
-              count(*) FILTER (WHERE a.status = 'unknown')::int AS unknown_now,
-              count(*) FILTER (WHERE a.status = 'cancelled')::int AS cancelled,
-              count(*) FILTER (WHERE a.outcome = 'discarded')::int AS discarded,
-              (percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM a.finished_at - a.started_at) * 1000)
-                 FILTER (WHERE a.status IN ('succeeded', 'failed') AND a.claimed_at IS NOT NULL))::float8 AS p95_ms
-         FROM attempts a
-        WHERE a.started_at >= now() - make_interval(mins => $1::int)
-        GROUP BY a.provider ORDER BY a.provider`,
-      [minutes],
-    );
+    return rowsOf(this.dataSource.manager, PROVIDER_HEALTH, [minutes]);
   }
 }
