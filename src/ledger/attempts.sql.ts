@@ -2,7 +2,7 @@ import { prepared, statement } from '../database/prepared-statements.js';
 
 /**
  * The attempts table's statements (docs/sql/attempts.sql). The write statements are the ledger's alone: nothing
- * outside src/ledger/ imports this module (eslint.config.mjs, test/medium/only-writer.spec.ts).
+ * outside src/ledger/ imports this module (eslint.config.mjs, src/ledger/only-writer.spec.ts).
  */
 
 const interval = (param: string) => `make_interval(secs => ${param}::float8 / 1000)`;

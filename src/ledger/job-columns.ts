@@ -1,7 +1,8 @@
 import { LIST_RESULT_MAX_BYTES } from './job.types.js';
 
 /**
- * A job's columns, named, as every statement reading a job row returns them (jobFromRow), and the ops' list reads.
+ * A job's columns, named, as every statement reading a job row returns them (jobFromRow). The ops' reads keep their
+ * own list, without trace_context (src/ops/ops.sql.ts).
  * Its first line stays as it is: CLAIM_DUE's text includes it.
  */
 export const JOB_COLUMNS = `j.id, j.owner_id, j.idempotency_key, j.fingerprint, j.operation, j.input, j.providers,

@@ -3,7 +3,7 @@ import { JOB_COLUMNS, listedJobColumns } from './job-columns.js';
 
 /**
  * The jobs table's statements (docs/sql/jobs.sql). The write statements are the ledger's alone: nothing outside
- * src/ledger/ imports this module (eslint.config.mjs, test/medium/only-writer.spec.ts).
+ * src/ledger/ imports this module (eslint.config.mjs, src/ledger/only-writer.spec.ts).
  */
 
 export const ATTEMPTS_OF_J = `COALESCE((SELECT json_agg(a ORDER BY a.number) FROM attempts a WHERE a.job_id = j.id),

@@ -3,7 +3,7 @@ import { announcementSql } from './announcement.js';
 
 /**
  * Settlement's statements (docs/sql/settlement.sql): the compare-and-swap of I5. The ledger's alone: nothing outside
- * src/ledger/ imports this module (eslint.config.mjs, test/medium/only-writer.spec.ts).
+ * src/ledger/ imports this module (eslint.config.mjs, src/ledger/only-writer.spec.ts).
  */
 
 /**
