@@ -9,7 +9,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 const commands = {
   apikey: ['src/auth/apikey.cli.js', 'create, list and revoke API keys; bootstrap the first one'],
   migrate: ['src/database/migrate.cli.js', 'apply pending migrations (under the advisory lock)'],
-  certify: ['src/providers/certify.cli.js', "run an operation's contract suite on a provider"],
+  certify: ['src/certify.cli.js', "run an operation's contract suite on a provider"],
 };
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');

@@ -19,10 +19,10 @@ import {
 import { AppLogger } from './common/logging.module.js';
 import { sendProblem, writeParserProblem } from './common/problem-details.filter.js';
 import { declaredQueryParameters, unknownQueryErrors, unstorableParameterErrors } from './common/query-params.js';
-import { runWithRequestId } from './common/request-context.js';
 import { type AppConfig, appConfig } from './config/app.config.js';
 import { type Env, parseEnv } from './config/env.js';
 import { serveConsole } from './console/console.static.js';
+import { runWithRequestId } from './database/request-context.js';
 import { MetricsService } from './metrics/metrics.service.js';
 
 const REQUEST_ID = /^[\x21-\x7e]{1,128}$/;
@@ -125,7 +125,7 @@ export async function configureApp(app: NestFastifyApplication): Promise<void> {
       if (isBatchCreate(route.method, route.url)) route.bodyLimit = batchBodyLimit;
     });
   }
-  // First hook: what follows (guards, services, repositories) logs with the request id (common/request-context.ts).
+  // First hook: what follows (guards, services, repositories) logs with the request id (database/request-context.ts).
   fastify.addHook('onRequest', (request, _reply, done) => runWithRequestId(request.id, done));
   fastify.addHook('onRequest', async (request, reply) => {
     void reply.header('X-Request-Id', request.id);

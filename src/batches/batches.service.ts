@@ -4,7 +4,7 @@ import { isGated } from '../capacity/capacity.rules.js';
 import { NotFoundError, ValidationFailedError } from '../common/domain.errors.js';
 import { fingerprintOf } from '../common/fingerprint.js';
 import { badCursor, decodeCursor } from '../common/keyset-page.js';
-import { withBackgroundQueryBound } from '../common/request-context.js';
+import { withBackgroundQueryBound } from '../database/request-context.js';
 import type { Batch, BatchItem, BatchProgress, ListedBatchItem } from '../ledger/batch.types.js';
 import { BatchWriter } from '../ledger/batch-writer.js';
 import { BatchesRepository, type NewBatchJob } from '../ledger/batches.repository.js';

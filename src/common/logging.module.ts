@@ -2,8 +2,8 @@ import { Global, Inject, Injectable, type LoggerService, Module } from '@nestjs/
 import { type Logger as Pino, pino } from 'pino';
 
 import { type AppConfig, appConfig } from '../config/app.config.js';
+import { currentRequestId } from '../database/request-context.js';
 import { activeTraceIds } from '../telemetry/tracing.js';
-import { currentRequestId } from './request-context.js';
 
 /** Every line written while serving a request, or inside a traced job, says which (docs/operations.md#logs). */
 function logContext(): Record<string, string> {

@@ -3,8 +3,8 @@ import pg from 'pg';
 import type { DataSourceOptions } from 'typeorm';
 
 import { migrations } from '../../migrations/index.js';
-import { requestBoundApplies } from '../common/request-context.js';
 import { statementName, UNSUPPORTED_PREPARED } from './prepared-statements.js';
+import { requestBoundApplies } from './request-context.js';
 
 export interface DataSourceSettings {
   url: string;

@@ -4,10 +4,10 @@ import { parseArgs } from 'node:util';
 
 import { NestFactory } from '@nestjs/core';
 
-import { AppModule } from '../app.module.js';
-import { loadEnv } from '../config/app.config.js';
-import { resolveDatabase } from '../database/database-url.js';
-import { CertificationService } from './certification.service.js';
+import { AppModule } from './app.module.js';
+import { loadEnv } from './config/app.config.js';
+import { resolveDatabase } from './database/database-url.js';
+import { CertificationService } from './providers/certification.service.js';
 
 /** npm run certify -- --provider P --operation O: prints the report as JSON; exit 0 when it passed, 1 when not. */
 async function main(): Promise<number> {
