@@ -12,6 +12,8 @@ export interface Follower {
   messages: Received[];
   /** The Last-Event-ID of every connection made (undefined for the first, without one). */
   connections: Array<string | undefined>;
+  /** How many messages had arrived when each connection was made: `connections[i]` should name the last of them. */
+  receivedAtConnection: number[];
   /** Resolves when the service said the stream is over (204: EventSource stops). */
   over: Promise<void>;
   close(): void;
@@ -40,6 +42,7 @@ afterEach(() => {
 export function follow(url: string, key: string, options: { lastEventId?: string } = {}): Follower {
   const messages: Received[] = [];
   const connections: Array<string | undefined> = [];
+  const receivedAtConnection: number[] = [];
   let first = true;
   const source = new EventSource(url, {
     fetch: (input, init) => {
@@ -50,6 +53,7 @@ export function follow(url: string, key: string, options: { lastEventId?: string
       if (first && options.lastEventId) headers['Last-Event-ID'] = options.lastEventId;
       first = false;
       connections.push(headers['Last-Event-ID'] ?? headers['last-event-id']);
+      receivedAtConnection.push(messages.length);
       return fetch(input, { ...init, headers });
     },
   });
@@ -66,7 +70,7 @@ export function follow(url: string, key: string, options: { lastEventId?: string
     });
   }
   following.add(source);
-  return { messages, connections, over, close: () => source.close() };
+  return { messages, connections, receivedAtConnection, over, close: () => source.close() };
 }
 
 /**
