@@ -37,7 +37,12 @@ describe('the embedded PostgreSQL of a data directory', () => {
   it('generates a superuser password per data directory, kept in it with mode 0600', async () => {
     const [a, b] = [dataDir(), dataDir()];
     dirs.push(a, b);
+    // The package's exit hooks beyond `exit` are left out at its first import (here): SIGTERM and SIGINT would cut
+    // the drain short, and a `message` listener keeps a process forked with an IPC channel alive for good.
+    const hooked = () => ['SIGTERM', 'SIGINT', 'message'].map((event) => process.listenerCount(event));
+    const before = hooked();
     const first = await startEmbeddedPostgres({ dataDir: a, database: 'one' });
+    expect(hooked()).toEqual(before);
     const second = await startEmbeddedPostgres({ dataDir: b, database: 'two' });
     try {
       const passwordOf = (url: string) => decodeURIComponent(new URL(url).password);

