@@ -43,6 +43,8 @@ export interface BackgroundScript {
   outcome?: 'completed' | 'failed' | 'incomplete';
   content?: unknown;
   ignoreCancel?: boolean;
+  /** The cancel comes too late: the response ends (as scripted) as the cancel arrives, which answers it ended. */
+  endOnCancel?: boolean;
   createStatus?: number;
   hangCreate?: boolean;
 }
@@ -53,6 +55,8 @@ interface StoredResponse {
   script: BackgroundScript;
   body: Record<string, unknown>;
   cancelledAt?: number;
+  /** When it ended before its time (`endOnCancel`). */
+  endedAt?: number;
   /** Retrieve times (Date.now()), for the look-up bound. */
   retrieves: number[];
   cancels: number;
@@ -356,6 +360,10 @@ export class FakeOpenAiServer {
       this.counters.cancels++;
       stored.cancels++;
       const status = this.statusOf(stored);
+      if ((status === 'queued' || status === 'in_progress') && stored.script.endOnCancel) {
+        stored.endedAt = Date.now();
+        return send(200, this.responseBody(stored));
+      }
       if (status === 'queued' || status === 'in_progress') {
         if (!stored.script.ignoreCancel) stored.cancelledAt = Date.now();
         return send(200, this.responseBody(stored));
@@ -369,7 +377,7 @@ export class FakeOpenAiServer {
   private statusOf(stored: StoredResponse): string {
     if (stored.cancelledAt !== undefined) return 'cancelled';
     const age = Date.now() - stored.createdAt;
-    if (age >= stored.script.afterMs) return stored.script.outcome ?? 'completed';
+    if (age >= stored.script.afterMs || stored.endedAt !== undefined) return stored.script.outcome ?? 'completed';
     return age >= stored.script.afterMs / 5 ? 'in_progress' : 'queued';
   }
 

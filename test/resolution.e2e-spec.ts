@@ -20,7 +20,14 @@ type AttemptBody = {
   deadlineAt: string;
   finishedAt: string | null;
 };
-type JobBody = { id: string; status: string; version: number; completedBy: string | null; attempts: AttemptBody[] };
+type JobBody = {
+  id: string;
+  status: string;
+  version: number;
+  completedBy: string | null;
+  attempts: AttemptBody[];
+  cost: Array<{ currency: string; total: number; discarded: number }>;
+};
 type EventRow = {
   id: string;
   attempt_id: string | null;
@@ -63,6 +70,14 @@ describe('unknown attempts resolved at the provider (OpenAI Responses, backgroun
     const catalogFile = writeCatalog((c) => {
       c.providers.push(responsesProvider('oa-hold', fake.url));
       c.providers.push(responsesProvider('oa-failover', fake.url, { onTimeout: 'failover', sideEffectFree: true }));
+      // Priced, so that a paid result lost after a cancel shows as a missing cost.
+      c.providers.push(
+        responsesProvider('oa-priced', fake.url, {
+          onTimeout: 'failover',
+          sideEffectFree: true,
+          pricing: { inputPerMTok: 1_000_000, outputPerMTok: 1_000_000, currency: 'USD' },
+        }),
+      );
       // Chat Completions with store: true, on a deadline shorter than the answer: found again by its metadata.
       c.providers.push({
         ...responsesProvider('oa-stored', fake.url, { timeoutMs: 500, hardTimeoutMs: 1000 }),
@@ -126,6 +141,14 @@ describe('unknown attempts resolved at the provider (OpenAI Responses, backgroun
       'SELECT id, attempt_id, subject, from_status, to_status, reason FROM job_events WHERE job_id = $1 ORDER BY id',
       [jobId],
     );
+  /** What `/v1/usage` says this month's attempts on `provider` cost. */
+  const usageOf = async (provider: string) => {
+    const res = await t.http().get('/v1/usage?groupBy=provider').set(bearer(key));
+    expect(res.status).toBe(200);
+    return (res.body.groups as Array<{ key: string; cost: number }>)
+      .filter((g) => g.key === provider)
+      .reduce((sum, g) => sum + g.cost, 0);
+  };
   const resolvedBy = async (by: string) =>
     (await t.app.get(MetricsService).unknownResolved.get()).values.find((v) => v.labels.by === by)?.value ?? 0;
 
@@ -232,6 +255,56 @@ describe('unknown attempts resolved at the provider (OpenAI Responses, backgroun
       expect(timeline.filter((e) => e.subject === 'job' && e.to_status === 'succeeded')).toHaveLength(1);
     }
   }, 60_000);
+
+  it('failover: a cancel answered with the response completed is a result: it competes, and its cost is counted', async () => {
+    fake.alwaysBackground({ afterMs: 60_000, endOnCancel: true, content: { summary: 'done as the cancel came' } });
+    const usageBefore = await usageOf('oa-priced');
+    const jobs = await createMany(5, ['oa-priced', 'sim-fallback']);
+    // Settled, and every primary given an outcome by the cancel's answer (no look-up follows: nothing is pending).
+    const done = await waitFor(
+      () => Promise.all(jobs.map((j) => job(j.id))),
+      (all) => all.every((j) => j.status === 'succeeded' && j.attempts[0]?.outcome != null),
+      15_000,
+      100,
+    );
+    for (const settled of done) {
+      const [primary] = settled.attempts;
+      expect(fake.responseOf(primary.id)!.cancels).toBe(1);
+      // `cancelled` -> `succeeded` (docs/design.md#5-states): it won if it was first, else it was discarded.
+      expect(primary).toMatchObject({ provider: 'oa-priced', status: 'succeeded', providerStatus: 'completed' });
+      expect(['won', 'discarded']).toContain(primary.outcome);
+      expect(settled.attempts.filter((a) => a.outcome === 'won')).toHaveLength(1);
+      expect(settled.completedBy).toBe(settled.attempts.find((a) => a.outcome === 'won')!.id);
+      // 17 prompt and 5 completion tokens at 1 USD a token: 22 USD, on the job.
+      expect(settled.cost).toEqual([
+        { currency: 'USD', total: 22, discarded: primary.outcome === 'discarded' ? 22 : 0 },
+      ]);
+    }
+    expect((await usageOf('oa-priced')) - usageBefore).toBe(5 * 22);
+  }, 30_000);
+
+  it('failover: a cancel answered with an output that breaks the contract still leaves its cost on the job', async () => {
+    fake.alwaysBackground({ afterMs: 60_000, endOnCancel: true, content: { nope: 'not a summary' } });
+    const usageBefore = await usageOf('oa-priced');
+    const [created] = await createMany(1, ['oa-priced', 'sim-fallback']);
+    const settled = await waitFor(
+      () => job(created.id),
+      (j) => j.status === 'succeeded' && j.attempts[0]?.providerStatus === 'completed',
+      15_000,
+      100,
+    );
+    const [primary, fallback] = settled.attempts;
+    expect(settled.completedBy).toBe(fallback.id);
+    // Given up by failover, so not failed: the provider's answer is recorded on it, with what it was billed.
+    expect(primary).toMatchObject({
+      status: 'cancelled',
+      outcome: null,
+      usage: { promptTokens: 17, completionTokens: 5 },
+    });
+    expect(settled.cost).toEqual([{ currency: 'USD', total: 22, discarded: 0 }]);
+    expect((await events(settled.id)).map((e) => e.reason)).toContain('late_failure_ignored');
+    expect((await usageOf('oa-priced')) - usageBefore).toBe(22);
+  }, 30_000);
 
   it("hold: a failed or incomplete response fails the attempt with the provider's reason", async () => {
     fake.background({ afterMs: 1500, outcome: 'failed' }, { afterMs: 1500, outcome: 'incomplete' });

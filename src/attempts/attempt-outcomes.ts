@@ -54,7 +54,14 @@ export class AttemptOutcomes {
     await this.ledgers.run(async (ledger) => {
       const { job, attempt } = (await ledger.lockPair(jobId, attemptId))!;
       if (!canTransitionAttempt(attempt.status, 'failed')) {
-        // Already given up (cancelled by failover or an operator): the slot is free and the job has moved on.
+        // Already given up (cancelled by failover or an operator): the slot is free and the job has moved on. An
+        // answer the provider billed (an output that broke the contract) still leaves its usage, so its cost.
+        if (usage && !attempt.usage) {
+          const update = { usage, providerStatus: said?.providerStatus };
+          await ledger.moveAttempt(attempt, attempt.status, 'late_failure_ignored', update, error);
+          ledger.afterCommit(() => this.costs.record(attempt.provider, usage, 'failed'));
+          return;
+        }
         ledger.record({
           jobId,
           attemptId,

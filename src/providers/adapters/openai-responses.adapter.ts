@@ -33,6 +33,20 @@ const sleep = (ms: number, signal: AbortSignal) =>
   });
 
 /**
+ * The text of a response's messages, read from its `output` as the API reference defines it. The SDK's
+ * `output_text` is a convenience it adds to what `create` and `retrieve` return, not to a `cancel`'s answer: a
+ * response that completed as the cancel came would read as empty, and its paid result as a contract violation.
+ */
+function outputTextOf(response: Response): string {
+  const texts: string[] = [];
+  for (const item of response.output ?? []) {
+    if (item.type !== 'message') continue;
+    for (const part of item.content) if (part.type === 'output_text') texts.push(part.text);
+  }
+  return texts.join('');
+}
+
+/**
  * What a response's status means for the attempt. The stored messages are fixed sentences; the provider's code
  * (an enum of its API: `server_error`, `max_output_tokens`) is safe to show, its free text goes to the log only.
  */
@@ -44,7 +58,7 @@ export function lookupOf(response: Response): LookupResult {
       promptTokens: response.usage?.input_tokens ?? 0,
       completionTokens: response.usage?.output_tokens ?? 0,
     };
-    return { state: 'succeeded', response: { text: response.output_text ?? '', usage, requestId: response.id } };
+    return { state: 'succeeded', response: { text: outputTextOf(response), usage, requestId: response.id } };
   }
   const code =
     status === 'failed'
