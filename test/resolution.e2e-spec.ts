@@ -68,16 +68,15 @@ describe('unknown attempts resolved at the provider (OpenAI Responses, backgroun
     process.env.FAKE_OPENAI_KEY = 'sk-fake';
     fake = await new FakeOpenAiServer().start();
     const catalogFile = writeCatalog((c) => {
-      c.providers.push(responsesProvider('oa-hold', fake.url));
+      // Priced (a dollar a token), so that a paid result lost after a cancel shows as a missing cost.
+      const pricing = { inputPerMTok: 1_000_000, outputPerMTok: 1_000_000, currency: 'USD' };
+      c.providers.push(responsesProvider('oa-hold', fake.url, { pricing }));
       c.providers.push(responsesProvider('oa-failover', fake.url, { onTimeout: 'failover', sideEffectFree: true }));
-      // Priced, so that a paid result lost after a cancel shows as a missing cost.
       c.providers.push(
-        responsesProvider('oa-priced', fake.url, {
-          onTimeout: 'failover',
-          sideEffectFree: true,
-          pricing: { inputPerMTok: 1_000_000, outputPerMTok: 1_000_000, currency: 'USD' },
-        }),
+        responsesProvider('oa-priced', fake.url, { onTimeout: 'failover', sideEffectFree: true, pricing }),
       );
+      // Followed by its worker for 20 s: an owner's cancel comes while the attempt is running.
+      c.providers.push(responsesProvider('oa-long', fake.url, { timeoutMs: 20_000, hardTimeoutMs: 30_000, pricing }));
       // Chat Completions with store: true, on a deadline shorter than the answer: found again by its metadata.
       c.providers.push({
         ...responsesProvider('oa-stored', fake.url, { timeoutMs: 500, hardTimeoutMs: 1000 }),
@@ -216,14 +215,16 @@ describe('unknown attempts resolved at the provider (OpenAI Responses, backgroun
       const [primary, fallback] = settled.attempts;
       expect(settled.completedBy).toBe(fallback.id);
       expect(fallback).toMatchObject({ provider: 'sim-fallback', status: 'succeeded', outcome: 'won' });
-      expect(primary).toMatchObject({
-        provider: 'oa-failover',
-        status: 'cancelled',
-        resolvedBy: 'deadline',
-        providerStatus: 'cancelled',
-      });
-      expect(fake.responseOf(primary.id)!.cancels).toBe(1);
+      expect(primary).toMatchObject({ provider: 'oa-failover', status: 'cancelled', resolvedBy: 'deadline' });
     }
+    // Cancelled at the provider by the reconciler's look-ups, within a period of the failover, and once each.
+    await waitFor(
+      () => Promise.all(jobs.map((j) => job(j.id))),
+      (all) => all.every((j) => j.attempts[0].providerStatus === 'cancelled'),
+      RECONCILE_MS * 2 + 5000,
+      100,
+    );
+    for (const { attempts } of done) expect(fake.responseOf(attempts[0].id)!.cancels).toBe(1);
     expect(fake.counters.cancels).toBe(JOBS);
     // Cancelled responses are never retrieved again.
     const retrieves = fake.counters.retrieves;
@@ -304,6 +305,108 @@ describe('unknown attempts resolved at the provider (OpenAI Responses, backgroun
     expect(settled.cost).toEqual([{ currency: 'USD', total: 22, discarded: 0 }]);
     expect((await events(settled.id)).map((e) => e.reason)).toContain('late_failure_ignored');
     expect((await usageOf('oa-priced')) - usageBefore).toBe(22);
+  }, 30_000);
+
+  /** The job's first attempt once it carries the provider's id (the create call returned). */
+  const submitted = (id: string, status = 'running') =>
+    waitFor(
+      () => job(id),
+      (j) => j.attempts[0]?.providerRequestId != null && j.attempts[0].status === status,
+      15_000,
+      50,
+    );
+
+  it('owner cancel: running responses are cancelled at the provider, and one that completed as the cancel came is discarded with its cost', async () => {
+    fake.background({ afterMs: 60_000 }, { afterMs: 60_000, endOnCancel: true });
+    const usageBefore = await usageOf('oa-long');
+    const stopped = await create(['oa-long']);
+    const late = await create(['oa-long']);
+    await submitted(stopped.id);
+    await submitted(late.id);
+    for (const j of [stopped, late]) {
+      expect((await t.http().post(`/v1/jobs/${j.id}/cancel`).set(bearer(key))).status).toBe(200);
+    }
+    // Within a period or two: the worker follows until its deadline at 20 s, so nothing but the cancel ends them.
+    const [a, b] = await waitFor(
+      () => Promise.all([job(stopped.id), job(late.id)]),
+      (both) => both.every((j) => j.attempts[0].providerStatus !== 'in_progress' && j.attempts[0].finishedAt),
+      RECONCILE_MS * 2 + 5000,
+      100,
+    );
+    expect(fake.responseOf(a.attempts[0].id)!.cancels).toBe(1);
+    expect(a).toMatchObject({ status: 'cancelled', version: 1 });
+    expect(a.attempts[0]).toMatchObject({
+      status: 'failed',
+      providerStatus: 'cancelled',
+      error: { reason: 'response_cancelled' },
+    });
+    expect(fake.responseOf(b.attempts[0].id)!.cancels).toBe(1);
+    expect(b).toMatchObject({ status: 'cancelled', version: 1, completedBy: null });
+    expect(b.attempts[0]).toMatchObject({ status: 'succeeded', outcome: 'discarded', providerStatus: 'completed' });
+    expect(b.cost).toEqual([{ currency: 'USD', total: 22, discarded: 22 }]);
+    expect((await usageOf('oa-long')) - usageBefore).toBe(22);
+  }, 30_000);
+
+  it('owner cancel of an unknown attempt: the reconciler lets it go and cancels its response at the provider', async () => {
+    fake.alwaysBackground({ afterMs: 60_000 });
+    const held = await create(['oa-hold']);
+    await submitted(held.id, 'unknown');
+    expect((await t.http().post(`/v1/jobs/${held.id}/cancel`).set(bearer(key))).status).toBe(200);
+    const done = await waitFor(
+      () => job(held.id),
+      (j) => j.attempts[0].providerStatus === 'cancelled',
+      RECONCILE_MS * 2 + 5000,
+      100,
+    );
+    expect(fake.responseOf(done.attempts[0].id)!.cancels).toBe(1);
+    // Let go by the housekeeping (`cancelled`, abandoned) or, when the look-up came first, ended by what the
+    // provider said (`failed`, response_cancelled): either way it no longer holds the job, and the response is over.
+    const [attempt] = done.attempts;
+    const reasons = (await events(held.id)).filter((e) => e.attempt_id === attempt.id).map((e) => e.reason);
+    if (attempt.status === 'cancelled') expect(reasons).toContain('abandoned_job_finished');
+    else {
+      expect(attempt).toMatchObject({
+        status: 'failed',
+        resolvedBy: 'provider',
+        error: { reason: 'response_cancelled' },
+      });
+    }
+  }, 30_000);
+
+  it('operator failed: the response is cancelled at the provider, and one that had completed is discarded with its cost', async () => {
+    fake.background({ afterMs: 60_000 }, { afterMs: 60_000, endOnCancel: true });
+    const usageBefore = await usageOf('oa-hold');
+    const stopped = await create(['oa-hold']);
+    const late = await create(['oa-hold']);
+    for (const j of [stopped, late]) {
+      const seen = await submitted(j.id, 'unknown');
+      const res = await t
+        .http()
+        .post(`/v1/attempts/${seen.attempts[0].id}/resolve`)
+        .set(bearer(key))
+        .send({ status: 'failed', reason: 'given up by hand' });
+      expect(res.status).toBe(200);
+    }
+    const [a, b] = await waitFor(
+      () => Promise.all([job(stopped.id), job(late.id)]),
+      (both) => both.every((j) => ['cancelled', 'completed'].includes(j.attempts[0].providerStatus!)),
+      RECONCILE_MS * 2 + 5000,
+      100,
+    );
+    for (const j of [a, b]) {
+      expect(j.status).toBe('failed');
+      expect(fake.responseOf(j.attempts[0].id)!.cancels).toBe(1);
+      // The operator's word stays: failed, resolved by the operator, the provider's answer recorded beside it.
+      expect(j.attempts[0]).toMatchObject({
+        status: 'failed',
+        resolvedBy: 'operator',
+        error: { reason: 'resolved_by_operator' },
+      });
+    }
+    expect(a.attempts[0]).toMatchObject({ providerStatus: 'cancelled', outcome: null });
+    expect(b.attempts[0]).toMatchObject({ providerStatus: 'completed', outcome: 'discarded' });
+    expect(b.cost).toEqual([{ currency: 'USD', total: 22, discarded: 22 }]);
+    expect((await usageOf('oa-hold')) - usageBefore).toBe(22);
   }, 30_000);
 
   it("hold: a failed or incomplete response fails the attempt with the provider's reason", async () => {

@@ -4,17 +4,21 @@
 
 -- name: claim_lookups
 WITH c AS (
-         SELECT a.id FROM attempts a JOIN jobs j ON j.id = a.job_id
+         SELECT a.id, (a.status <> 'unknown' OR j.status NOT IN ('pending', 'running', 'unknown')) AS cancel
+           FROM attempts a JOIN jobs j ON j.id = a.job_id
           WHERE a.provider = ANY($1::text[])
             AND ((a.status = 'unknown' AND j.status IN ('pending', 'running', 'unknown')
                   AND a.provider_status IS DISTINCT FROM 'expired' AND a.provider_status IS DISTINCT FROM 'unknowable')
-                 OR (a.status = 'cancelled' AND a.provider_status IN ('queued', 'in_progress') AND a.outcome IS NULL))
+                 OR (a.provider_status IN ('queued', 'in_progress') AND a.outcome IS NULL
+                     AND (a.status = 'cancelled' OR (a.status = 'failed' AND a.resolved_by = 'operator')
+                          OR (a.status IN ('running', 'unknown')
+                              AND j.status IN ('succeeded', 'failed', 'cancelled')))))
             AND (a.provider_checked_at IS NULL OR a.provider_checked_at <= now() - make_interval(secs => $2::float8 / 1000))
           ORDER BY a.provider_checked_at NULLS FIRST, a.deadline_at
           LIMIT $3
           FOR UPDATE OF a SKIP LOCKED
        )
-       UPDATE attempts a SET provider_checked_at = now() FROM c WHERE a.id = c.id RETURNING a.*;
+       UPDATE attempts a SET provider_checked_at = now() FROM c WHERE a.id = c.id RETURNING a.*, c.cancel;
 
 -- name: claim_queued
 UPDATE attempts SET claimed_at = now(), worker_id = $2, started_at = now(),

@@ -1,6 +1,5 @@
-import { Injectable, Logger } from '@nestjs/common';
+import { Injectable } from '@nestjs/common';
 
-import { safeErrorFields } from '../common/log-safe.js';
 import { type Attempt, type AttemptError, NOT_SENT, type ResolvedBy, type Usage } from '../ledger/attempt.types.js';
 import { AttemptsRepository } from '../ledger/attempts.repository.js';
 import { isTerminal } from '../ledger/job.types.js';
@@ -10,7 +9,6 @@ import { canTransitionAttempt } from '../ledger/state-machine.js';
 import { CatalogService } from '../providers/catalog.service.js';
 import { checkOutput } from '../providers/output-contract.js';
 import type { LookupResult } from '../providers/provider.port.js';
-import { ProviderRegistry } from '../providers/provider-registry.js';
 import { CostMeter } from '../usage/cost-meter.js';
 import { AttemptScheduler } from './attempt-scheduler.js';
 
@@ -21,14 +19,11 @@ import { AttemptScheduler } from './attempt-scheduler.js';
  */
 @Injectable()
 export class AttemptOutcomes {
-  private readonly logger = new Logger(AttemptOutcomes.name);
-
   constructor(
     private readonly ledgers: LedgerFactory,
     private readonly settlement: SettlementService,
     private readonly scheduler: AttemptScheduler,
     private readonly catalog: CatalogService,
-    private readonly registry: ProviderRegistry,
     private readonly costs: CostMeter,
     private readonly attempts: AttemptsRepository,
   ) {}
@@ -122,32 +117,22 @@ export class AttemptOutcomes {
     // Decided from the catalog before any lock: a held attempt costs nothing per reconciler pass.
     if (provider?.onTimeout !== 'failover' || !provider.sideEffectFree) return 'hold';
     const { id: attemptId, jobId } = attempt;
-    const cancelled = await this.ledgers.run(async (ledger) => {
+    const givenUp = await this.ledgers.run(async (ledger) => {
       const { job, attempt } = (await ledger.lockPair(jobId, attemptId))!;
-      if (attempt.status !== 'unknown' || isTerminal(job.status)) return undefined;
+      if (attempt.status !== 'unknown' || isTerminal(job.status)) return false;
       const rest = (await ledger.listAttempts(jobId)).map((a) =>
         a.id === attempt.id ? { ...a, status: 'cancelled' as const } : a,
       );
       const plan = await this.scheduler.plan(job, rest);
       // No certified fallback: hold.
-      if (plan.kind !== 'attempt' || plan.provider === attempt.provider) return undefined;
+      if (plan.kind !== 'attempt' || plan.provider === attempt.provider) return false;
       await ledger.moveAttempt(attempt, 'cancelled', 'failover', { finished: true }, { next: plan.provider });
       await ledger.moveJob(job, 'running', 'failover', 0);
-      return attempt;
+      return true;
     });
-    if (!cancelled) return 'hold';
-    const adapter = this.registry.find(cancelled.provider);
-    if (adapter?.cancel) {
-      // What the provider says after the cancel is recorded: a response that had ended still competes (I5), one
-      // still running (the cancel came too late to stop it at once) is followed by the reconciler.
-      try {
-        const said = await adapter.cancel({ attemptId, providerRequestId: cancelled.providerRequestId });
-        if (said) await this.fromProvider({ ...cancelled, status: 'cancelled' }, said);
-      } catch (error) {
-        this.logger.warn({ msg: 'provider cancel failed', attemptId, jobId, ...safeErrorFields(error) });
-      }
-    }
-    return 'failover';
+    // Its request, where the provider keeps one by id, is cancelled there by the reconciler's look-ups
+    // (Reconciler.lookup): no provider call here, in the worker's or the housekeeping's way.
+    return givenUp ? 'failover' : 'hold';
   }
 
   /**

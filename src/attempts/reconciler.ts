@@ -122,7 +122,10 @@ export class Reconciler implements OnApplicationBootstrap, BeforeApplicationShut
     const claimed = await this.ledgers.claimLookups(this.lookupProviders(), period, LOOKUP_BATCH);
     let next = 0;
     const lane = async () => {
-      for (let i = next++; i < claimed.length; i = next++) await this.each(claimed[i], () => this.lookup(claimed[i]));
+      for (let i = next++; i < claimed.length; i = next++) {
+        const { attempt, cancel } = claimed[i];
+        await this.each(attempt, () => this.lookup(attempt, cancel));
+      }
     };
     await Promise.all(Array.from({ length: Math.min(LOOKUPS_AT_ONCE, claimed.length) }, lane));
   }
@@ -159,9 +162,13 @@ export class Reconciler implements OnApplicationBootstrap, BeforeApplicationShut
 
   /**
    * Asks the provider what became of the request: by its id where it gave one (OpenAI's Responses), by the
-   * attempt id otherwise (the simulated adapter), and applies the answer (AttemptOutcomes.fromProvider).
+   * attempt id otherwise (the simulated adapter), and applies the answer (AttemptOutcomes.fromProvider). A request
+   * nobody waits for any more (`cancel`) is cancelled there instead, where the adapter can: what the cancel
+   * answers is the same kind of answer (a response that had completed competes, one still running is asked again
+   * next period). Here, on the look-ups' own timer, and never in housekeeping: a cancel that stalls holds one lane
+   * until its deadline, never the overdue and failover work.
    */
-  private async lookup(attempt: Attempt): Promise<void> {
+  private async lookup(attempt: Attempt, cancel: boolean): Promise<void> {
     const adapter = this.registry.find(attempt.provider);
     if (!adapter?.lookup) return;
     const operation = this.catalog.operation(await this.attempts.operationOfJob(attempt.jobId));
@@ -170,8 +177,10 @@ export class Reconciler implements OnApplicationBootstrap, BeforeApplicationShut
       providerRequestId: attempt.providerRequestId,
       maxResponseBytes: operation?.maxResponseBytes,
     };
-    const done = await this.outcomes.fromProvider(attempt, await adapter.lookup(ref));
-    this.logger.debug({ msg: 'looked up at the provider', attemptId: attempt.id, jobId: attempt.jobId, done });
+    const said = (cancel && adapter.cancel ? await adapter.cancel(ref) : undefined) ?? (await adapter.lookup(ref));
+    const done = await this.outcomes.fromProvider(attempt, said);
+    const msg = cancel ? 'cancelled at the provider' : 'looked up at the provider';
+    this.logger.debug({ msg, attemptId: attempt.id, jobId: attempt.jobId, done });
   }
 
   /** A job that names a provider which left the catalog fails or moves on when claimed; say so at start. */

@@ -63,6 +63,12 @@ export interface AttemptUpdate {
   finished?: boolean;
 }
 
+/** An attempt the reconciler asks its provider about: looked up, or (`cancel`) cancelled there. */
+export interface LookupClaim {
+  attempt: Attempt;
+  cancel: boolean;
+}
+
 /** What the worker sends right before calling: the attempt and its timeouts, counted from this moment. */
 export interface CallStart {
   id: string;
@@ -209,16 +215,21 @@ export class AttemptsRepository {
   }
 
   /**
-   * The attempts the reconciler looks up at their provider now, claimed for this period across replicas (each
-   * gets `provider_checked_at`, so no replica asks again within `periodMs`): unknown attempts of live jobs, and
-   * attempts given up by failover whose request was still running at the provider (its answer still competes
-   * under I5, and is recorded when it loses). None for settled attempts, nor for those whose record the provider
-   * no longer has (`expired`) or never gave (`unknowable`).
+   * The attempts the reconciler asks their provider about now, claimed for this period across replicas (each
+   * gets `provider_checked_at`, so no replica asks again within `periodMs`): unknown attempts of live jobs, to look
+   * up; and, to cancel there (`cancel`), requests still running at the provider that nobody waits for any more:
+   * given up by failover or an operator's `failed`, or of a job that ended (the owner's cancel). What the provider
+   * answers still competes under I5, and is recorded when it loses. None for settled attempts, nor for those whose
+   * record the provider no longer has (`expired`) or never gave (`unknowable`).
    */
-  async claimLookups(providers: string[], periodMs: number, limit: number): Promise<Attempt[]> {
+  async claimLookups(providers: string[], periodMs: number, limit: number): Promise<LookupClaim[]> {
     if (!providers.length) return [];
-    const rows = await rowsOf<AttemptRow>(this.dataSource.manager, CLAIM_LOOKUPS, [providers, periodMs, limit]);
-    return rows.map(attemptFromRow);
+    const rows = await rowsOf<AttemptRow & { cancel: boolean }>(this.dataSource.manager, CLAIM_LOOKUPS, [
+      providers,
+      periodMs,
+      limit,
+    ]);
+    return rows.map((row) => ({ attempt: attemptFromRow(row), cancel: row.cancel }));
   }
 
   /** Claimed attempts still starting or running past their deadline (their worker may be gone). */

@@ -120,20 +120,28 @@ export const NOTE_PROVIDER_STATUS = statement(
   `UPDATE attempts SET provider_status = ${NEXT_PROVIDER_STATUS('$2')} WHERE id = $1`,
 );
 
+/**
+ * `cancel`: nobody waits for the request any more (given up by failover, an operator's `failed`, or its job
+ * ended: the owner's cancel, the abandon), so it is cancelled at the provider rather than only read.
+ */
 export const CLAIM_LOOKUPS = statement(
   'claim_lookups',
   `WITH c AS (
-         SELECT a.id FROM attempts a JOIN jobs j ON j.id = a.job_id
+         SELECT a.id, (a.status <> 'unknown' OR j.status NOT IN ('pending', 'running', 'unknown')) AS cancel
+           FROM attempts a JOIN jobs j ON j.id = a.job_id
           WHERE a.provider = ANY($1::text[])
             AND ((a.status = 'unknown' AND j.status IN ('pending', 'running', 'unknown')
                   AND a.provider_status IS DISTINCT FROM 'expired' AND a.provider_status IS DISTINCT FROM 'unknowable')
-                 OR (a.status = 'cancelled' AND a.provider_status IN ('queued', 'in_progress') AND a.outcome IS NULL))
+                 OR (a.provider_status IN ('queued', 'in_progress') AND a.outcome IS NULL
+                     AND (a.status = 'cancelled' OR (a.status = 'failed' AND a.resolved_by = 'operator')
+                          OR (a.status IN ('running', 'unknown')
+                              AND j.status IN ('succeeded', 'failed', 'cancelled')))))
             AND (a.provider_checked_at IS NULL OR a.provider_checked_at <= now() - ${interval('$2')})
           ORDER BY a.provider_checked_at NULLS FIRST, a.deadline_at
           LIMIT $3
           FOR UPDATE OF a SKIP LOCKED
        )
-       UPDATE attempts a SET provider_checked_at = now() FROM c WHERE a.id = c.id RETURNING a.*`,
+       UPDATE attempts a SET provider_checked_at = now() FROM c WHERE a.id = c.id RETURNING a.*, c.cancel`,
 );
 
 export const FIND_OVERDUE_ATTEMPTS = statement(

@@ -10,6 +10,7 @@ import {
   type AttemptUpdate,
   type CallStart,
   type ClaimedStart,
+  type LookupClaim,
   type NewAttempt,
 } from './attempts.repository.js';
 import type { Job, JobStatus, JobWithAttempts } from './job.types.js';
@@ -420,10 +421,11 @@ export class LedgerFactory {
   }
 
   /**
-   * The attempts the reconciler looks up at their provider now, claimed for this period across replicas: each gets
-   * `provider_checked_at`, so no replica asks again within `periodMs` (AttemptsRepository.claimLookups).
+   * The attempts the reconciler looks up (or cancels) at their provider now, claimed for this period across
+   * replicas: each gets `provider_checked_at`, so no replica asks again within `periodMs`
+   * (AttemptsRepository.claimLookups).
    */
-  claimLookups(providers: string[], periodMs: number, limit: number): Promise<Attempt[]> {
+  claimLookups(providers: string[], periodMs: number, limit: number): Promise<LookupClaim[]> {
     return this.repos.attempts.claimLookups(providers, periodMs, limit);
   }
 

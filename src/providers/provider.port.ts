@@ -29,7 +29,7 @@ export interface ProviderRequest {
   /**
    * Called once the provider gave the request its id, before its outcome: the id is committed on the attempt (and
    * in job_events) before the adapter waits. `cancel` means the attempt was given up meanwhile (failover): the
-   * adapter cancels the request at the provider and stops.
+   * adapter stops, and the reconciler cancels the request at the provider (docs/design.md#resolution-at-the-provider).
    */
   onSubmitted?: (providerRequestId: string) => Promise<'follow' | 'cancel'>;
 }

@@ -123,13 +123,9 @@ export class OpenAiResponsesAdapter implements ProviderAdapter {
         ? await request.onSubmitted(created.id).catch(() => 'follow' as const)
         : 'follow';
       if (next === 'cancel') {
-        // Given up while the create call was out (failover): nobody waits for this response any more.
-        await this.cancel({ attemptId: request.idempotencyKey, providerRequestId: created.id }).catch(() => undefined);
-        throw new ProviderError(
-          'ambiguous',
-          'cancelled_at_provider',
-          'the attempt was given up; its response was cancelled',
-        );
+        // Given up while the create call was out (failover): nobody waits for this response any more. Its id is
+        // committed, and the reconciler cancels it at the provider and records what the cancel answers.
+        throw new ProviderError('ambiguous', 'given_up', 'the attempt was given up; its response is cancelled');
       }
       return this.settled(await this.follow(created, request, hard.signal), request.idempotencyKey);
     } finally {
