@@ -15,6 +15,9 @@ export type Script =
   | { kind: 'large'; bytes: number };
 
 export interface SeenRequest {
+  method: string;
+  /** The URL's path, without its query. */
+  path: string;
   headers: IncomingMessage['headers'];
   body: Record<string, unknown>;
   /** Date.now() when the request's body had arrived. */
@@ -45,6 +48,8 @@ export interface BackgroundScript {
   ignoreCancel?: boolean;
   /** The cancel comes too late: the response ends (as scripted) as the cancel arrives, which answers it ended. */
   endOnCancel?: boolean;
+  /** A cancel is answered 200 and its headers, then its body never comes (the response goes on as scripted). */
+  stallCancel?: boolean;
   createStatus?: number;
   hangCreate?: boolean;
 }
@@ -190,7 +195,9 @@ export class FakeOpenAiServer {
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     let raw = '';
     for await (const chunk of req) raw += chunk;
-    const seen: SeenRequest = { headers: req.headers, body: raw ? JSON.parse(raw) : {}, at: Date.now() };
+    const method = req.method ?? 'GET';
+    const path = (req.url ?? '').split('?')[0];
+    const seen: SeenRequest = { method, path, headers: req.headers, body: raw ? JSON.parse(raw) : {}, at: Date.now() };
     this.requests.push(seen);
     const number = this.requests.length;
     // Served until answered or until the client goes away (a SIGKILLed worker's calls stop counting at once).
@@ -206,12 +213,11 @@ export class FakeOpenAiServer {
       seen.closedAt = Date.now();
       done();
     });
-    const path = (req.url ?? '').split('?')[0];
     if (path.startsWith('/v1/responses')) {
-      await this.handleResponses(req.method ?? 'GET', path, seen, res, done);
+      await this.handleResponses(method, path, seen, res, done);
       return;
     }
-    if (req.method === 'GET' && path === '/v1/chat/completions') {
+    if (method === 'GET' && path === '/v1/chat/completions') {
       this.listStored(new URL(req.url ?? '', 'http://fake').searchParams, seen, res, done);
       return;
     }
@@ -359,6 +365,12 @@ export class FakeOpenAiServer {
     if (method === 'POST' && cancel) {
       this.counters.cancels++;
       stored.cancels++;
+      if (stored.script.stallCancel) {
+        seen.status = 200;
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.write('{');
+        return;
+      }
       const status = this.statusOf(stored);
       if ((status === 'queued' || status === 'in_progress') && stored.script.endOnCancel) {
         stored.endedAt = Date.now();

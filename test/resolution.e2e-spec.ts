@@ -1,4 +1,6 @@
 import { MetricsService } from '../src/metrics/metrics.service.js';
+import { CertificationService } from '../src/providers/certification.service.js';
+import { createAttempt, createJob } from './factories/index.js';
 import { FakeOpenAiServer } from './fakes/fake-openai.server.js';
 import { bearer, startTestApp, type TestApp } from './helpers/app.js';
 import { writeCatalog } from './helpers/catalog.js';
@@ -75,6 +77,8 @@ describe('unknown attempts resolved at the provider (OpenAI Responses, backgroun
       c.providers.push(
         responsesProvider('oa-priced', fake.url, { onTimeout: 'failover', sideEffectFree: true, pricing }),
       );
+      // Certified against the fake: it answers past timeoutMs, within hardTimeoutMs.
+      c.providers.push(responsesProvider('oa-cert', fake.url, { hardTimeoutMs: 2500, pollIntervalMs: 250 }));
       // Followed by its worker for 20 s: an owner's cancel comes while the attempt is running.
       c.providers.push(responsesProvider('oa-long', fake.url, { timeoutMs: 20_000, hardTimeoutMs: 30_000, pricing }));
       // Chat Completions with store: true, on a deadline shorter than the answer: found again by its metadata.
@@ -407,6 +411,98 @@ describe('unknown attempts resolved at the provider (OpenAI Responses, backgroun
     expect(b.attempts[0]).toMatchObject({ providerStatus: 'completed', outcome: 'discarded' });
     expect(b.cost).toEqual([{ currency: 'USD', total: 22, discarded: 22 }]);
     expect((await usageOf('oa-hold')) - usageBefore).toBe(22);
+  }, 30_000);
+
+  it('a cancel whose answer stalls holds neither the housekeeping nor the failovers, and is cut at its own deadline', async () => {
+    fake.alwaysBackground({ afterMs: 60_000, stallCancel: true });
+    // An unknown attempt on a failover provider that no worker follows (its worker gone): the housekeeping gives it
+    // up for the certified fallback, and its response is cancelled at the fake, which never finishes answering.
+    const stalled = await createJob(t.dataSource, {
+      ownerId: 'owner-resolution',
+      status: 'running',
+      providers: ['oa-failover', 'sim-fallback'],
+    });
+    const lost = await createAttempt(t.dataSource, stalled, { status: 'unknown' });
+    const created = await fetch(`${fake.url}/responses`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'gpt-4o-mini', background: true, metadata: { onejob_attempt: lost.id } }),
+    });
+    const { id: responseId } = (await created.json()) as { id: string };
+    await t.dataSource.query(
+      `UPDATE attempts SET provider_request_id = $2, provider_status = 'in_progress' WHERE id = $1`,
+      [lost.id, responseId],
+    );
+    const cancelOf = () =>
+      fake.requests.find((r) => r.method === 'POST' && r.path === `/v1/responses/${responseId}/cancel`);
+    const stalledCancel = await waitFor(
+      () => Promise.resolve(cancelOf()),
+      (r) => r !== undefined,
+      10_000,
+      20,
+    );
+    // While that cancel stalls: a second failover, and an attempt whose worker vanished past its deadline.
+    const next = await createJob(t.dataSource, {
+      ownerId: 'owner-resolution',
+      status: 'running',
+      providers: ['oa-failover', 'sim-fallback'],
+    });
+    await createAttempt(t.dataSource, next, { status: 'unknown' });
+    const orphan = await createJob(t.dataSource, {
+      ownerId: 'owner-resolution',
+      status: 'running',
+      providers: ['sim-hang'],
+    });
+    await createAttempt(t.dataSource, orphan, { status: 'running', deadlineInMs: -1000 });
+    const [a, b, c] = await waitFor(
+      () => Promise.all([job(stalled.id), job(next.id), job(orphan.id)]),
+      ([x, y, z]) => x.status === 'succeeded' && y.status === 'succeeded' && z.attempts[0].status === 'unknown',
+      RECONCILE_MS * 4 + 5000,
+      100,
+    );
+    expect(a.attempts[1]).toMatchObject({ provider: 'sim-fallback', outcome: 'won' });
+    expect(b.attempts[1]).toMatchObject({ provider: 'sim-fallback', outcome: 'won' });
+    expect(c.status).toBe('unknown');
+    // The stalled cancel was cut at its deadline (the provider's timeoutMs), not held by the SDK for ever.
+    const cut = await waitFor(
+      () => Promise.resolve(stalledCancel!.closedAt),
+      (closedAt) => closedAt !== undefined,
+      TIMEOUT_MS + 5000,
+      50,
+    );
+    expect(cut! - stalledCancel!.at).toBeLessThan(TIMEOUT_MS + 1500);
+  }, 30_000);
+
+  it('certification follows a response until hardTimeoutMs: one answered at 1.5 s with timeoutMs 1 s passes, on schedule too', async () => {
+    fake.alwaysBackground({ afterMs: 1500, content: { summary: 'slow but right' } });
+    const report = await t
+      .http()
+      .post('/v1/providers/oa-cert/certifications')
+      .set(bearer(key))
+      .send({ operation: 'summarize' });
+    expect(report.status).toBe(201);
+    expect(report.body.passed).toBe(true);
+    const scheduled = await t.app.get(CertificationService).certify('oa-cert', 'summarize', 'schedule');
+    expect(scheduled.passed).toBe(true);
+    expect(await t.app.get(CertificationService).isCertified('oa-cert', 'summarize')).toBe(true);
+    expect(fake.counters.cancels).toBe(0);
+  }, 30_000);
+
+  it('certification cancels a response still running at hardTimeoutMs: the case fails, and nothing runs on at the provider', async () => {
+    fake.alwaysBackground({ afterMs: 60_000 });
+    const report = await t
+      .http()
+      .post('/v1/providers/oa-cert/certifications')
+      .set(bearer(key))
+      .send({ operation: 'summarize' });
+    expect(report.status).toBe(201);
+    expect(report.body.passed).toBe(false);
+    const responses = [...fake.responses.values()];
+    expect(responses.length).toBe(report.body.cases.length);
+    for (const response of responses) {
+      expect(response.cancels).toBe(1);
+      expect(response.cancelledAt).toBeDefined();
+    }
   }, 30_000);
 
   it("hold: a failed or incomplete response fails the attempt with the provider's reason", async () => {

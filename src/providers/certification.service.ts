@@ -167,6 +167,9 @@ export class CertificationService {
         maxResponseBytes: operation.maxResponseBytes,
         idempotencyKey: `certify-${provider.name}-${operation.name}-${index}-${started}`,
         signal: hard.signal,
+        // A request the provider keeps by id (OpenAI's Responses) is followed to the hard deadline, not the soft
+        // one: a case has no look-up after it, so a slow but correct provider answers within hardTimeoutMs or not.
+        followUntil: new Date(started + provider.hardTimeoutMs),
       });
       const check = checkOutput(this.catalog, operation.name, response.text);
       return {

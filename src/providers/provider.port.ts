@@ -29,7 +29,9 @@ export interface ProviderRequest {
   /**
    * Called once the provider gave the request its id, before its outcome: the id is committed on the attempt (and
    * in job_events) before the adapter waits. `cancel` means the attempt was given up meanwhile (failover): the
-   * adapter stops, and the reconciler cancels the request at the provider (docs/design.md#resolution-at-the-provider).
+   * adapter stops, and the reconciler cancels the request at the provider
+   * (docs/design.md#resolution-at-the-provider). Absent (a certification's golden case), nobody keeps the id: an
+   * adapter that stops following a request still running at the provider cancels it there.
    */
   onSubmitted?: (providerRequestId: string) => Promise<'follow' | 'cancel'>;
 }

@@ -116,8 +116,9 @@ export class OpenAiResponsesAdapter implements ProviderAdapter {
 
   async invoke(request: ProviderRequest): Promise<ProviderResponse> {
     const hard = deadline(this.spec.hardTimeoutMs, request.signal);
+    let created: Response | undefined;
     try {
-      const created = await this.create(request, hard.signal);
+      created = await this.create(request, hard.signal);
       // An id that could not be committed (the database was down until the deadline) is still followed here.
       const next = request.onSubmitted
         ? await request.onSubmitted(created.id).catch(() => 'follow' as const)
@@ -128,6 +129,13 @@ export class OpenAiResponsesAdapter implements ProviderAdapter {
         throw new ProviderError('ambiguous', 'given_up', 'the attempt was given up; its response is cancelled');
       }
       return this.settled(await this.follow(created, request, hard.signal), request.idempotencyKey);
+    } catch (error) {
+      // Nobody keeps the id of a request without onSubmitted (a certification's case): a response still running
+      // when the adapter stops following it would run on at the provider, billed, with nobody to cancel it.
+      if (!request.onSubmitted && error instanceof ProviderError && error.reason === 'timeout' && created) {
+        await this.cancel({ attemptId: request.idempotencyKey, providerRequestId: created.id }).catch(() => undefined);
+      }
+      throw error;
     } finally {
       hard.clear();
     }
@@ -218,10 +226,10 @@ export class OpenAiResponsesAdapter implements ProviderAdapter {
   }
 
   /** By the response id; an attempt whose create call never returned has none, and nobody can ever ask. */
-  async lookup(ref: RequestRef): Promise<LookupResult> {
+  async lookup(ref: RequestRef, signal?: AbortSignal): Promise<LookupResult> {
     if (!ref.providerRequestId) return { state: 'unknowable', reason: 'the create call never returned a response id' };
     try {
-      return lookupOf(await this.retrieve(ref.providerRequestId, ref.maxResponseBytes ?? LOOKUP_BYTES));
+      return lookupOf(await this.retrieve(ref.providerRequestId, ref.maxResponseBytes ?? LOOKUP_BYTES, signal));
     } catch (error) {
       if (error instanceof OpenAI.NotFoundError) {
         return { state: 'expired', reason: 'the provider no longer knows the response id (past its retention)' };
@@ -232,19 +240,25 @@ export class OpenAiResponsesAdapter implements ProviderAdapter {
 
   /**
    * Cancels a background response. A second cancel returns the cancelled response; a response that already
-   * ended cannot be cancelled (400), and is then retrieved, so its result still competes under I5.
+   * ended cannot be cancelled (400), and is then retrieved, so its result still competes under I5. The whole of it
+   * (the retrieve too) has a deadline of its own, the provider's `timeoutMs`: the SDK's timeout stops at the
+   * headers, and a cancel whose body stalls would otherwise hold its caller for ever.
    */
   async cancel(ref: RequestRef): Promise<LookupResult | undefined> {
     if (!ref.providerRequestId) return undefined;
     const call = this.http.call(ref.maxResponseBytes ?? LOOKUP_BYTES);
+    const own = deadline(this.spec.timeoutMs);
     try {
-      return lookupOf(await this.client.responses.cancel(ref.providerRequestId, { fetchOptions: call.fetchOptions }));
+      const options = { signal: own.signal, fetchOptions: call.fetchOptions };
+      return lookupOf(await this.client.responses.cancel(ref.providerRequestId, options));
     } catch (error) {
-      if (error instanceof OpenAI.BadRequestError) return this.lookup(ref);
+      if (error instanceof OpenAI.BadRequestError) return this.lookup(ref, own.signal);
       if (error instanceof OpenAI.NotFoundError) {
         return { state: 'expired', reason: 'the provider no longer knows the response id (past its retention)' };
       }
       throw error;
+    } finally {
+      own.clear();
     }
   }
 }
