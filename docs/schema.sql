@@ -402,6 +402,21 @@ ALTER TABLE provider_state ADD CONSTRAINT provider_state_breaker_state_check CHE
 
 ALTER TABLE provider_state ADD CONSTRAINT provider_state_pkey PRIMARY KEY (provider);
 
+CREATE TABLE purged_usage (
+    owner_id text NOT NULL,
+    day timestamp with time zone NOT NULL,
+    operation text NOT NULL,
+    provider text NOT NULL,
+    currency character(3),
+    attempts bigint NOT NULL,
+    prompt_tokens bigint NOT NULL,
+    completion_tokens bigint NOT NULL,
+    cost numeric NOT NULL,
+    discarded_cost numeric NOT NULL
+);
+
+ALTER TABLE purged_usage ADD CONSTRAINT "UQ_purged_usage_key" UNIQUE NULLS NOT DISTINCT (owner_id, day, operation, provider, currency);
+
 CREATE TABLE webhook_deliveries (
     id uuid DEFAULT gen_random_uuid() NOT NULL,
     endpoint_id uuid NOT NULL,

@@ -12,6 +12,22 @@ WITH doomed AS (
             ORDER BY completed_at
             LIMIT $2
             FOR UPDATE SKIP LOCKED
+         ), kept AS (
+           -- Their attempts' spend outlives them (docs/operations.md#retention): budgets and /v1/usage read it.
+           INSERT INTO purged_usage AS u (owner_id, day, operation, provider, currency, attempts, prompt_tokens,
+                                          completion_tokens, cost, discarded_cost)
+           SELECT j.owner_id, date_trunc('day', a.started_at, 'UTC'), j.operation, a.provider, a.cost_currency,
+                  count(*), COALESCE(sum((a.usage->>'promptTokens')::bigint), 0),
+                  COALESCE(sum((a.usage->>'completionTokens')::bigint), 0), COALESCE(sum(a.cost), 0),
+                  COALESCE(sum(a.cost) FILTER (WHERE a.outcome = 'discarded'), 0)
+             FROM doomed d JOIN jobs j ON j.id = d.id JOIN attempts a ON a.job_id = d.id
+            GROUP BY 1, 2, 3, 4, 5
+            -- One order for every purge: two replicas' batches upsert shared rows without a deadlock.
+            ORDER BY 1, 2, 3, 4, 5
+           ON CONFLICT ON CONSTRAINT "UQ_purged_usage_key" DO UPDATE
+              SET attempts = u.attempts + EXCLUDED.attempts, prompt_tokens = u.prompt_tokens + EXCLUDED.prompt_tokens,
+                  completion_tokens = u.completion_tokens + EXCLUDED.completion_tokens, cost = u.cost + EXCLUDED.cost,
+                  discarded_cost = u.discarded_cost + EXCLUDED.discarded_cost
          ), deliveries AS (
            DELETE FROM webhook_deliveries WHERE job_id IN (SELECT id FROM doomed) RETURNING status
          ), events AS (
