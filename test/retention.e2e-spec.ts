@@ -1,6 +1,8 @@
 import { RetentionRepository } from '../src/retention/retention.repository.js';
+import { RetentionSweeper } from '../src/retention/retention-sweeper.js';
 import { postJob } from './factories/index.js';
 import { bearer, startTestApp, type TestApp } from './helpers/app.js';
+import { provider, writeCatalog } from './helpers/catalog.js';
 import { waitFor } from './helpers/wait.js';
 import { startReceiver } from './helpers/webhook-receiver.js';
 
@@ -150,6 +152,87 @@ describe('retention batches', () => {
       expect(left).toEqual([{ id: ids[3], status: 'pending' }]);
     } finally {
       await api.close();
+    }
+  });
+});
+
+describe('retention keeps what was spent: a purge refunds no budget', () => {
+  it("leaves the month's spend, /v1/usage and the budget's refusal as they were once the jobs that spent it are purged", async () => {
+    // About 5.5 USD a job (its tokens at 0.1 USD each): six jobs pass a budget of 30 USD, within one worst case.
+    const pricing = { inputPerMTok: 100_000, outputPerMTok: 100_000, currency: 'USD' };
+    const catalogFile = writeCatalog((c) => (provider(c, 'sim-primary').pricing = pricing));
+    const t = await startTestApp({
+      role: 'all',
+      catalogFile,
+      workerPollMs: 10,
+      reconcileIntervalMs: 100,
+      jobRetentionDays: 1,
+      retentionIntervalMs: 3_600_000, // the test purges itself, once
+    });
+    try {
+      const key = await t.key('team-b');
+      expect(
+        (await t.http().put('/v1/budget').set(bearer(key)).send({ monthlyLimit: 30, currency: 'USD' })).status,
+      ).toBe(200);
+      const post = (n: number) =>
+        t
+          .http()
+          .post('/v1/jobs')
+          .set(bearer(key))
+          .set('Idempotency-Key', `spend-${n}`)
+          .send({ operation: 'summarize', input: { text: `spend ${n}` }, providers: ['sim-primary'] });
+      let created = 0;
+      for (;;) {
+        const res = await post(created);
+        if (res.status === 429) break;
+        expect(res.status).toBe(201);
+        created++;
+        await waitFor(
+          async () => (await t.http().get(`/v1/jobs/${res.body.id}`).set(bearer(key))).body.status,
+          (status) => status === 'succeeded',
+        );
+        expect(created).toBeLessThan(20);
+      }
+      expect(created).toBeGreaterThan(1);
+      const budget = async () => (await t.http().get('/v1/budget').set(bearer(key))).body;
+      const usage = async (groupBy: string) =>
+        (await t.http().get('/v1/usage').query({ groupBy }).set(bearer(key))).body.groups;
+      const spent = (await budget()).spent;
+      expect(spent).toBeGreaterThanOrEqual(30 - 10);
+      const usageBefore = {
+        day: await usage('day'),
+        provider: await usage('provider'),
+        operation: await usage('operation'),
+      };
+
+      // Settled three days ago (their attempts still started this month), past JOB_RETENTION_DAYS=1: purged.
+      await t.dataSource.query(
+        `UPDATE jobs SET completed_at = completed_at - interval '3 days' WHERE owner_id = 'team-b'`,
+      );
+      expect(await t.app.get(RetentionSweeper).sweep(1)).toBe(created);
+      expect((await t.dataSource.query(`SELECT count(*)::int AS n FROM jobs WHERE owner_id = 'team-b'`))[0].n).toBe(0);
+
+      expect(await budget()).toMatchObject({ spent, reserved: 0 });
+      expect({
+        day: await usage('day'),
+        provider: await usage('provider'),
+        operation: await usage('operation'),
+      }).toEqual(usageBefore);
+      const refused = await post(100);
+      expect(refused.status).toBe(429);
+      expect(refused.body.code).toBe('budget_exceeded');
+      const batch = await t
+        .http()
+        .post('/v1/batches')
+        .set(bearer(key))
+        .set('Idempotency-Key', 'spend-batch')
+        .send({
+          items: [{ key: 'spend-b1', operation: 'summarize', input: { text: 'b' }, providers: ['sim-primary'] }],
+        });
+      expect(batch.status).toBe(429);
+      expect(batch.body.code).toBe('budget_exceeded');
+    } finally {
+      await t.close();
     }
   });
 });

@@ -22,8 +22,10 @@ WITH x AS (
               FROM provider_prices p WHERE p.provider = ANY (x.providers) AND p.currency = $3) AS cost
       FROM x WHERE NOT EXISTS (SELECT 1 FROM jobs k WHERE k.owner_id = $2 AND k.idempotency_key = x.idempotency_key)
   )
-  SELECT (SELECT COALESCE(sum(a.cost), 0) FROM jobs j JOIN attempts a ON a.job_id = j.id
-           WHERE j.owner_id = $2 AND a.cost_currency = $3 AND a.started_at >= date_trunc('month', now(), 'UTC'))
+  SELECT ((SELECT COALESCE(sum(a.cost), 0) FROM jobs j JOIN attempts a ON a.job_id = j.id
+             WHERE j.owner_id = $2 AND a.cost_currency = $3 AND a.started_at >= date_trunc('month', now(), 'UTC'))
+         + (SELECT COALESCE(sum(u.cost), 0) FROM purged_usage u
+             WHERE u.owner_id = $2 AND u.currency = $3 AND u.day >= date_trunc('month', now(), 'UTC')))
        + (SELECT COALESCE(sum(GREATEST(j.reserved_cost - COALESCE(
                     (SELECT sum(a.cost) FROM attempts a WHERE a.job_id = j.id AND a.cost_currency = $3), 0), 0)), 0)
             FROM jobs j

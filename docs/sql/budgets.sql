@@ -19,8 +19,10 @@ WITH b AS (
        SELECT pg_notify('onejob_budgets', owner_id) FROM b;
 
 -- name: budget_used_since
-SELECT (SELECT COALESCE(sum(a.cost), 0) FROM jobs j JOIN attempts a ON a.job_id = j.id
-                WHERE j.owner_id = $1 AND a.cost_currency = $2 AND a.started_at >= $3) AS spent,
+SELECT ((SELECT COALESCE(sum(a.cost), 0) FROM jobs j JOIN attempts a ON a.job_id = j.id
+             WHERE j.owner_id = $1 AND a.cost_currency = $2 AND a.started_at >= $3::timestamptz)
+         + (SELECT COALESCE(sum(u.cost), 0) FROM purged_usage u
+             WHERE u.owner_id = $1 AND u.currency = $2 AND u.day >= $3::timestamptz)) AS spent,
               (SELECT COALESCE(sum(GREATEST(j.reserved_cost
                        - COALESCE((SELECT sum(a.cost) FROM attempts a WHERE a.job_id = j.id AND a.cost_currency = $2),
                          0), 0)), 0)

@@ -4,13 +4,22 @@
 
 -- name: owner_spend
 -- dynamic: built per call; one representative shape
-SELECT to_char(a.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS key, a.cost_currency AS currency, count(*)::int AS attempts,
-              COALESCE(sum((a.usage->>'promptTokens')::bigint), 0) AS prompt_tokens,
-              COALESCE(sum((a.usage->>'completionTokens')::bigint), 0) AS completion_tokens,
-              COALESCE(sum(a.cost), 0) AS cost,
-              COALESCE(sum(a.cost) FILTER (WHERE a.outcome = 'discarded'), 0) AS discarded_cost
-         FROM attempts a JOIN jobs j ON j.id = a.job_id
-        WHERE j.owner_id = $1 AND a.started_at >= $2 AND a.started_at < $3
+SELECT key, currency, sum(attempts)::int AS attempts, sum(prompt_tokens) AS prompt_tokens,
+              sum(completion_tokens) AS completion_tokens, sum(cost) AS cost, sum(discarded_cost) AS discarded_cost
+         FROM (SELECT to_char(a.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS key, a.cost_currency AS currency, count(*) AS attempts,
+                      COALESCE(sum((a.usage->>'promptTokens')::bigint), 0) AS prompt_tokens,
+                      COALESCE(sum((a.usage->>'completionTokens')::bigint), 0) AS completion_tokens,
+                      COALESCE(sum(a.cost), 0) AS cost,
+                      COALESCE(sum(a.cost) FILTER (WHERE a.outcome = 'discarded'), 0) AS discarded_cost
+                 FROM attempts a JOIN jobs j ON j.id = a.job_id
+                WHERE j.owner_id = $1 AND a.started_at >= $2 AND a.started_at < $3
+                GROUP BY 1, 2
+               UNION ALL
+               SELECT to_char(u.day AT TIME ZONE 'UTC', 'YYYY-MM-DD'), u.currency, sum(u.attempts), sum(u.prompt_tokens),
+                      sum(u.completion_tokens), sum(u.cost), sum(u.discarded_cost)
+                 FROM purged_usage u
+                WHERE u.owner_id = $1 AND u.day >= $2 AND u.day < $3
+                GROUP BY 1, 2) s
         GROUP BY 1, 2
         ORDER BY 1, 2;
 

@@ -1,5 +1,6 @@
 import { dynamic, prepared, statement } from '../database/prepared-statements.js';
 import { JOB_COLUMNS, listedJobColumns } from './job-columns.js';
+import { spentSinceSql } from './spend.js';
 
 /**
  * The jobs table's statements (docs/sql/jobs.sql). The write statements are the ledger's alone: nothing outside
@@ -73,8 +74,7 @@ export const INSERT_JOBS_WITHIN_BUDGET = prepared(
       FROM x
      WHERE NOT EXISTS (SELECT 1 FROM jobs k WHERE k.owner_id = x.owner_id AND k.idempotency_key = x.idempotency_key)
   ), used AS (
-    SELECT (SELECT COALESCE(sum(a.cost), 0) FROM jobs j JOIN attempts a ON a.job_id = j.id
-             WHERE j.owner_id = $2 AND a.cost_currency = $3 AND a.started_at >= date_trunc('month', now(), 'UTC'))
+    SELECT ${spentSinceSql('$2', '$3', "date_trunc('month', now(), 'UTC')")}
          + (SELECT COALESCE(sum(GREATEST(j.reserved_cost
                     - COALESCE((SELECT sum(a.cost) FROM attempts a WHERE a.job_id = j.id AND a.cost_currency = $3), 0),
                       0)), 0)

@@ -1,4 +1,5 @@
 import { statement } from '../database/prepared-statements.js';
+import { spentSinceSql } from '../ledger/spend.js';
 
 /** The owners' budgets' statements (docs/sql/budgets.sql). */
 
@@ -26,8 +27,7 @@ export const REMOVE_BUDGET = statement(
 
 export const USED_SINCE = statement(
   'budget_used_since',
-  `SELECT (SELECT COALESCE(sum(a.cost), 0) FROM jobs j JOIN attempts a ON a.job_id = j.id
-                WHERE j.owner_id = $1 AND a.cost_currency = $2 AND a.started_at >= $3) AS spent,
+  `SELECT ${spentSinceSql('$1', '$2', '$3::timestamptz')} AS spent,
               (SELECT COALESCE(sum(GREATEST(j.reserved_cost
                        - COALESCE((SELECT sum(a.cost) FROM attempts a WHERE a.job_id = j.id AND a.cost_currency = $2),
                          0), 0)), 0)

@@ -10,6 +10,13 @@ const GROUP_KEYS: Record<UsageGroupBy, string> = {
   day: `to_char(a.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')`,
 };
 
+/** The same keys on what the retention purge kept of deleted attempts (purged_usage). */
+const PURGED_KEYS: Record<UsageGroupBy, string> = {
+  operation: 'u.operation',
+  provider: 'u.provider',
+  day: `to_char(u.day AT TIME ZONE 'UTC', 'YYYY-MM-DD')`,
+};
+
 /** numeric and bigint sums arrive as text. */
 export interface SpendRow {
   key: string;
@@ -43,19 +50,29 @@ export const UPSERT_PROVIDER_PRICES = statement<
 
 /**
  * Owner $1's attempts started in [$2, $3), grouped by the call's key, per currency (unpriced attempts under a null
- * currency): SpendRow's. Shown grouped by day.
+ * currency): SpendRow's. Those the retention purge deleted count from what it kept of them (purged_usage), by the
+ * UTC day they started: a day counts when it begins in [$2, $3), as the budget counts it (src/ledger/spend.ts).
+ * Shown grouped by day.
  */
 export const OWNER_SPEND = dynamic(
   'owner_spend',
   (groupBy: UsageGroupBy) => {
-    const key = GROUP_KEYS[groupBy];
-    return `SELECT ${key} AS key, a.cost_currency AS currency, count(*)::int AS attempts,
-              COALESCE(sum((a.usage->>'promptTokens')::bigint), 0) AS prompt_tokens,
-              COALESCE(sum((a.usage->>'completionTokens')::bigint), 0) AS completion_tokens,
-              COALESCE(sum(a.cost), 0) AS cost,
-              COALESCE(sum(a.cost) FILTER (WHERE a.outcome = 'discarded'), 0) AS discarded_cost
-         FROM attempts a JOIN jobs j ON j.id = a.job_id
-        WHERE j.owner_id = $1 AND a.started_at >= $2 AND a.started_at < $3
+    return `SELECT key, currency, sum(attempts)::int AS attempts, sum(prompt_tokens) AS prompt_tokens,
+              sum(completion_tokens) AS completion_tokens, sum(cost) AS cost, sum(discarded_cost) AS discarded_cost
+         FROM (SELECT ${GROUP_KEYS[groupBy]} AS key, a.cost_currency AS currency, count(*) AS attempts,
+                      COALESCE(sum((a.usage->>'promptTokens')::bigint), 0) AS prompt_tokens,
+                      COALESCE(sum((a.usage->>'completionTokens')::bigint), 0) AS completion_tokens,
+                      COALESCE(sum(a.cost), 0) AS cost,
+                      COALESCE(sum(a.cost) FILTER (WHERE a.outcome = 'discarded'), 0) AS discarded_cost
+                 FROM attempts a JOIN jobs j ON j.id = a.job_id
+                WHERE j.owner_id = $1 AND a.started_at >= $2 AND a.started_at < $3
+                GROUP BY 1, 2
+               UNION ALL
+               SELECT ${PURGED_KEYS[groupBy]}, u.currency, sum(u.attempts), sum(u.prompt_tokens),
+                      sum(u.completion_tokens), sum(u.cost), sum(u.discarded_cost)
+                 FROM purged_usage u
+                WHERE u.owner_id = $1 AND u.day >= $2 AND u.day < $3
+                GROUP BY 1, 2) s
         GROUP BY 1, 2
         ORDER BY 1, 2`;
   },
