@@ -1,4 +1,4 @@
-import { Body, Controller, Get, Headers, HttpCode, Param, Post, Query, Res } from '@nestjs/common';
+import { Body, Controller, Get, Headers, HttpCode, Param, Post, Query, Res, UseInterceptors } from '@nestjs/common';
 import { ApiBody, ApiCreatedResponse, ApiHeader, ApiOkResponse, ApiParam, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
 
@@ -30,13 +30,12 @@ const readerOf = (principal: Principal) => (principal.scopes.includes('ops:read'
 @ApiTags('batches')
 @Controller({ path: 'batches', version: '1' })
 export class BatchesController {
-  constructor(
-    private readonly batches: BatchesService,
-    private readonly idempotency: BatchesIdempotency,
-  ) {}
+  constructor(private readonly batches: BatchesService) {}
 
   @Post()
   @RequireScopes('jobs:write')
+  // A batch key taken already is answered by BatchesIdempotency: the replay, or 409.
+  @UseInterceptors(BatchesIdempotency)
   @ApiHeader({
     name: 'Idempotency-Key',
     required: true,
@@ -86,10 +85,7 @@ export class BatchesController {
     @Body() body: unknown,
     @Res() reply: FastifyReply,
   ): Promise<void> {
-    // A batch key taken already is answered by BatchesIdempotency: the replay, or 409.
-    await this.idempotency.around(reply, async () => {
-      sendBatch(reply, 201, await this.batches.submit(ownerId, idempotencyKey, body));
-    });
+    sendBatch(reply, 201, await this.batches.submit(ownerId, idempotencyKey, body));
   }
 
   @Get(':id')

@@ -1,5 +1,6 @@
-import { Injectable } from '@nestjs/common';
+import { type CallHandler, type ExecutionContext, Injectable, type NestInterceptor } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { catchError, from, type Observable } from 'rxjs';
 
 import { DomainError } from '../common/domain.errors.js';
 import { isTerminal, type JobWithAttempts } from '../ledger/job.types.js';
@@ -11,29 +12,27 @@ import { JobsService } from './jobs.service.js';
 import { clientGoneSignal, parsePreferWait } from './request-headers.js';
 
 /**
- * The idempotency mapping (docs/design.md#4-http-api-all-under-v1-json), on a create route. The route INSERTs
- * without a lookup first; a key it finds taken on the owner-and-key constraint comes out of the ledger as
- * DuplicateIdempotencyKeyError (the grouped INSERT skipped it), and is answered here: for the same fingerprint, a
- * replay of what the key holds (200, `Idempotent-Replayed: true`, the body the route answers with); for another,
- * 409 `idempotency_key_reused`. Every other outcome passes untouched, and a create that succeeds costs no more
- * than the handler's own promise. A route names what its key holds and how its replay reads (JobsIdempotency,
- * BatchesIdempotency in src/batches/).
+ * The idempotency mapping (docs/design.md#4-http-api-all-under-v1-json), a Nest interceptor on a create route
+ * (`@UseInterceptors(JobsIdempotency)`). The route INSERTs without a lookup first; a key it finds taken on the
+ * owner-and-key constraint comes out of the ledger as DuplicateIdempotencyKeyError (the grouped INSERT skipped
+ * it), and is answered here: for the same fingerprint, a replay of what the key holds (200,
+ * `Idempotent-Replayed: true`, the body the route answers with); for another, 409 `idempotency_key_reused`. Every
+ * other outcome passes untouched: a create that succeeds costs the interceptor pipeline's Observable and nothing
+ * else (docs/benchmarks.md#the-idempotencyinterceptor). A route names what its key holds and how its replay reads
+ * (JobsIdempotency, BatchesIdempotency in src/batches/); the route answers through its reply (`@Res()`), and so
+ * does the replay.
  */
-export abstract class IdempotencyInterceptor<Stored extends { fingerprint: string }> {
+export abstract class IdempotencyInterceptor<Stored extends { fingerprint: string }> implements NestInterceptor {
   constructor(protected readonly metrics: MetricsService) {}
 
-  /**
-   * The mapping around a route's create, called by the route itself rather than attached with `@UseInterceptors`:
-   * the same interception without Nest's interceptor pipeline, which wraps every request of the route in
-   * Observables (docs/benchmarks.md#the-idempotencyinterceptor).
-   */
-  async around(reply: FastifyReply, create: () => Promise<void>): Promise<void> {
-    try {
-      await create();
-    } catch (error) {
-      if (!(error instanceof DuplicateIdempotencyKeyError)) throw error;
-      await this.answer(error, reply.request, reply);
-    }
+  intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    return next.handle().pipe(
+      catchError((error: unknown) => {
+        if (!(error instanceof DuplicateIdempotencyKeyError)) throw error;
+        const http = context.switchToHttp();
+        return from(this.answer(error, http.getRequest<FastifyRequest>(), http.getResponse<FastifyReply>()));
+      }),
+    );
   }
 
   /** What the key holds now; undefined when the retention purge took it since the INSERT found it taken. */

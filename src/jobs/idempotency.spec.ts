@@ -1,9 +1,15 @@
+import type { CallHandler, ExecutionContext } from '@nestjs/common';
+import { INTERCEPTORS_METADATA } from '@nestjs/common/constants.js';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { firstValueFrom, from } from 'rxjs';
 
+import { BatchesController } from '../batches/batches.controller.js';
+import { BatchesIdempotency } from '../batches/batches.idempotency.js';
 import { DomainError } from '../common/domain.errors.js';
 import { DuplicateIdempotencyKeyError } from '../ledger/ledger.errors.js';
 import type { MetricsService } from '../metrics/metrics.service.js';
-import { IdempotencyInterceptor } from './idempotency.interceptor.js';
+import { IdempotencyInterceptor, JobsIdempotency } from './idempotency.interceptor.js';
+import { JobsController } from './jobs.controller.js';
 import { IdempotencyKeyReusedError } from './jobs.errors.js';
 
 interface Stored {
@@ -39,16 +45,34 @@ class MapRoute extends IdempotencyInterceptor<Stored> {
 }
 
 const stored = { id: 'j1', fingerprint: 'f'.repeat(64) };
-/** The route's create, around which the mapping runs: it throws `outcome` when an error, or succeeds. */
+/** The route's handler, through the interceptor as Nest runs it: it throws `outcome` when an error, or succeeds. */
 const run = async (route: MapRoute, outcome: unknown) => {
   let created = false;
-  await route.around({ request: {} } as FastifyReply, () => {
-    if (outcome instanceof Error) return Promise.reject(outcome);
-    created = true;
-    return Promise.resolve();
-  });
+  const context = {
+    switchToHttp: () => ({ getRequest: () => ({}), getResponse: () => ({}) }),
+  } as unknown as ExecutionContext;
+  const handler: CallHandler = {
+    handle: () =>
+      from(
+        (async () => {
+          if (outcome instanceof Error) throw outcome;
+          created = true;
+        })(),
+      ),
+  };
+  await firstValueFrom(route.intercept(context, handler), { defaultValue: undefined });
   return created;
 };
+
+describe('IdempotencyInterceptor on the create routes', () => {
+  it('is attached with @UseInterceptors to POST /v1/jobs and POST /v1/batches, each with its own mapping', () => {
+    // The metadata Nest reads to build the route's interceptor pipeline.
+    expect(Reflect.getMetadata(INTERCEPTORS_METADATA, JobsController.prototype.createJob)).toEqual([JobsIdempotency]);
+    expect(Reflect.getMetadata(INTERCEPTORS_METADATA, BatchesController.prototype.createBatch)).toEqual([
+      BatchesIdempotency,
+    ]);
+  });
+});
 
 describe('IdempotencyInterceptor: the idempotency mapping', () => {
   it('answers a taken key with the same fingerprint as a replay of what it holds', async () => {

@@ -1,4 +1,4 @@
-import { Body, Controller, Get, HttpCode, Param, Post, Query, Res } from '@nestjs/common';
+import { Body, Controller, Get, HttpCode, Param, Post, Query, Res, UseInterceptors } from '@nestjs/common';
 import { ApiCreatedResponse, ApiHeader, ApiOkResponse, ApiParam, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
 
@@ -25,13 +25,12 @@ const jobHeaders = { Location: headerRef('Location'), 'Preference-Applied': head
 @ApiTags('jobs')
 @Controller({ path: 'jobs', version: '1' })
 export class JobsController {
-  constructor(
-    private readonly jobs: JobsService,
-    private readonly idempotency: JobsIdempotency,
-  ) {}
+  constructor(private readonly jobs: JobsService) {}
 
   @Post()
   @RequireScopes('jobs:write')
+  // A key taken already is answered by JobsIdempotency: the replay, or 409.
+  @UseInterceptors(JobsIdempotency)
   @ApiHeader({
     name: 'Idempotency-Key',
     required: true,
@@ -80,11 +79,8 @@ export class JobsController {
     @Body() body: CreateJobDto,
     @Res() reply: FastifyReply,
   ): Promise<void> {
-    // A key taken already is answered by JobsIdempotency: the replay, or 409.
-    await this.idempotency.around(reply, async () => {
-      const signal = wait ? clientGoneSignal(reply) : undefined;
-      sendJob(reply, 201, await this.jobs.create(ownerId, idempotencyKey, body, wait, signal), { waited: wait });
-    });
+    const signal = wait ? clientGoneSignal(reply) : undefined;
+    sendJob(reply, 201, await this.jobs.create(ownerId, idempotencyKey, body, wait, signal), { waited: wait });
   }
 
   @Get(':id')
