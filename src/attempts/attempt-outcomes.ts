@@ -19,6 +19,8 @@ import { AttemptScheduler } from './attempt-scheduler.js';
  */
 @Injectable()
 export class AttemptOutcomes {
+  private readonly givenUpListeners: Array<() => void> = [];
+
   constructor(
     private readonly ledgers: LedgerFactory,
     private readonly settlement: SettlementService,
@@ -27,6 +29,18 @@ export class AttemptOutcomes {
     private readonly costs: CostMeter,
     private readonly attempts: AttemptsRepository,
   ) {}
+
+  /**
+   * `listener` runs after an attempt whose request the provider keeps by id was given up (failover, the abandon):
+   * the reconciler's look-ups cancel that request at the provider (Reconciler.lookup), and start at once.
+   */
+  onGivenUp(listener: () => void): void {
+    this.givenUpListeners.push(listener);
+  }
+
+  private givenUp(attempt: Attempt): void {
+    if (attempt.providerRequestId) for (const listener of this.givenUpListeners) listener();
+  }
 
   /** A valid result (its contract already checked): compare-and-swap settlement. */
   async succeeded(attemptId: string, jobId: string, arrived: ArrivedResult): Promise<SettlementOutcome> {
@@ -128,6 +142,7 @@ export class AttemptOutcomes {
       if (plan.kind !== 'attempt' || plan.provider === attempt.provider) return false;
       await ledger.moveAttempt(attempt, 'cancelled', 'failover', { finished: true }, { next: plan.provider });
       await ledger.moveJob(job, 'running', 'failover', 0);
+      ledger.afterCommit(() => this.givenUp(attempt));
       return true;
     });
     // Its request, where the provider keeps one by id, is cancelled there by the reconciler's look-ups
@@ -215,6 +230,7 @@ export class AttemptOutcomes {
       const { job, attempt } = (await ledger.lockPair(jobId, attemptId))!;
       if (attempt.status === 'unknown' && isTerminal(job.status)) {
         await ledger.moveAttempt(attempt, 'cancelled', 'abandoned_job_finished', { finished: true });
+        ledger.afterCommit(() => this.givenUp(attempt));
       }
     });
   }

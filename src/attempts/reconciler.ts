@@ -45,6 +45,9 @@ export class Reconciler implements OnApplicationBootstrap, BeforeApplicationShut
   private running?: Promise<void>;
   private lookupTimer?: NodeJS.Timeout;
   private lookingUp?: Promise<void>;
+  /** A give-up asked for a look-ups pass while one was under way: another follows it. */
+  private lookupsAgain = false;
+  private stopped = false;
 
   constructor(
     @Inject(appConfig.KEY) private readonly config: AppConfig,
@@ -78,12 +81,33 @@ export class Reconciler implements OnApplicationBootstrap, BeforeApplicationShut
         .finally(() => (this.lookingUp = undefined));
     }, this.config.reconcileIntervalMs);
     this.lookupTimer.unref();
+    // A request given up in this process is cancelled at its provider at once, not a period later.
+    this.outcomes.onGivenUp(() => this.lookupsNow(failed));
   }
 
   async beforeApplicationShutdown(): Promise<void> {
     clearInterval(this.timer);
     clearInterval(this.lookupTimer);
+    this.stopped = true;
     await Promise.all([this.running, this.lookingUp]);
+  }
+
+  /** A look-ups pass now, or right after the one under way (the claim decides what it takes, across replicas). */
+  private lookupsNow(failed: (error: Error) => void): void {
+    if (this.stopped) return;
+    if (this.lookingUp) {
+      this.lookupsAgain = true;
+      return;
+    }
+    this.lookingUp = this.lookups()
+      .catch(failed)
+      .finally(() => {
+        this.lookingUp = undefined;
+        if (this.lookupsAgain) {
+          this.lookupsAgain = false;
+          this.lookupsNow(failed);
+        }
+      });
   }
 
   /** One whole pass, as both timers make it (the tests call it). */
