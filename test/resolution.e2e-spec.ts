@@ -415,6 +415,41 @@ describe('unknown attempts resolved at the provider (OpenAI Responses, backgroun
     expect((await usageOf('oa-hold')) - usageBefore).toBe(22);
   }, 30_000);
 
+  it('operator cancelled: the response is still followed while the job is live (its result may win), not cancelled', async () => {
+    fake.alwaysBackground({ afterMs: 100 });
+    const certified = await t
+      .http()
+      .post('/v1/providers/oa-long/certifications')
+      .set(bearer(key))
+      .send({ operation: 'summarize' });
+    expect(certified.body.passed).toBe(true);
+    fake.alwaysBackground({ afterMs: 60_000 });
+    const live = await create(['oa-hold', 'oa-long']);
+    const seen = await submitted(live.id, 'unknown');
+    const res = await t
+      .http()
+      .post(`/v1/attempts/${seen.attempts[0].id}/resolve`)
+      .set(bearer(key))
+      .send({ status: 'cancelled', reason: 'stop waiting' });
+    expect(res.status).toBe(200);
+    // The next provider runs; the given-up response is looked up each period, never cancelled.
+    const response = fake.responseOf(seen.attempts[0].id)!;
+    const retrieves = response.retrieves.length;
+    await sleep(RECONCILE_MS * 4);
+    expect(response.retrieves.length).toBeGreaterThan(retrieves);
+    expect(response.cancels).toBe(0);
+    expect((await job(live.id)).status).toBe('running');
+    // The owner gives up: now nobody waits for either response, and both are cancelled.
+    expect((await t.http().post(`/v1/jobs/${live.id}/cancel`).set(bearer(key))).status).toBe(200);
+    const done = await waitFor(
+      () => job(live.id),
+      (j) => j.attempts.every((a) => a.providerStatus === 'cancelled'),
+      RECONCILE_MS * 2 + 10_000,
+      100,
+    );
+    for (const a of done.attempts) expect(fake.responseOf(a.id)!.cancels).toBe(1);
+  }, 40_000);
+
   it('a cancel whose answer stalls holds neither the housekeeping nor the failovers, and is cut at its own deadline', async () => {
     fake.alwaysBackground({ afterMs: 60_000, stallCancel: true });
     // Two jobs held unknown on a failover provider while their fallback is not certified; once it is, the

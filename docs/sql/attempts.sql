@@ -4,7 +4,8 @@
 
 -- name: claim_lookups
 WITH c AS (
-         SELECT a.id, (a.status <> 'unknown' OR j.status NOT IN ('pending', 'running', 'unknown')) AS cancel
+         SELECT a.id, (j.status NOT IN ('pending', 'running', 'unknown') OR a.status = 'failed'
+                       OR (a.status = 'cancelled' AND a.resolved_by IS DISTINCT FROM 'operator')) AS cancel
            FROM attempts a JOIN jobs j ON j.id = a.job_id
           WHERE a.provider = ANY($1::text[])
             AND ((a.status = 'unknown' AND j.status IN ('pending', 'running', 'unknown')

@@ -122,12 +122,14 @@ export const NOTE_PROVIDER_STATUS = statement(
 
 /**
  * `cancel`: nobody waits for the request any more (given up by failover, an operator's `failed`, or its job
- * ended: the owner's cancel, the abandon), so it is cancelled at the provider rather than only read.
+ * ended: the owner's cancel, the abandon), so it is cancelled at the provider rather than only read. An operator's
+ * `cancelled` stops the waiting only: its request is still followed while the job is live, and may still win.
  */
 export const CLAIM_LOOKUPS = statement(
   'claim_lookups',
   `WITH c AS (
-         SELECT a.id, (a.status <> 'unknown' OR j.status NOT IN ('pending', 'running', 'unknown')) AS cancel
+         SELECT a.id, (j.status NOT IN ('pending', 'running', 'unknown') OR a.status = 'failed'
+                       OR (a.status = 'cancelled' AND a.resolved_by IS DISTINCT FROM 'operator')) AS cancel
            FROM attempts a JOIN jobs j ON j.id = a.job_id
           WHERE a.provider = ANY($1::text[])
             AND ((a.status = 'unknown' AND j.status IN ('pending', 'running', 'unknown')
