@@ -37,7 +37,7 @@ export interface Env {
   webhookConcurrency: number;
   /** Endpoints one owner may have at once (each settled job is one delivery per endpoint). */
   webhookMaxEndpointsPerOwner: number;
-  /** Terminal jobs older than this are purged with everything of theirs; 0 keeps them forever. */
+  /** Terminal jobs older than this many days (a fraction allowed) are purged with everything of theirs; 0 keeps them. */
   jobRetentionDays: number;
   retentionIntervalMs: number;
   /** The bound on resolving one host name for an outbound call (webhooks, providers). */
@@ -229,7 +229,7 @@ export function parseEnv(source: Source): Env {
     webhookPollMs: integer(source, 'WEBHOOK_POLL_MS', 1000, 5, 60_000),
     webhookConcurrency: integer(source, 'WEBHOOK_CONCURRENCY', 16, 1, 1000),
     webhookMaxEndpointsPerOwner: integer(source, 'WEBHOOK_MAX_ENDPOINTS_PER_OWNER', 20, 1, 1000),
-    jobRetentionDays: integer(source, 'JOB_RETENTION_DAYS', 30, 0, 36_500),
+    jobRetentionDays: decimal(source, 'JOB_RETENTION_DAYS', 30, 0, 36_500),
     retentionIntervalMs: integer(source, 'RETENTION_INTERVAL_MS', 300_000, 50, 86_400_000),
     dnsTimeoutMs: integer(source, 'DNS_TIMEOUT_MS', 2_000, 50, 60_000),
     dnsServers: serverList(source, 'DNS_SERVERS'),
