@@ -296,6 +296,8 @@ CREATE INDEX "IDX_jobs_completed_at" ON public.jobs USING btree (completed_at) W
 
 CREATE INDEX "IDX_jobs_completed_brin" ON public.jobs USING brin (completed_at);
 
+CREATE INDEX "IDX_jobs_completed_by" ON public.jobs USING btree (completed_by) WHERE (completed_by IS NOT NULL);
+
 CREATE INDEX "IDX_jobs_created" ON public.jobs USING btree (created_at DESC, id DESC);
 
 CREATE INDEX "IDX_jobs_due" ON public.jobs USING btree (next_attempt_at) WHERE ((next_attempt_at IS NOT NULL) AND (waiting_for IS NULL));
