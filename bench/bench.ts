@@ -25,8 +25,11 @@ import { capacityCase, type CapacityRow, capacityTable } from './capacity.js';
 import { claimCase, type ClaimRow, claimTable } from './claim.js';
 import { postgresCpuSeconds, postmasterPid, processCpuSeconds } from './cpu.js';
 import { fairnessCase, type FairnessRow, fairnessTable } from './fairness.js';
+import { historyCase, type HistoryResult, historyTable, retentionTable } from './history.js';
 import { type OneSecondRow, oneSecondTable, pipelineOneSecond } from './pipeline-1s.js';
 import { resolutionCase, type ResolutionRow, resolutionTable } from './resolution.js';
+import { soakCase, type SoakResult, soakTable } from './soak.js';
+import { soakPlot } from './soak-plot.js';
 import { sseCase, type SseRow, sseTable } from './sse.js';
 
 const CASES = [
@@ -42,8 +45,13 @@ const CASES = [
   'resolution',
   'sse',
   'claim',
+  'history',
+  'retention',
+  'soak',
 ] as const;
 type Case = (typeof CASES)[number];
+/** Cases that take minutes to tens of minutes (10 million rows, a 30-minute soak): run only when named. */
+const ON_REQUEST: readonly Case[] = ['history', 'retention', 'soak'];
 
 interface Measure {
   rps: number;
@@ -76,9 +84,10 @@ const { values: args } = parseArgs({
   options: {
     duration: { type: 'string', default: '6' },
     connections: { type: 'string', default: '32' },
-    cases: { type: 'string', default: CASES.join(',') },
-    soak: { type: 'boolean', default: false },
-    'soak-seconds': { type: 'string', default: '180' },
+    cases: { type: 'string', default: CASES.filter((c) => !ON_REQUEST.includes(c)).join(',') },
+    'soak-minutes': { type: 'string', default: '30' },
+    'soak-retention-minutes': { type: 'string', default: '5' },
+    'history-jobs': { type: 'string', default: '10000000' },
     out: { type: 'string' },
   },
 });
@@ -336,6 +345,17 @@ async function startService(
   };
 }
 
+/** A new API key of `owner` on that database (the apikey CLI prints it alone on its last line). */
+function apiKey(databaseUrl: string, owner: string, scopes: string): string {
+  return spawnSync(process.execPath, ['dist/src/auth/apikey.cli.js', 'create', '--owner', owner, '--scopes', scopes], {
+    env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl },
+    encoding: 'utf8',
+  })
+    .stdout.trim()
+    .split('\n')
+    .pop()!;
+}
+
 async function main(): Promise<void> {
   // A database of its own: DATABASE_URL's server, or an embedded one in a temp folder.
   let adminUrl = process.env.DATABASE_URL;
@@ -393,26 +413,17 @@ async function main(): Promise<void> {
   let resolution: ResolutionRow[] | undefined;
   let sse: SseRow | undefined;
   let claim: ClaimRow[] | undefined;
+  let history: HistoryResult | undefined;
   const pool = new pg.Pool({ connectionString: databaseUrl, max: connections });
   pool.on('error', () => undefined); // idle clients dropped by DROP DATABASE ... WITH (FORCE) at the end
   const jobs = new JobsRepository(pool as never);
   const attempts = new AttemptsRepository(pool as never);
   const settlements = new SettlementRepository();
-  let soak: { seconds: number; rssMb: number[]; growthMb: number } | undefined;
+  let soak: SoakResult | undefined;
 
   try {
     let service = await startService(databaseUrl, 'api');
-    const key = spawnSync(
-      process.execPath,
-      ['dist/src/auth/apikey.cli.js', 'create', '--owner', 'bench', '--scopes', 'jobs:write,jobs:read'],
-      {
-        env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl },
-        encoding: 'utf8',
-      },
-    )
-      .stdout.trim()
-      .split('\n')
-      .pop()!;
+    const key = apiKey(databaseUrl, 'bench', 'jobs:write,jobs:read');
     const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
     const run = randomUUID().slice(0, 8);
 
@@ -450,7 +461,10 @@ async function main(): Promise<void> {
         name === 'batch' ||
         name === 'resolution' ||
         name === 'sse' ||
-        name === 'claim'
+        name === 'claim' ||
+        name === 'history' ||
+        name === 'retention' ||
+        name === 'soak'
       ) {
         continue;
       }
@@ -656,30 +670,6 @@ async function main(): Promise<void> {
         peakRssMb: peakRssMb(service.child),
       });
 
-      if (args.soak) {
-        // Steady creates and reads for --soak-seconds, resident memory sampled every 10 s.
-        const seconds = Number(args['soak-seconds']);
-        const rssMb: number[] = [currentRssMb(service.child)];
-        const sampler = setInterval(() => rssMb.push(currentRssMb(service.child)), 10_000);
-        await Promise.all([
-          load(
-            service.url,
-            seconds,
-            { method: 'POST', path: () => '/v1/jobs', key: (i) => `soak-${run}-${i}`, body: body('soak') },
-            headers,
-          ),
-          load(service.url, seconds, { method: 'GET', path: (i) => `/v1/jobs/${seeded[i % seeded.length]}` }, headers),
-        ]);
-        clearInterval(sampler);
-        rssMb.push(currentRssMb(service.child));
-        const third = Math.max(1, Math.floor(rssMb.length / 3));
-        const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-        soak = {
-          seconds,
-          rssMb: rssMb.map((x) => Math.round(x)),
-          growthMb: Math.round(mean(rssMb.slice(-third)) - mean(rssMb.slice(1, 1 + third))),
-        };
-      }
       await service.stop();
     }
     void apiPeak;
@@ -706,14 +696,7 @@ async function main(): Promise<void> {
     }
 
     if (cases.includes('fairness')) {
-      const createKey = (owner: string, scopes: string) =>
-        spawnSync(process.execPath, ['dist/src/auth/apikey.cli.js', 'create', '--owner', owner, '--scopes', scopes], {
-          env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl },
-          encoding: 'utf8',
-        })
-          .stdout.trim()
-          .split('\n')
-          .pop()!;
+      const createKey = (owner: string, scopes: string) => apiKey(databaseUrl, owner, scopes);
       fairness = await fairnessCase({
         pool,
         run,
@@ -738,6 +721,41 @@ async function main(): Promise<void> {
       sse = await sseCase({ pool, databaseUrl, run, headers, startService: startSse, rssMb: currentRssMb });
     }
     if (cases.includes('claim')) claim = await claimCase(pool);
+    if (cases.includes('soak')) {
+      // A database of its own: its tables' sizes are the soak's alone.
+      const soakDb = new URL(databaseUrl);
+      soakDb.pathname = `/${dbName}_soak`;
+      await admin.query(`CREATE DATABASE ${dbName}_soak`);
+      try {
+        soak = await soakCase({
+          databaseUrl: soakDb.toString(),
+          minutes: Number(args['soak-minutes']),
+          retentionMinutes: Number(args['soak-retention-minutes']),
+          run,
+          createKey: () => apiKey(soakDb.toString(), 'bench', 'jobs:write,jobs:read'),
+          startService: (role, extraEnv) => startService(soakDb.toString(), role, extraEnv),
+          log: (line) => process.stderr.write(`${line}\n`),
+        });
+      } finally {
+        await admin.query(`DROP DATABASE IF EXISTS ${dbName}_soak WITH (FORCE)`);
+      }
+    }
+    if (cases.includes('history') || cases.includes('retention')) {
+      history = await historyCase(
+        {
+          admin,
+          serverUrl: adminUrl,
+          historyJobs: Number(args['history-jobs']),
+          duration,
+          connections,
+          run,
+          startService,
+          createKey: (url, owner, scopes) => apiKey(url, owner, scopes),
+          log: (line) => process.stderr.write(`${line}\n`),
+        },
+        { history: cases.includes('history'), retention: cases.includes('retention') },
+      );
+    }
   } finally {
     await pool.end();
     await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
@@ -798,16 +816,28 @@ async function main(): Promise<void> {
     const what = "the claim's first statement alone on 100,000 due jobs, 290 measured runs each, interleaved";
     process.stdout.write(`\nclaim (${what})\n\n${claimTable(claim)}\n`);
   }
-  if (soak) {
-    process.stdout.write(
-      `\nsoak: ${soak.seconds} s, RSS samples (MB) ${soak.rssMb.join(' ')}, growth last third vs first third: ${soak.growthMb} MB\n`,
-    );
+  if (history?.rows.length) {
+    const what = `10,000 creates (ROLE=api, ${connections} connections), the claim of 64 alone, the drain and the pipeline (ROLE=all, ${duration} s)`;
+    process.stdout.write(`\nhistory (${what})\n\n${historyTable(history)}\n`);
+  }
+  if (history?.retention) {
+    const what = 'creates at 200/s over HTTP, ROLE=api + ROLE=worker; then a worker purging the oldest day';
+    process.stdout.write(`\nretention (${what})\n\n${retentionTable(history.retention)}\n`);
   }
   mkdirSync('bench/results', { recursive: true });
   const file = args.out ?? `bench/results/${new Date().toISOString().slice(0, 10)}.json`;
+  if (soak) {
+    const what = `${soak.rate} creates/s, bench-1s (1 s), ROLE=api + ROLE=worker, retention ${soak.retentionMinutes} min swept every 30 s`;
+    process.stdout.write(`\nsoak (${what})\n\n${soakTable(soak)}\n`);
+    const png = file.replace(/\.json$/, '') + '-soak.png';
+    await soakPlot(soak, png).then(
+      () => process.stdout.write(`\nsoak plot: ${png}\n`),
+      (error: Error) => process.stdout.write(`\nsoak plot not drawn: ${error.message}\n`),
+    );
+  }
   writeFileSync(
     file,
-    `${JSON.stringify({ at: new Date().toISOString(), connections, duration, cores: cpus().length, node: process.version, postgres: serverVersion, rows, oneSecond, capacity, fairness, batch, resolution, sse, claim, soak }, null, 2)}\n`,
+    `${JSON.stringify({ at: new Date().toISOString(), connections, duration, cores: cpus().length, node: process.version, postgres: serverVersion, rows, oneSecond, capacity, fairness, batch, resolution, sse, claim, history, soak }, null, 2)}\n`,
   );
   process.stdout.write(`\nwritten to ${file}\n`);
 }
