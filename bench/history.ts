@@ -176,7 +176,7 @@ async function plans(pool: pg.Pool, label: string, oldKey: string): Promise<void
     client.release();
   }
   mkdirSync('bench/results', { recursive: true });
-  writeFileSync(`bench/results/history-plans-${label}.txt`, `${out.join('\n')}\n`);
+  writeFileSync(`bench/results/history-plans-${label.replace(/\W+/g, '-')}.txt`, `${out.join('\n')}\n`);
 }
 
 async function measure(

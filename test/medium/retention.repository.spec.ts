@@ -37,7 +37,9 @@ describe('the retention purge (real PostgreSQL, no app)', () => {
       const [purged] = await manager.query(PURGE_BATCH.text, [30, 100]);
       expect(purged.purged).toBe(100);
       const seqScans = async () =>
-        Number((await manager.query(`SELECT seq_scan FROM pg_stat_xact_user_tables WHERE relname = 'jobs'`))[0].seq_scan);
+        Number(
+          (await manager.query(`SELECT seq_scan FROM pg_stat_xact_user_tables WHERE relname = 'jobs'`))[0].seq_scan,
+        );
       // The deferred foreign-key checks run here instead of at the commit, inside this transaction's counters.
       const before = await seqScans();
       await manager.query('SET CONSTRAINTS ALL IMMEDIATE');
