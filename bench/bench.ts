@@ -5,7 +5,7 @@
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -360,10 +360,12 @@ async function main(): Promise<void> {
   // A database of its own: DATABASE_URL's server, or an embedded one in a temp folder.
   let adminUrl = process.env.DATABASE_URL;
   let stopEmbedded: (() => Promise<void>) | undefined;
+  let embeddedDir: string | undefined;
   // PostgreSQL's CPU is read from /proc: only for the embedded server, whose postmaster we know.
   let postmaster: number | undefined;
   if (!adminUrl) {
     const dir = mkdtempSync(join(tmpdir(), 'onejob-bench-'));
+    embeddedDir = dir;
     chmodSync(dir, 0o777);
     const embedded = await startEmbeddedPostgres({ dataDir: dir, database: 'postgres' });
     adminUrl = embedded.url;
@@ -761,6 +763,8 @@ async function main(): Promise<void> {
     await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
     await admin.end();
     await stopEmbedded?.();
+    // The history case leaves tens of GB there: the folder goes with the server.
+    if (embeddedDir) rmSync(embeddedDir, { recursive: true, force: true });
   }
 
   const fmt = (n: number, digits = 0) => n.toFixed(digits);
