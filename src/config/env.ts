@@ -37,7 +37,7 @@ export interface Env {
   webhookConcurrency: number;
   /** Endpoints one owner may have at once (each settled job is one delivery per endpoint). */
   webhookMaxEndpointsPerOwner: number;
-  /** Terminal jobs older than this many days (a fraction allowed) are purged with everything of theirs; 0 keeps them. */
+  /** Terminal jobs older than this many days (a fraction allowed) are purged with all of theirs; 0 keeps them. */
   jobRetentionDays: number;
   retentionIntervalMs: number;
   /** The bound on resolving one host name for an outbound call (webhooks, providers). */
