@@ -179,6 +179,33 @@ async function plans(pool: pg.Pool, label: string, oldKey: string): Promise<void
   writeFileSync(`bench/results/history-plans-${label.replace(/\W+/g, '-')}.txt`, `${out.join('\n')}\n`);
 }
 
+/** POST /v1/jobs over `connections`, a new key each: `amount` of them, or for `duration` seconds. */
+function creates(
+  url: string,
+  connections: number,
+  headers: Record<string, string>,
+  prefix: string,
+  bound: { amount: number } | { duration: number },
+): Promise<autocannon.Result> {
+  let i = 0;
+  return autocannon({
+    url,
+    connections,
+    ...bound,
+    requests: [
+      {
+        method: 'POST',
+        setupRequest: (req: autocannon.Request) => ({
+          ...req,
+          path: '/v1/jobs',
+          headers: { ...headers, 'idempotency-key': `${prefix}-${i++}` },
+          body: JSON.stringify({ operation: 'summarize', input: { text: prefix } }),
+        }),
+      },
+    ],
+  });
+}
+
 async function measure(
   ctx: HistoryContext,
   databaseUrl: string,
@@ -198,23 +225,7 @@ async function measure(
   try {
     await pool.query('CHECKPOINT');
     let service = await ctx.startService(databaseUrl, 'api');
-    let i = 0;
-    const created = await autocannon({
-      url: service.url,
-      connections: ctx.connections,
-      amount: CREATES,
-      requests: [
-        {
-          method: 'POST',
-          setupRequest: (req: autocannon.Request) => ({
-            ...req,
-            path: '/v1/jobs',
-            headers: { ...headers, 'idempotency-key': `history-create-${i++}` },
-            body: JSON.stringify({ operation: 'summarize', input: { text: 'history' } }),
-          }),
-        },
-      ],
-    });
+    const created = await creates(service.url, ctx.connections, headers, 'history-create', { amount: CREATES });
     await service.stop();
     const create = {
       rps: Math.round(created.requests.average),
@@ -232,23 +243,7 @@ async function measure(
     await until(async () => (await live()) === 0, 600_000, 'the drain');
     const drainPerSecond = Math.round(CREATES / ((Date.now() - drainStarted) / 1000));
     const started = new Date();
-    let n = 0;
-    const load = await autocannon({
-      url: service.url,
-      connections: ctx.connections,
-      duration: ctx.duration,
-      requests: [
-        {
-          method: 'POST',
-          setupRequest: (req: autocannon.Request) => ({
-            ...req,
-            path: '/v1/jobs',
-            headers: { ...headers, 'idempotency-key': `history-pipe-${n++}` },
-            body: JSON.stringify({ operation: 'summarize', input: { text: 'pipeline' } }),
-          }),
-        },
-      ],
-    });
+    const load = await creates(service.url, ctx.connections, headers, 'history-pipe', { duration: ctx.duration });
     await until(async () => (await live()) === 0, 600_000, 'the pipeline');
     await service.stop();
     const settled = (
