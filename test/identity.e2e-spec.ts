@@ -1,24 +1,12 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-
 import { base64url, type CryptoKey, exportSPKI, importJWK, SignJWT } from 'jose';
-import { stringify } from 'yaml';
 
 import { ApiKeysService } from '../src/auth/api-keys.service.js';
 import { postJob } from './factories/index.js';
 import { bearer, startTestApp, type TestApp } from './helpers/app.js';
 import { writeCatalog } from './helpers/catalog.js';
-import { TestIdentityProvider } from './helpers/identity-provider.js';
+import { TestIdentityProvider, writeIssuers } from './helpers/identity-provider.js';
 import { readRaw } from './helpers/sse.js';
 import { sleep, waitFor } from './helpers/wait.js';
-
-/** Writes an AUTH_ISSUERS_FILE to a temp folder. */
-export function writeIssuers(issuers: unknown[]): string {
-  const file = join(mkdtempSync(join(tmpdir(), 'onejob-issuers-')), 'issuers.yaml');
-  writeFileSync(file, stringify({ issuers }));
-  return file;
-}
 
 const GROUPS = {
   'onejob-writers': ['jobs:write', 'jobs:read'],

@@ -1,8 +1,19 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 
 import { type CryptoKey, exportJWK, generateKeyPair, type JWK, type JWTPayload, SignJWT } from 'jose';
+import { stringify } from 'yaml';
+
+/** Writes an AUTH_ISSUERS_FILE to a temp folder and returns its path. */
+export function writeIssuers(issuers: unknown[]): string {
+  const file = join(mkdtempSync(join(tmpdir(), 'onejob-issuers-')), 'issuers.yaml');
+  writeFileSync(file, stringify({ issuers }));
+  return file;
+}
 
 type Alg = 'RS256' | 'ES256' | 'EdDSA';
 
