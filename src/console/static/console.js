@@ -583,7 +583,9 @@ function followJob(job, events, providers, hash) {
     const minted = await api(`/v1/jobs/${encodeURIComponent(job.id)}/stream-tokens`, { method: 'POST' }).catch(
       () => null,
     );
-    if (!minted || !current()) return;
+    if (!current()) return;
+    // Refused or unanswered (a database restarting): try again, as EventSource itself does after a drop.
+    if (!minted) return void (state.reopen = setTimeout(() => current() && open(afterSettled), 1000));
     const source = new EventSource(lastId ? `${minted.url}&lastEventId=${lastId}` : minted.url);
     state.source = source;
     let received = 0;
