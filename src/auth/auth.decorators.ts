@@ -1,4 +1,5 @@
-import { createParamDecorator, ExecutionContext, SetMetadata } from '@nestjs/common';
+import { applyDecorators, createParamDecorator, ExecutionContext, SetMetadata } from '@nestjs/common';
+import { ApiSecurity } from '@nestjs/swagger';
 
 import type { Principal, Scope, StreamGrant } from './scopes.js';
 
@@ -15,7 +16,8 @@ export const RequireAnyScope = (...scopes: Scope[]) => SetMetadata(ANY_SCOPE_KEY
  * The stream route of one kind of resource (its `:id`): it also takes a stream token for that resource as
  * `?access_token=`, with `Accept: text/event-stream` (docs/operations.md#stream-tokens). No other route does.
  */
-export const AcceptsStreamToken = (kind: StreamGrant['kind']) => SetMetadata(STREAM_TOKEN_KEY, kind);
+export const AcceptsStreamToken = (kind: StreamGrant['kind']) =>
+  applyDecorators(SetMetadata(STREAM_TOKEN_KEY, kind), ApiSecurity('streamToken'));
 /** A route that needs no API key (health, metrics). */
 export const Public = () => SetMetadata(PUBLIC_KEY, true);
 

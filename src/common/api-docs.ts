@@ -91,7 +91,7 @@ const headers: Record<string, HeaderObject> = {
     schema: { type: 'string', pattern: '^\\d+$', example: '30' },
   },
   WWWAuthenticate: {
-    description: 'The authentication scheme: an API key as a bearer token.',
+    description: 'The authentication scheme: an API key or a JWT as a bearer token.',
     required: true,
     schema: { type: 'string', enum: ['Bearer'] },
   },
