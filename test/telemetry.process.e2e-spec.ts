@@ -154,4 +154,34 @@ describe('tracing in the started service (OTEL_* variables, --import register)',
     );
     expect(lines.find((l) => l.msg === 'attempt result' && l.jobId === jobId)?.traceId).toBe(create!.traceId);
   }, 60_000);
+
+  it("records a stream's access_token redacted in the server span, never the token", async () => {
+    const created = await fetch(`${service.baseUrl}/v1/jobs`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${key}`,
+        'idempotency-key': 'trace-stream-1',
+        'content-type': 'application/json',
+      },
+      body: JSON.stringify({ operation: 'summarize', input: { text: 'stream me' } }),
+    });
+    const { id: jobId } = (await created.json()) as { id: string };
+    const minted = await fetch(`${service.baseUrl}/v1/jobs/${jobId}/stream-tokens`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}` },
+    });
+    const { token, url } = (await minted.json()) as { token: string; url: string };
+    const stream = await fetch(`${service.baseUrl}${url}`, { headers: { accept: 'text/event-stream' } });
+    expect(stream.status).toBe(200);
+    await stream.body?.cancel();
+    const attr = (s: OtlpSpan, k: string) => s.attributes?.find((a) => a.key === k)?.value.stringValue;
+    const until = Date.now() + 15_000;
+    let span: OtlpSpan | undefined;
+    while (Date.now() < until && !span) {
+      span = collector.spans.find((s) => s.kind === SERVER && attr(s, 'url.path') === `/v1/jobs/${jobId}/events`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(span && attr(span, 'url.query')).toBe('access_token=REDACTED');
+    expect(JSON.stringify(collector.spans)).not.toContain(token);
+  }, 30_000);
 });
