@@ -445,7 +445,10 @@ async function main(): Promise<void> {
     await pool.query('CREATE UNIQUE INDEX ON bench_ids (n)');
     const fingerprintOfSeed = (await pool.query('SELECT fingerprint FROM jobs LIMIT 1')).rows[0].fingerprint as string;
 
+    // A case named twice (`--cases create,create-jwt,create,create-jwt`, interleaved) makes new keys each time.
+    let pass = 0;
     for (const name of cases) {
+      pass++;
       if (
         name === 'pipeline' ||
         name === 'pipeline-1s' ||
@@ -484,7 +487,7 @@ async function main(): Promise<void> {
             {
               method: 'POST',
               path: () => '/v1/jobs',
-              key: (i) => `${name}-${run}-${i}`,
+              key: (i) => `${name}-${run}-${pass}-${i}`,
               body: body('bench'),
             },
             as,
@@ -495,7 +498,7 @@ async function main(): Promise<void> {
             .insertJob(
               {
                 ownerId: 'bench-ceiling',
-                idempotencyKey: `c-${run}-${loop}-${i}`,
+                idempotencyKey: `c-${run}-${pass}-${loop}-${i}`,
                 fingerprint: 'f'.repeat(64),
                 ...NEW_JOB,
               },
@@ -507,7 +510,7 @@ async function main(): Promise<void> {
           floor = await measureFloor(databaseUrl, {
             method: 'POST',
             path: () => '/v1/jobs',
-            key: (i) => `floor-${run}-${i}`,
+            key: (i) => `floor-${run}-${pass}-${i}`,
             body: body('bench'),
           });
         }
