@@ -94,7 +94,7 @@ describe('tracing in the started service (OTEL_* variables, --import register)',
     await collector?.stop();
     await fake?.stop();
     await database?.drop();
-  });
+  }, 60_000);
 
   it('exports one trace rooted at POST /v1/jobs down to the provider call and the settlement SQL', async () => {
     fake.always({ kind: 'json', content: { summary: 'traced' } });
@@ -156,6 +156,7 @@ describe('tracing in the started service (OTEL_* variables, --import register)',
   }, 60_000);
 
   it("records a stream's access_token redacted in the server span, never the token", async () => {
+    fake.always({ kind: 'json', content: { summary: 'streamed' } });
     const created = await fetch(`${service.baseUrl}/v1/jobs`, {
       method: 'POST',
       headers: {
@@ -166,6 +167,14 @@ describe('tracing in the started service (OTEL_* variables, --import register)',
       body: JSON.stringify({ operation: 'summarize', input: { text: 'stream me' } }),
     });
     const { id: jobId } = (await created.json()) as { id: string };
+    // Settled before the stream opens: nothing is left in flight for the SIGTERM at the end.
+    const job = (id: string) =>
+      fetch(`${service.baseUrl}/v1/jobs/${id}`, { headers: { authorization: `Bearer ${key}` } }).then(
+        (r) => r.json() as Promise<{ status: string }>,
+      );
+    for (let until = Date.now() + 15_000; Date.now() < until && (await job(jobId)).status !== 'succeeded';) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
     const minted = await fetch(`${service.baseUrl}/v1/jobs/${jobId}/stream-tokens`, {
       method: 'POST',
       headers: { authorization: `Bearer ${key}` },
