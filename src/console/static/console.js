@@ -598,9 +598,16 @@ function followJob(job, events, providers, hash) {
       reread();
     };
     for (const kind of EVENT_KINDS) source.addEventListener(kind, onMessage);
-    source.addEventListener('error', () => {
+    source.addEventListener('error', async () => {
       // A drop is retried by EventSource itself; a refusal or the end (401, 204) closes it.
       if (source.readyState !== EventSource.CLOSED || !current()) return;
+      // The job as it is now decides: the stream may have closed before its last event was drawn.
+      const fresh = await api(`/v1/ops/jobs/${encodeURIComponent(job.id)}`).catch(() => null);
+      if (!current()) return;
+      if (fresh) {
+        state.job = fresh;
+        renderJob(fresh, events, providers);
+      }
       const settled = ['succeeded', 'failed', 'cancelled'].includes(state.job.status);
       if (settled && (afterSettled || !received)) return;
       state.reopen = setTimeout(() => current() && open(settled), 1000);
