@@ -113,11 +113,12 @@ export class PrimaryLocator {
   private async qualifies(base: pg.ClientConfig, host: PostgresHost, timeoutMs: number): Promise<boolean> {
     const client = new pg.Client({
       ...base,
-      host: host.host,
-      port: host.port,
       connectionTimeoutMillis: timeoutMs,
       application_name: `${base.application_name ?? 'onejob'}-probe`,
     });
+    // After the constructor: a connectionString in `base` names the first host, and would win over host and port.
+    client.host = host.host;
+    client.port = host.port;
     const reported: ReportedSession = {};
     client.connection.on('parameterStatus', (message: { parameterName: string; parameterValue: string }) => {
       reported[message.parameterName as keyof ReportedSession] = message.parameterValue;

@@ -7,6 +7,11 @@ import { createConnection, createServer, type Server, type Socket } from 'node:n
  */
 export interface TcpProxy {
   port: number;
+  /**
+   * New connections go to another server from now on (a Kubernetes Service after a failover, HAProxy on Patroni's
+   * `/primary`). `dropExisting` cuts the ones open now, as those do; without it they stay on the old server.
+   */
+  retarget(host: string, port: number, options: { dropExisting: boolean }): void;
   cut(): Promise<void>;
   restore(): Promise<void>;
   close(): Promise<void>;
@@ -14,13 +19,14 @@ export interface TcpProxy {
 
 export async function startTcpProxy(targetHost: string, targetPort: number): Promise<TcpProxy> {
   const sockets = new Set<Socket>();
+  let target = { host: targetHost, port: targetPort };
   let server: Server | undefined;
   let port = 0;
   const listen = async () => {
     // Restoring a proxy that is up is a no-op: a second server on the port would outlive close().
     if (server) return;
     server = createServer((client) => {
-      const upstream = createConnection({ host: targetHost, port: targetPort });
+      const upstream = createConnection(target);
       for (const s of [client, upstream]) {
         sockets.add(s);
         s.on('close', () => sockets.delete(s));
@@ -44,6 +50,10 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
   return {
     get port() {
       return port;
+    },
+    retarget: (host, targetPortNow, { dropExisting }) => {
+      target = { host, port: targetPortNow };
+      if (dropExisting) for (const s of sockets) s.destroy();
     },
     cut: stop,
     restore: listen,
