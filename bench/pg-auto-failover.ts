@@ -77,11 +77,12 @@ export async function startFormation(options: { database?: string } = {}): Promi
   const dir = mkdtempSync(join(tmpdir(), 'onejob-paf-'));
   chmodSync(dir, 0o777);
   const env = {
-    PATH: `${PG_BINDIR}:/usr/bin:/bin`,
+    PATH: `${PG_BINDIR}:/usr/sbin:/usr/bin:/sbin:/bin`,
     XDG_CONFIG_HOME: join(dir, 'config'),
     XDG_DATA_HOME: join(dir, 'data'),
     XDG_RUNTIME_DIR: join(dir, 'run'),
-    PG_REGRESS_SOCK_DIR: '',
+    // pg_autoctl's own variable for the socket folder: one of this formation's, not /var/run/postgresql.
+    PG_REGRESS_SOCK_DIR: join(dir, 'run'),
     PGHOST: '127.0.0.1',
   };
   for (const sub of ['config', 'data', 'run']) mkdirSync(join(dir, sub), { recursive: true, mode: 0o777 });
@@ -213,8 +214,10 @@ export async function startFormation(options: { database?: string } = {}): Promi
     );
     return rows.map((r) => ({ name: r.nodename, port: r.nodeport, reported: r.reportedstate, assigned: r.goalstate }));
   };
+  // single: alone; wait_primary: writable, its standby away (asynchronous until it is back); primary: with it.
+  const writable = new Set(['single', 'wait_primary', 'primary']);
   const primaryNow = async () => {
-    const primary = (await states()).find((s) => s.reported === 'primary' && s.assigned === 'primary');
+    const primary = (await states()).find((s) => writable.has(s.reported) && s.reported === s.assigned);
     return primary && nodes.find((n) => n.name === primary.name);
   };
   const settled = async (timeoutMs = 90_000) => {
@@ -290,12 +293,17 @@ export async function startFormation(options: { database?: string } = {}): Promi
       ['pgautofailover.health_check_max_retries', '1'],
       ['pgautofailover.health_check_retry_delay', '200'],
       ['pgautofailover.node_considered_unhealthy_timeout', '2000'],
+      // The wait for a lost primary to demote itself before its standby is promoted (30 s by default): the node is
+      // gone here, whole.
+      ['pgautofailover.primary_demote_timeout', '2000'],
     ]) {
       await sqlAt(adminOf(monitorPort, 'postgres'), `ALTER SYSTEM SET ${name} = '${value}'`);
     }
     await sqlAt(adminOf(monitorPort, 'postgres'), 'SELECT pg_reload_conf()');
     nodes[0].child = supervise(nodeArgs(nodes[0]));
     await until('node1 as the first primary', async () => (await primaryNow())?.name === 'node1', 90_000);
+    // The standby's base backup starts with a checkpoint: one now leaves it nothing to write.
+    await sqlAt(urlOf(nodes[0]), 'CHECKPOINT');
     nodes[1].child = supervise(nodeArgs(nodes[1]));
     await settled(120_000);
     return formation;
