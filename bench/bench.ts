@@ -24,6 +24,7 @@ import { batchCase, type BatchRow, batchTable } from './batch.js';
 import { capacityCase, type CapacityRow, capacityTable } from './capacity.js';
 import { claimCase, type ClaimRow, claimTable } from './claim.js';
 import { postgresCpuSeconds, postmasterPid, processCpuSeconds } from './cpu.js';
+import { failoverCase, type FailoverRow, failoverTable } from './failover.js';
 import { fairnessCase, type FairnessRow, fairnessTable } from './fairness.js';
 import { type OneSecondRow, oneSecondTable, pipelineOneSecond } from './pipeline-1s.js';
 import { resolutionCase, type ResolutionRow, resolutionTable } from './resolution.js';
@@ -42,6 +43,7 @@ const CASES = [
   'resolution',
   'sse',
   'claim',
+  'failover',
 ] as const;
 type Case = (typeof CASES)[number];
 
@@ -80,6 +82,8 @@ const { values: args } = parseArgs({
     soak: { type: 'boolean', default: false },
     'soak-seconds': { type: 'string', default: '180' },
     out: { type: 'string' },
+    // failover: failovers of each kind on each engine (bench/failover.ts).
+    failovers: { type: 'string', default: '5' },
   },
 });
 const duration = Number(args.duration);
@@ -337,6 +341,24 @@ async function startService(
 }
 
 async function main(): Promise<void> {
+  // failover brings its own PostgreSQL (a pg_auto_failover formation per engine): run before, and alone if asked alone.
+  let failover: FailoverRow[] | undefined;
+  if (cases.includes('failover')) {
+    failover = await failoverCase({ failovers: Number(args.failovers), run: Date.now().toString(36) });
+    process.stdout.write(
+      `\nfailover (pg_auto_failover, 2 nodes, synchronous; API + worker processes)\n\n${failoverTable(failover)}\n`,
+    );
+    if (cases.length === 1) {
+      mkdirSync('bench/results', { recursive: true });
+      const file = args.out ?? `bench/results/${new Date().toISOString().slice(0, 10)}-failover.json`;
+      writeFileSync(
+        file,
+        `${JSON.stringify({ at: new Date().toISOString(), cores: cpus().length, failover }, null, 2)}\n`,
+      );
+      process.stdout.write(`\nwritten to ${file}\n`);
+      return;
+    }
+  }
   // A database of its own: DATABASE_URL's server, or an embedded one in a temp folder.
   let adminUrl = process.env.DATABASE_URL;
   let stopEmbedded: (() => Promise<void>) | undefined;
@@ -450,7 +472,8 @@ async function main(): Promise<void> {
         name === 'batch' ||
         name === 'resolution' ||
         name === 'sse' ||
-        name === 'claim'
+        name === 'claim' ||
+        name === 'failover'
       ) {
         continue;
       }
@@ -807,7 +830,7 @@ async function main(): Promise<void> {
   const file = args.out ?? `bench/results/${new Date().toISOString().slice(0, 10)}.json`;
   writeFileSync(
     file,
-    `${JSON.stringify({ at: new Date().toISOString(), connections, duration, cores: cpus().length, node: process.version, postgres: serverVersion, rows, oneSecond, capacity, fairness, batch, resolution, sse, claim, soak }, null, 2)}\n`,
+    `${JSON.stringify({ at: new Date().toISOString(), connections, duration, cores: cpus().length, node: process.version, postgres: serverVersion, rows, oneSecond, capacity, fairness, batch, resolution, sse, claim, failover, soak }, null, 2)}\n`,
   );
   process.stdout.write(`\nwritten to ${file}\n`);
 }
