@@ -59,6 +59,11 @@ export interface Formation {
    * managed any more after this: it is the last thing a run does.
    */
   demoteInPlace(primary: FormationNode, standby: FormationNode): Promise<void>;
+  /**
+   * The standby's WAL receiver frozen (SIGSTOP) until the returned function is called: a standby that lags, as one
+   * does on a slow network or disk, so that with asynchronous replication a lost primary takes its last commits.
+   */
+  pauseReplication(standby: FormationNode): Promise<() => void>;
   sql<T = Record<string, unknown>>(node: FormationNode, text: string, values?: unknown[]): Promise<T[]>;
   output(): string;
   stop(): Promise<void>;
@@ -178,11 +183,12 @@ export async function startFormation(options: { database?: string } = {}): Promi
   /** Every process of the node's group but its postmaster and the postmaster's children. */
   const supervisors = async (node: FormationNode): Promise<number[]> => {
     const postmaster = Number(readFileSync(join(node.pgdata, 'postmaster.pid'), 'utf8').split('\n')[0]);
-    const { stdout } = await run('ps', ['-o', 'pid=,ppid=', '-g', String(node.child!.pid)]);
+    const { stdout } = await run('ps', ['-eo', 'pid=,ppid=,pgid=']);
     const rows = stdout
       .trim()
       .split('\n')
-      .map((line) => line.trim().split(/\s+/).map(Number));
+      .map((line) => line.trim().split(/\s+/).map(Number))
+      .filter(([, , pgid]) => pgid === node.child!.pid);
     return rows.filter(([pid, ppid]) => pid !== postmaster && ppid !== postmaster).map(([pid]) => pid);
   };
   const nodeArgs = (node: FormationNode) => [
@@ -267,6 +273,17 @@ export async function startFormation(options: { database?: string } = {}): Promi
       await sqlAt(urlOf(primary), 'ALTER SYSTEM SET default_transaction_read_only = on');
       await sqlAt(urlOf(primary), 'SELECT pg_reload_conf()');
       await sqlAt(urlOf(standby), 'SELECT pg_promote(true, 30)');
+    },
+    pauseReplication: async (standby) => {
+      const [{ pid }] = await sqlAt<{ pid: number }>(urlOf(standby), 'SELECT pid FROM pg_stat_wal_receiver');
+      process.kill(pid, 'SIGSTOP');
+      return () => {
+        try {
+          process.kill(pid, 'SIGCONT');
+        } catch {
+          // it ended with its primary
+        }
+      };
     },
     sql: (node, textSql, values) => sqlAt(urlOf(node), textSql, values),
     output: () => text,
