@@ -84,6 +84,12 @@ describe('connections that lie: a primary demoted in place, multi-host URLs', ()
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
   });
 
+  it('refuses to start with REQUIRE_SYNCHRONOUS_REPLICATION=true on a primary without a synchronous standby', async () => {
+    await expect(startTestApp({ databaseUrl: urlB(), requireSynchronousReplication: true }, database)).rejects.toThrow(
+      /REQUIRE_SYNCHRONOUS_REPLICATION is true and the primary has no synchronous standby: replication: asynchronous or none/,
+    );
+  }, 60_000);
+
   it('answers a write on a server that went read-only under its sessions 503 + Retry-After, never 500', async () => {
     const t = await startTestApp({ databaseUrl: urlB() }, database);
     apps.push(t);
