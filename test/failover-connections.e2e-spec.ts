@@ -10,6 +10,7 @@ import { migrateOver } from '../src/database/migrate.js';
 import { LISTEN_CHECK_MS } from '../src/database/pg-notifications.js';
 import { bearer, startTestApp, type TestApp } from './helpers/app.js';
 import type { TestDatabase } from './helpers/database.js';
+import { startTcpProxy } from './helpers/tcp-proxy.js';
 import { sleep, waitFor } from './helpers/wait.js';
 
 /**
@@ -41,6 +42,22 @@ describe('connections that lie: a primary demoted in place, multi-host URLs', ()
       return (await client.query(text)).rows;
     } finally {
       await client.end();
+    }
+  };
+  /** The servers share no data: API keys are copied from one to the other, as replication would have. */
+  const copyKeys = async (from: string, to: string) => {
+    const keys = await sql(from, "SELECT coalesce(jsonb_agg(k), '[]') AS rows FROM api_keys k");
+    const copy = new pg.Client({ connectionString: to });
+    await copy.connect();
+    try {
+      await copy.query('BEGIN READ WRITE');
+      await copy.query(
+        'INSERT INTO api_keys SELECT * FROM jsonb_populate_recordset(NULL::api_keys, $1) ON CONFLICT DO NOTHING',
+        [JSON.stringify(keys[0].rows)],
+      );
+      await copy.query('COMMIT');
+    } finally {
+      await copy.end();
     }
   };
   /** What a demotion in place does to every session of a server, and its undoing. */
@@ -202,5 +219,50 @@ describe('connections that lie: a primary demoted in place, multi-host URLs', ()
     const startedMs = new Date(job.attempts[0].startedAt).getTime() - new Date(job.createdAt).getTime();
     expect(startedMs).toBeLessThan(1_000);
     await readOnly(urlB(), false);
+  }, 90_000);
+
+  it("through a proxy repointed to the new primary, the demoted server's sessions left open, the same process moves and runs jobs", async () => {
+    const proxy = await startTcpProxy('127.0.0.1', ports[1]);
+    try {
+      const viaProxy = `postgres://postgres:onejob@127.0.0.1:${proxy.port}/${name}`;
+      const t = await startTestApp({ databaseUrl: viaProxy, role: 'all', workerPollMs: 200 }, database);
+      apps.push(t);
+      const key = await t.key('demoted-proxy');
+      await copyKeys(urlB(), urlA());
+      const create = (k: string) =>
+        t
+          .http()
+          .post('/v1/jobs')
+          .set(bearer(key))
+          .set('Idempotency-Key', k)
+          .send({ operation: 'summarize', input: { text: k } });
+      // Every pooled connection, the worker's and the LISTEN session, open on B.
+      await Promise.all(Array.from({ length: 8 }, (_, i) => create(`proxy-before-${i}`).expect(201)));
+      await readOnly(urlB(), true);
+      proxy.retarget('127.0.0.1', ports[0], { dropExisting: false });
+      const statuses: number[] = [];
+      let last: { id: string } | undefined;
+      const until = Date.now() + 20_000;
+      for (let i = 0; Date.now() < until; i++) {
+        const res = await create(`proxy-after-${i}`);
+        statuses.push(res.status);
+        if (res.status === 201) {
+          last = res.body;
+          if (statuses.length >= 5 && statuses.slice(-5).every((s) => s === 201)) break;
+        }
+        await sleep(100);
+      }
+      expect(statuses.filter((s) => s !== 201 && s !== 503)).toEqual([]);
+      expect(statuses.slice(-5)).toEqual([201, 201, 201, 201, 201]);
+      // The worker moved too: a job created on A after the move runs.
+      await waitFor(
+        async () => (await t.http().get(`/v1/jobs/${last!.id}`).set(bearer(key))).body.status,
+        (status) => status === 'succeeded',
+        10_000,
+      );
+    } finally {
+      await readOnly(urlB(), false);
+      await proxy.close();
+    }
   }, 90_000);
 });
