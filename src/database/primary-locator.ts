@@ -56,9 +56,6 @@ export class NoAcceptableHostError extends Error {
 export class PrimaryLocator {
   private current?: PostgresHost;
   private probing?: Promise<PostgresHost>;
-  /** Each host newly chosen counts: the first one at start, then one per move (onejob_database_failovers_total). */
-  private readonly moves = new Set<(host: PostgresHost, first: boolean) => void>();
-  private chosenOnce = false;
 
   constructor(
     readonly hosts: PostgresHost[],
@@ -75,11 +72,6 @@ export class PrimaryLocator {
   /** A connection to `host` failed, or found it no longer qualifies: the next pick probes the list again. */
   forget(host: PostgresHost): void {
     if (this.current && this.current.host === host.host && this.current.port === host.port) this.current = undefined;
-  }
-
-  onMove(listener: (host: PostgresHost, first: boolean) => void): () => void {
-    this.moves.add(listener);
-    return () => this.moves.delete(listener);
   }
 
   private async probe(base: pg.ClientConfig, timeoutMs: number): Promise<PostgresHost> {
@@ -99,12 +91,8 @@ export class PrimaryLocator {
     // The first in the order given that qualifies, as soon as every host before it is known not to.
     for (let i = 0; i < results.length; i++) {
       if (await results[i]) {
-        const chosen = this.hosts[i];
-        const first = !this.chosenOnce;
-        this.chosenOnce = true;
-        this.current = chosen;
-        for (const listener of this.moves) listener(chosen, first);
-        return chosen;
+        this.current = this.hosts[i];
+        return this.current;
       }
     }
     throw new NoAcceptableHostError(this.attrs, this.hosts, reasons);
