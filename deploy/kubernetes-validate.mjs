@@ -29,8 +29,9 @@ export async function validateManifests(documents) {
     if (custom[type]) {
       const valid = custom[type];
       if (!valid(object)) {
-        for (const e of valid.errors)
+        for (const e of valid.errors) {
           problems.push(`${where}: ${e.instancePath || '/'} ${e.message} ${JSON.stringify(e.params)}`);
+        }
       }
       continue;
     }
