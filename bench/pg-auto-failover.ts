@@ -60,10 +60,11 @@ export interface Formation {
    */
   demoteInPlace(primary: FormationNode, standby: FormationNode): Promise<void>;
   /**
-   * The standby's WAL receiver frozen (SIGSTOP) until the returned function is called: a standby that lags, as one
+   * The primary's WAL sender frozen (SIGSTOP) until the returned function is called: a standby that lags, as one
    * does on a slow network or disk, so that with asynchronous replication a lost primary takes its last commits.
+   * (Freezing the standby's receiver instead loses nothing here: what was sent waits in its socket buffer.)
    */
-  pauseReplication(standby: FormationNode): Promise<() => void>;
+  pauseReplication(primary: FormationNode): Promise<() => void>;
   sql<T = Record<string, unknown>>(node: FormationNode, text: string, values?: unknown[]): Promise<T[]>;
   output(): string;
   stop(): Promise<void>;
@@ -274,8 +275,8 @@ export async function startFormation(options: { database?: string } = {}): Promi
       await sqlAt(urlOf(primary), 'SELECT pg_reload_conf()');
       await sqlAt(urlOf(standby), 'SELECT pg_promote(true, 30)');
     },
-    pauseReplication: async (standby) => {
-      const [{ pid }] = await sqlAt<{ pid: number }>(urlOf(standby), 'SELECT pid FROM pg_stat_wal_receiver');
+    pauseReplication: async (primary) => {
+      const [{ pid }] = await sqlAt<{ pid: number }>(urlOf(primary), 'SELECT pid FROM pg_stat_replication');
       process.kill(pid, 'SIGSTOP');
       return () => {
         try {

@@ -279,7 +279,7 @@ interface Pair {
     // The standby lags for the last 1.5 s before the primary dies: what asynchronous replication allows.
     let resume = () => undefined as void;
     const result = await underLoad(pairs[0], prefix, async () => {
-      resume = await formation.pauseReplication(standby);
+      resume = await formation.pauseReplication(victim);
       await sleep(1_500);
       await formation.kill(victim);
       resume();
@@ -330,10 +330,12 @@ interface Pair {
     await formation.restart(victim);
     await formation.settled(120_000);
     await formation.setReplicationQuorum(standby, true);
+    await formation.settled(60_000);
   }, 300_000);
 
   it('the primary demoted in place with its sessions left open: 503s, never 500s, and every loop moves (25006)', async () => {
-    const primary = await formation.primary();
+    const primary = await formation.settled(60_000);
+    await followPrimary();
     const standby = formation.nodes.find((n) => n.name !== primary.name)!;
     // Both pairs' pools and LISTEN sessions open on the primary before it is demoted.
     await sleep(2_000);
