@@ -18,7 +18,7 @@ import { createKey, RACE_CATALOG, RUN, urlMode } from './target.js';
  * left: a planned switchover and a killed primary through the multi-host URL; a switchover through a TCP proxy
  * repointed to the promoted node; the same kill with asynchronous replication (what it may lose, counted; nothing
  * duplicated); last, the primary demoted in place with its sessions left open (the 25006 case), through the proxy
- * and the multi-host URL at once. About 4 minutes.
+ * and the multi-host URL at once. About 2.5 minutes.
  */
 const available = pgAutoFailoverAvailable();
 const missing =
