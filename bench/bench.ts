@@ -26,12 +26,14 @@ import { claimCase, type ClaimRow, claimTable } from './claim.js';
 import { postgresCpuSeconds, postmasterPid, processCpuSeconds } from './cpu.js';
 import { failoverCase, type FailoverRow, failoverTable } from './failover.js';
 import { fairnessCase, type FairnessRow, fairnessTable } from './fairness.js';
+import { benchIssuer } from './jwt-issuer.js';
 import { type OneSecondRow, oneSecondTable, pipelineOneSecond } from './pipeline-1s.js';
 import { resolutionCase, type ResolutionRow, resolutionTable } from './resolution.js';
 import { sseCase, type SseRow, sseTable } from './sse.js';
 
 const CASES = [
   'create',
+  'create-jwt',
   'replay',
   'get',
   'storm',
@@ -422,8 +424,10 @@ async function main(): Promise<void> {
   const settlements = new SettlementRepository();
   let soak: { seconds: number; rssMb: number[]; growthMb: number } | undefined;
 
+  // create-jwt's issuer; every API process trusts it (a token that is not `oj_` is tried as its JWT).
+  const issuer = await benchIssuer();
   try {
-    let service = await startService(databaseUrl, 'api');
+    let service = await startService(databaseUrl, 'api', { AUTH_ISSUERS_FILE: issuer.file });
     const key = spawnSync(
       process.execPath,
       ['dist/src/auth/apikey.cli.js', 'create', '--owner', 'bench', '--scopes', 'jobs:write,jobs:read'],
@@ -463,7 +467,10 @@ async function main(): Promise<void> {
     await pool.query('CREATE UNIQUE INDEX ON bench_ids (n)');
     const fingerprintOfSeed = (await pool.query('SELECT fingerprint FROM jobs LIMIT 1')).rows[0].fingerprint as string;
 
+    // A case named twice (`--cases create,create-jwt,create,create-jwt`, interleaved) makes new keys each time.
+    let pass = 0;
     for (const name of cases) {
+      pass++;
       if (
         name === 'pipeline' ||
         name === 'pipeline-1s' ||
@@ -482,10 +489,10 @@ async function main(): Promise<void> {
       let floor: Row['floor'];
       const svc = service;
       /** The service's load, with its CPU and PostgreSQL's per 1,000 requests. */
-      const measuredLoad = async (request: Parameters<typeof load>[2]) => {
+      const measuredLoad = async (request: Parameters<typeof load>[2], as = headers) => {
         const cpu0 = processCpuSeconds(svc.child.pid!);
         const pg0 = pgCpu();
-        const result = await load(svc.url, duration, request, headers);
+        const result = await load(svc.url, duration, request, as);
         const per1000 = (seconds: number) => Math.round((seconds / result.requests.total) * 1000 * 1000) / 1000;
         serviceCpu.set(name, {
           service: per1000(processCpuSeconds(svc.child.pid!) - cpu0),
@@ -493,21 +500,28 @@ async function main(): Promise<void> {
         });
         return result;
       };
-      if (name === 'create') {
+      if (name === 'create' || name === 'create-jwt') {
+        // create-jwt: the same creates with an RS256 JWT in place of the key, verified once (then cached until it
+        // expires, 60 s at most) after one JWKS fetch made before the measured run.
+        const as = name === 'create' ? headers : { ...headers, authorization: `Bearer ${issuer.token}` };
+        if (name === 'create-jwt') await fetch(`${svc.url}/v1/jobs?limit=1`, { headers: as });
         serviceMeasure = measure(
-          await measuredLoad({
-            method: 'POST',
-            path: () => '/v1/jobs',
-            key: (i) => `create-${run}-${i}`,
-            body: body('bench'),
-          }),
+          await measuredLoad(
+            {
+              method: 'POST',
+              path: () => '/v1/jobs',
+              key: (i) => `${name}-${run}-${pass}-${i}`,
+              body: body('bench'),
+            },
+            as,
+          ),
         );
         ceiling = await closedLoop(duration, (loop, i) =>
           jobs
             .insertJob(
               {
                 ownerId: 'bench-ceiling',
-                idempotencyKey: `c-${run}-${loop}-${i}`,
+                idempotencyKey: `c-${run}-${pass}-${loop}-${i}`,
                 fingerprint: 'f'.repeat(64),
                 ...NEW_JOB,
               },
@@ -515,12 +529,14 @@ async function main(): Promise<void> {
             )
             .then(() => undefined),
         );
-        floor = await measureFloor(databaseUrl, {
-          method: 'POST',
-          path: () => '/v1/jobs',
-          key: (i) => `floor-${run}-${i}`,
-          body: body('bench'),
-        });
+        if (name === 'create') {
+          floor = await measureFloor(databaseUrl, {
+            method: 'POST',
+            path: () => '/v1/jobs',
+            key: (i) => `floor-${run}-${pass}-${i}`,
+            body: body('bench'),
+          });
+        }
       } else if (name === 'replay' || name === 'storm') {
         const keys = name === 'replay' ? seedKeys : seedKeys.slice(0, 10);
         const result = await measuredLoad({
@@ -762,6 +778,7 @@ async function main(): Promise<void> {
     }
     if (cases.includes('claim')) claim = await claimCase(pool);
   } finally {
+    await issuer.stop();
     await pool.end();
     await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
     await admin.end();
@@ -790,6 +807,14 @@ async function main(): Promise<void> {
         (r.postgres && r.postgresUnnamed
           ? `; floor = ${fmt((r.floor.rps / r.postgres.tps) * 100)}% of PostgreSQL alone (prepared), ${fmt((r.floor.rps / r.postgresUnnamed.tps) * 100)}% (unnamed)\n`
           : '\n'),
+    );
+  }
+  const withJwt = rows.find((r) => r.case === 'create-jwt');
+  if (withJwt) {
+    process.stdout.write(
+      `\ncreate-jwt (RS256 JWT of a local issuer, one token, keys fetched ${issuer.jwksRequests()} time(s)): ` +
+        `${fmt(withJwt.service.rps)} req/s, p99 ${fmt(withJwt.service.p99, 1)} ms` +
+        (create ? `; ${fmt((withJwt.service.rps / create.service.rps) * 100)}% of create with a key\n` : '\n'),
     );
   }
   if (oneSecond.length) {

@@ -17,6 +17,7 @@ import { AddJobPriority1795978700000 } from './1795978700000-AddJobPriority.js';
 import { CreateOwnerShares1795978710000 } from './1795978710000-CreateOwnerShares.js';
 import { TrackProviderResponses1795978800000 } from './1795978800000-TrackProviderResponses.js';
 import { ProviderAnnouncements1795978810000 } from './1795978810000-ProviderAnnouncements.js';
+import { TokenPrincipals1795978950000 } from './1795978950000-TokenPrincipals.js';
 
 /** Every migration, in order. Listed by class so the same list works from TypeScript sources and from dist/. */
 export const migrations = [
@@ -39,4 +40,5 @@ export const migrations = [
   CreateOwnerShares1795978710000,
   TrackProviderResponses1795978800000,
   ProviderAnnouncements1795978810000,
+  TokenPrincipals1795978950000,
 ];

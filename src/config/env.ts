@@ -12,6 +12,10 @@ export interface Env {
   databaseDirectUrl: string | undefined;
   dataDir: string;
   catalogFile: string;
+  /** The JWT issuers onejob trusts beside API keys (a YAML file); unset: API keys only. */
+  authIssuersFile: string | undefined;
+  /** How long a stream token lives (at most 900 s: a token in a URL is short-lived by rule). */
+  streamTokenTtlSeconds: number;
   role: Role;
   migrationsRun: boolean;
   workerConcurrency: number;
@@ -200,6 +204,8 @@ export function parseEnv(source: Source): Env {
     databaseDirectUrl: databaseUrl(source, 'DATABASE_DIRECT_URL'),
     dataDir: text(source, 'DATA_DIR', '.data'),
     catalogFile: text(source, 'CATALOG_FILE', 'config/catalog.yaml'),
+    authIssuersFile: source.AUTH_ISSUERS_FILE?.trim() || undefined,
+    streamTokenTtlSeconds: integer(source, 'STREAM_TOKEN_TTL_SECONDS', 900, 1, 900),
     role: oneOf(source, 'ROLE', 'all', ['api', 'worker', 'all'] as const),
     migrationsRun: bool(source, 'MIGRATIONS_RUN', true),
     // Calls waiting on providers cost almost nothing in Node: the window is sized for I/O, not for cores.
