@@ -24,6 +24,7 @@ import { batchCase, type BatchRow, batchTable } from './batch.js';
 import { capacityCase, type CapacityRow, capacityTable } from './capacity.js';
 import { claimCase, type ClaimRow, claimTable } from './claim.js';
 import { postgresCpuSeconds, postmasterPid, processCpuSeconds } from './cpu.js';
+import { failoverCase, type FailoverRow, failoverTable } from './failover.js';
 import { fairnessCase, type FairnessRow, fairnessTable } from './fairness.js';
 import { historyCase, type HistoryResult, historyTable, retentionTable } from './history.js';
 import { benchIssuer } from './jwt-issuer.js';
@@ -50,10 +51,11 @@ const CASES = [
   'history',
   'retention',
   'soak',
+  'failover',
 ] as const;
 type Case = (typeof CASES)[number];
-/** Cases that take minutes to tens of minutes (10 million rows, a 30-minute soak): run only when named. */
-const ON_REQUEST: readonly Case[] = ['history', 'retention', 'soak'];
+/** Cases that take minutes to tens of minutes (10 million rows, a 30-minute soak, 30 failovers): run only when named. */
+const ON_REQUEST: readonly Case[] = ['history', 'retention', 'soak', 'failover'];
 
 interface Measure {
   rps: number;
@@ -91,6 +93,8 @@ const { values: args } = parseArgs({
     'soak-retention-minutes': { type: 'string', default: '5' },
     'history-jobs': { type: 'string', default: '10000000' },
     out: { type: 'string' },
+    // failover: failovers of each kind on each engine (bench/failover.ts).
+    failovers: { type: 'string', default: '5' },
   },
 });
 const duration = Number(args.duration);
@@ -359,6 +363,24 @@ function apiKey(databaseUrl: string, owner: string, scopes: string): string {
 }
 
 async function main(): Promise<void> {
+  // failover brings its own PostgreSQL (a pg_auto_failover formation per engine): run before, and alone if asked alone.
+  let failover: FailoverRow[] | undefined;
+  if (cases.includes('failover')) {
+    failover = await failoverCase({ failovers: Number(args.failovers), run: Date.now().toString(36) });
+    process.stdout.write(
+      `\nfailover (pg_auto_failover, 2 nodes, synchronous; API + worker processes)\n\n${failoverTable(failover)}\n`,
+    );
+    if (cases.length === 1) {
+      mkdirSync('bench/results', { recursive: true });
+      const file = args.out ?? `bench/results/${new Date().toISOString().slice(0, 10)}-failover.json`;
+      writeFileSync(
+        file,
+        `${JSON.stringify({ at: new Date().toISOString(), cores: cpus().length, failover }, null, 2)}\n`,
+      );
+      process.stdout.write(`\nwritten to ${file}\n`);
+      return;
+    }
+  }
   // A database of its own: DATABASE_URL's server, or an embedded one in a temp folder.
   let adminUrl = process.env.DATABASE_URL;
   let stopEmbedded: (() => Promise<void>) | undefined;
@@ -473,7 +495,8 @@ async function main(): Promise<void> {
         name === 'claim' ||
         name === 'history' ||
         name === 'retention' ||
-        name === 'soak'
+        name === 'soak' ||
+        name === 'failover'
       ) {
         continue;
       }
@@ -866,7 +889,7 @@ async function main(): Promise<void> {
   }
   writeFileSync(
     file,
-    `${JSON.stringify({ at: new Date().toISOString(), connections, duration, cores: cpus().length, node: process.version, postgres: serverVersion, rows, oneSecond, capacity, fairness, batch, resolution, sse, claim, history, soak }, null, 2)}\n`,
+    `${JSON.stringify({ at: new Date().toISOString(), connections, duration, cores: cpus().length, node: process.version, postgres: serverVersion, rows, oneSecond, capacity, fairness, batch, resolution, sse, claim, history, failover, soak }, null, 2)}\n`,
   );
   process.stdout.write(`\nwritten to ${file}\n`);
 }

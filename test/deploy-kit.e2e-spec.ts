@@ -70,7 +70,7 @@ describe('the platform kit (deploy/)', () => {
     expect(named.filter((name) => !registered.has(name))).toEqual([]);
   });
 
-  it('alerts on unknown attempts, an open breaker, settlement races, disabled webhooks, 503s and backlog age', () => {
+  it('alerts on unknown attempts, an open breaker, settlement races, disabled webhooks, 503s, backlog age and no primary', () => {
     const named = new Set(alertExpressions().flatMap(seriesOf));
     for (const series of [
       'onejob_attempts_unknown',
@@ -79,6 +79,7 @@ describe('the platform kit (deploy/)', () => {
       'onejob_webhook_endpoints_disabled_total',
       'onejob_http_request_duration_seconds_count',
       'onejob_oldest_due_job_age_seconds',
+      'onejob_database_primary_up',
     ]) {
       expect(named).toContain(series);
     }

@@ -1,3 +1,5 @@
+import { parsePostgresUrl, PostgresUrlError } from './postgres-url.js';
+
 /** Environment variables, parsed and validated in one place. Errors name the variable, never its value. */
 export type Role = 'api' | 'worker' | 'all';
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -26,6 +28,8 @@ export interface Env {
   dbQueryTimeoutMs: number;
   /** The same bound for the queries of an HTTP request, shorter: a client must get its 503 before its own timeout. */
   dbRequestTimeoutMs: number;
+  /** Refuse to start unless the primary replicates synchronously to a standby (docs/operations.md#failover). */
+  requireSynchronousReplication: boolean;
   /** The hot statements go named (prepared once per connection); off behind a pooler that cannot track them. */
   dbPreparedStatements: boolean;
   bodyLimitBytes: number;
@@ -175,16 +179,13 @@ function apiKey(source: Source, name: string): string | undefined {
 function databaseUrl(source: Source, name: 'DATABASE_URL' | 'DATABASE_DIRECT_URL'): string | undefined {
   const raw = source[name];
   if (raw === undefined || raw.trim() === '') return undefined;
-  let url: URL;
   try {
-    url = new URL(raw);
-  } catch {
-    throw new EnvError(name, 'must be a postgres:// or postgresql:// URL');
+    parsePostgresUrl(raw);
+  } catch (error) {
+    // The parser's messages name the part that is wrong, never the value.
+    throw new EnvError(name, error instanceof PostgresUrlError ? error.message : 'must be a postgres:// URL');
   }
-  if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') {
-    throw new EnvError(name, 'must be a postgres:// or postgresql:// URL');
-  }
-  return raw;
+  return raw.trim();
 }
 
 function metricsPort(source: Source, port: number): number | undefined {
@@ -218,6 +219,7 @@ export function parseEnv(source: Source): Env {
     dbQueryTimeoutMs: integer(source, 'DB_QUERY_TIMEOUT_MS', 16_000, 100, 600_000),
     dbRequestTimeoutMs: integer(source, 'DB_REQUEST_TIMEOUT_MS', 4_000, 100, 600_000),
     dbPreparedStatements: bool(source, 'DB_PREPARED_STATEMENTS', true),
+    requireSynchronousReplication: bool(source, 'REQUIRE_SYNCHRONOUS_REPLICATION', false),
     bodyLimitBytes: integer(source, 'BODY_LIMIT_BYTES', 1_048_576, 1024, 104_857_600),
     batchBodyLimitBytes: integer(source, 'BATCH_BODY_LIMIT_BYTES', 16_777_216, 1024, 268_435_456),
     logLevel: oneOf(source, 'LOG_LEVEL', 'info', [

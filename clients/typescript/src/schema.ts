@@ -28,7 +28,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Readiness: started (migrations applied) and not shutting down; stays 200 through a database outage */
+        /** Readiness: started (migrations applied) and not shutting down; stays 200 through a database outage or a failover, `degraded` while no primary takes writes */
         get: operations["ready"];
         put?: never;
         post?: never;
@@ -1737,12 +1737,15 @@ export interface operations {
                 content: {
                     "application/json": {
                         /**
-                         * @description Whether the database answered this probe within 1 s; requests answer 503 + Retry-After while unreachable
+                         * @description Whether a primary answered this probe within 1 s and took writes (`read_only`: a standby, or a primary demoted in place); requests answer 503 + Retry-After while it is not `up`
                          * @enum {string}
                          */
-                        database: "up" | "unreachable";
-                        /** @enum {string} */
-                        status: "ready";
+                        database: "up" | "unreachable" | "read_only";
+                        /**
+                         * @description `degraded` while the database does not take writes; `ready` again once a primary does
+                         * @enum {string}
+                         */
+                        status: "ready" | "degraded";
                     };
                 };
             };
