@@ -5,7 +5,7 @@
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -24,13 +24,19 @@ import { batchCase, type BatchRow, batchTable } from './batch.js';
 import { capacityCase, type CapacityRow, capacityTable } from './capacity.js';
 import { claimCase, type ClaimRow, claimTable } from './claim.js';
 import { postgresCpuSeconds, postmasterPid, processCpuSeconds } from './cpu.js';
+import { failoverCase, type FailoverRow, failoverTable } from './failover.js';
 import { fairnessCase, type FairnessRow, fairnessTable } from './fairness.js';
+import { historyCase, type HistoryResult, historyTable, retentionTable } from './history.js';
+import { benchIssuer } from './jwt-issuer.js';
 import { type OneSecondRow, oneSecondTable, pipelineOneSecond } from './pipeline-1s.js';
 import { resolutionCase, type ResolutionRow, resolutionTable } from './resolution.js';
+import { soakCase, type SoakResult, soakTable } from './soak.js';
+import { soakPlot } from './soak-plot.js';
 import { sseCase, type SseRow, sseTable } from './sse.js';
 
 const CASES = [
   'create',
+  'create-jwt',
   'replay',
   'get',
   'storm',
@@ -42,8 +48,14 @@ const CASES = [
   'resolution',
   'sse',
   'claim',
+  'history',
+  'retention',
+  'soak',
+  'failover',
 ] as const;
 type Case = (typeof CASES)[number];
+/** Cases that take minutes to tens of minutes (10 million rows, a 30-minute soak, 30 failovers): run only when named. */
+const ON_REQUEST: readonly Case[] = ['history', 'retention', 'soak', 'failover'];
 
 interface Measure {
   rps: number;
@@ -76,10 +88,13 @@ const { values: args } = parseArgs({
   options: {
     duration: { type: 'string', default: '6' },
     connections: { type: 'string', default: '32' },
-    cases: { type: 'string', default: CASES.join(',') },
-    soak: { type: 'boolean', default: false },
-    'soak-seconds': { type: 'string', default: '180' },
+    cases: { type: 'string', default: CASES.filter((c) => !ON_REQUEST.includes(c)).join(',') },
+    'soak-minutes': { type: 'string', default: '30' },
+    'soak-retention-minutes': { type: 'string', default: '5' },
+    'history-jobs': { type: 'string', default: '10000000' },
     out: { type: 'string' },
+    // failover: failovers of each kind on each engine (bench/failover.ts).
+    failovers: { type: 'string', default: '5' },
   },
 });
 const duration = Number(args.duration);
@@ -336,14 +351,45 @@ async function startService(
   };
 }
 
+/** A new API key of `owner` on that database (the apikey CLI prints it alone on its last line). */
+function apiKey(databaseUrl: string, owner: string, scopes: string): string {
+  return spawnSync(process.execPath, ['dist/src/auth/apikey.cli.js', 'create', '--owner', owner, '--scopes', scopes], {
+    env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl },
+    encoding: 'utf8',
+  })
+    .stdout.trim()
+    .split('\n')
+    .pop()!;
+}
+
 async function main(): Promise<void> {
+  // failover brings its own PostgreSQL (a pg_auto_failover formation per engine): run before, and alone if asked alone.
+  let failover: FailoverRow[] | undefined;
+  if (cases.includes('failover')) {
+    failover = await failoverCase({ failovers: Number(args.failovers), run: Date.now().toString(36) });
+    process.stdout.write(
+      `\nfailover (pg_auto_failover, 2 nodes, synchronous; API + worker processes)\n\n${failoverTable(failover)}\n`,
+    );
+    if (cases.length === 1) {
+      mkdirSync('bench/results', { recursive: true });
+      const file = args.out ?? `bench/results/${new Date().toISOString().slice(0, 10)}-failover.json`;
+      writeFileSync(
+        file,
+        `${JSON.stringify({ at: new Date().toISOString(), cores: cpus().length, failover }, null, 2)}\n`,
+      );
+      process.stdout.write(`\nwritten to ${file}\n`);
+      return;
+    }
+  }
   // A database of its own: DATABASE_URL's server, or an embedded one in a temp folder.
   let adminUrl = process.env.DATABASE_URL;
   let stopEmbedded: (() => Promise<void>) | undefined;
+  let embeddedDir: string | undefined;
   // PostgreSQL's CPU is read from /proc: only for the embedded server, whose postmaster we know.
   let postmaster: number | undefined;
   if (!adminUrl) {
     const dir = mkdtempSync(join(tmpdir(), 'onejob-bench-'));
+    embeddedDir = dir;
     chmodSync(dir, 0o777);
     const embedded = await startEmbeddedPostgres({ dataDir: dir, database: 'postgres' });
     adminUrl = embedded.url;
@@ -393,26 +439,19 @@ async function main(): Promise<void> {
   let resolution: ResolutionRow[] | undefined;
   let sse: SseRow | undefined;
   let claim: ClaimRow[] | undefined;
+  let history: HistoryResult | undefined;
   const pool = new pg.Pool({ connectionString: databaseUrl, max: connections });
   pool.on('error', () => undefined); // idle clients dropped by DROP DATABASE ... WITH (FORCE) at the end
   const jobs = new JobsRepository(pool as never);
   const attempts = new AttemptsRepository(pool as never);
   const settlements = new SettlementRepository();
-  let soak: { seconds: number; rssMb: number[]; growthMb: number } | undefined;
+  let soak: SoakResult | undefined;
 
+  // create-jwt's issuer; every API process trusts it (a token that is not `oj_` is tried as its JWT).
+  const issuer = await benchIssuer();
   try {
-    let service = await startService(databaseUrl, 'api');
-    const key = spawnSync(
-      process.execPath,
-      ['dist/src/auth/apikey.cli.js', 'create', '--owner', 'bench', '--scopes', 'jobs:write,jobs:read'],
-      {
-        env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl },
-        encoding: 'utf8',
-      },
-    )
-      .stdout.trim()
-      .split('\n')
-      .pop()!;
+    let service = await startService(databaseUrl, 'api', { AUTH_ISSUERS_FILE: issuer.file });
+    const key = apiKey(databaseUrl, 'bench', 'jobs:write,jobs:read');
     const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
     const run = randomUUID().slice(0, 8);
 
@@ -441,7 +480,10 @@ async function main(): Promise<void> {
     await pool.query('CREATE UNIQUE INDEX ON bench_ids (n)');
     const fingerprintOfSeed = (await pool.query('SELECT fingerprint FROM jobs LIMIT 1')).rows[0].fingerprint as string;
 
+    // A case named twice (`--cases create,create-jwt,create,create-jwt`, interleaved) makes new keys each time.
+    let pass = 0;
     for (const name of cases) {
+      pass++;
       if (
         name === 'pipeline' ||
         name === 'pipeline-1s' ||
@@ -450,7 +492,11 @@ async function main(): Promise<void> {
         name === 'batch' ||
         name === 'resolution' ||
         name === 'sse' ||
-        name === 'claim'
+        name === 'claim' ||
+        name === 'history' ||
+        name === 'retention' ||
+        name === 'soak' ||
+        name === 'failover'
       ) {
         continue;
       }
@@ -459,10 +505,10 @@ async function main(): Promise<void> {
       let floor: Row['floor'];
       const svc = service;
       /** The service's load, with its CPU and PostgreSQL's per 1,000 requests. */
-      const measuredLoad = async (request: Parameters<typeof load>[2]) => {
+      const measuredLoad = async (request: Parameters<typeof load>[2], as = headers) => {
         const cpu0 = processCpuSeconds(svc.child.pid!);
         const pg0 = pgCpu();
-        const result = await load(svc.url, duration, request, headers);
+        const result = await load(svc.url, duration, request, as);
         const per1000 = (seconds: number) => Math.round((seconds / result.requests.total) * 1000 * 1000) / 1000;
         serviceCpu.set(name, {
           service: per1000(processCpuSeconds(svc.child.pid!) - cpu0),
@@ -470,21 +516,28 @@ async function main(): Promise<void> {
         });
         return result;
       };
-      if (name === 'create') {
+      if (name === 'create' || name === 'create-jwt') {
+        // create-jwt: the same creates with an RS256 JWT in place of the key, verified once (then cached until it
+        // expires, 60 s at most) after one JWKS fetch made before the measured run.
+        const as = name === 'create' ? headers : { ...headers, authorization: `Bearer ${issuer.token}` };
+        if (name === 'create-jwt') await fetch(`${svc.url}/v1/jobs?limit=1`, { headers: as });
         serviceMeasure = measure(
-          await measuredLoad({
-            method: 'POST',
-            path: () => '/v1/jobs',
-            key: (i) => `create-${run}-${i}`,
-            body: body('bench'),
-          }),
+          await measuredLoad(
+            {
+              method: 'POST',
+              path: () => '/v1/jobs',
+              key: (i) => `${name}-${run}-${pass}-${i}`,
+              body: body('bench'),
+            },
+            as,
+          ),
         );
         ceiling = await closedLoop(duration, (loop, i) =>
           jobs
             .insertJob(
               {
                 ownerId: 'bench-ceiling',
-                idempotencyKey: `c-${run}-${loop}-${i}`,
+                idempotencyKey: `c-${run}-${pass}-${loop}-${i}`,
                 fingerprint: 'f'.repeat(64),
                 ...NEW_JOB,
               },
@@ -492,12 +545,14 @@ async function main(): Promise<void> {
             )
             .then(() => undefined),
         );
-        floor = await measureFloor(databaseUrl, {
-          method: 'POST',
-          path: () => '/v1/jobs',
-          key: (i) => `floor-${run}-${i}`,
-          body: body('bench'),
-        });
+        if (name === 'create') {
+          floor = await measureFloor(databaseUrl, {
+            method: 'POST',
+            path: () => '/v1/jobs',
+            key: (i) => `floor-${run}-${pass}-${i}`,
+            body: body('bench'),
+          });
+        }
       } else if (name === 'replay' || name === 'storm') {
         const keys = name === 'replay' ? seedKeys : seedKeys.slice(0, 10);
         const result = await measuredLoad({
@@ -656,30 +711,6 @@ async function main(): Promise<void> {
         peakRssMb: peakRssMb(service.child),
       });
 
-      if (args.soak) {
-        // Steady creates and reads for --soak-seconds, resident memory sampled every 10 s.
-        const seconds = Number(args['soak-seconds']);
-        const rssMb: number[] = [currentRssMb(service.child)];
-        const sampler = setInterval(() => rssMb.push(currentRssMb(service.child)), 10_000);
-        await Promise.all([
-          load(
-            service.url,
-            seconds,
-            { method: 'POST', path: () => '/v1/jobs', key: (i) => `soak-${run}-${i}`, body: body('soak') },
-            headers,
-          ),
-          load(service.url, seconds, { method: 'GET', path: (i) => `/v1/jobs/${seeded[i % seeded.length]}` }, headers),
-        ]);
-        clearInterval(sampler);
-        rssMb.push(currentRssMb(service.child));
-        const third = Math.max(1, Math.floor(rssMb.length / 3));
-        const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-        soak = {
-          seconds,
-          rssMb: rssMb.map((x) => Math.round(x)),
-          growthMb: Math.round(mean(rssMb.slice(-third)) - mean(rssMb.slice(1, 1 + third))),
-        };
-      }
       await service.stop();
     }
     void apiPeak;
@@ -706,14 +737,7 @@ async function main(): Promise<void> {
     }
 
     if (cases.includes('fairness')) {
-      const createKey = (owner: string, scopes: string) =>
-        spawnSync(process.execPath, ['dist/src/auth/apikey.cli.js', 'create', '--owner', owner, '--scopes', scopes], {
-          env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl },
-          encoding: 'utf8',
-        })
-          .stdout.trim()
-          .split('\n')
-          .pop()!;
+      const createKey = (owner: string, scopes: string) => apiKey(databaseUrl, owner, scopes);
       fairness = await fairnessCase({
         pool,
         run,
@@ -738,11 +762,49 @@ async function main(): Promise<void> {
       sse = await sseCase({ pool, databaseUrl, run, headers, startService: startSse, rssMb: currentRssMb });
     }
     if (cases.includes('claim')) claim = await claimCase(pool);
+    if (cases.includes('soak')) {
+      // A database of its own: its tables' sizes are the soak's alone.
+      const soakDb = new URL(databaseUrl);
+      soakDb.pathname = `/${dbName}_soak`;
+      await admin.query(`CREATE DATABASE ${dbName}_soak`);
+      try {
+        soak = await soakCase({
+          databaseUrl: soakDb.toString(),
+          minutes: Number(args['soak-minutes']),
+          retentionMinutes: Number(args['soak-retention-minutes']),
+          run,
+          createKey: () => apiKey(soakDb.toString(), 'bench', 'jobs:write,jobs:read'),
+          startService: (role, extraEnv) => startService(soakDb.toString(), role, extraEnv),
+          log: (line) => process.stderr.write(`${line}\n`),
+        });
+      } finally {
+        await admin.query(`DROP DATABASE IF EXISTS ${dbName}_soak WITH (FORCE)`);
+      }
+    }
+    if (cases.includes('history') || cases.includes('retention')) {
+      history = await historyCase(
+        {
+          admin,
+          serverUrl: adminUrl,
+          historyJobs: Number(args['history-jobs']),
+          duration,
+          connections,
+          run,
+          startService,
+          createKey: (url, owner, scopes) => apiKey(url, owner, scopes),
+          log: (line) => process.stderr.write(`${line}\n`),
+        },
+        { history: cases.includes('history'), retention: cases.includes('retention') },
+      );
+    }
   } finally {
+    await issuer.stop();
     await pool.end();
     await admin.query(`DROP DATABASE IF EXISTS ${dbName} WITH (FORCE)`);
     await admin.end();
     await stopEmbedded?.();
+    // The history case leaves tens of GB there: the folder goes with the server.
+    if (embeddedDir) rmSync(embeddedDir, { recursive: true, force: true });
   }
 
   const fmt = (n: number, digits = 0) => n.toFixed(digits);
@@ -767,6 +829,14 @@ async function main(): Promise<void> {
         (r.postgres && r.postgresUnnamed
           ? `; floor = ${fmt((r.floor.rps / r.postgres.tps) * 100)}% of PostgreSQL alone (prepared), ${fmt((r.floor.rps / r.postgresUnnamed.tps) * 100)}% (unnamed)\n`
           : '\n'),
+    );
+  }
+  const withJwt = rows.find((r) => r.case === 'create-jwt');
+  if (withJwt) {
+    process.stdout.write(
+      `\ncreate-jwt (RS256 JWT of a local issuer, one token, keys fetched ${issuer.jwksRequests()} time(s)): ` +
+        `${fmt(withJwt.service.rps)} req/s, p99 ${fmt(withJwt.service.p99, 1)} ms` +
+        (create ? `; ${fmt((withJwt.service.rps / create.service.rps) * 100)}% of create with a key\n` : '\n'),
     );
   }
   if (oneSecond.length) {
@@ -798,16 +868,28 @@ async function main(): Promise<void> {
     const what = "the claim's first statement alone on 100,000 due jobs, 290 measured runs each, interleaved";
     process.stdout.write(`\nclaim (${what})\n\n${claimTable(claim)}\n`);
   }
-  if (soak) {
-    process.stdout.write(
-      `\nsoak: ${soak.seconds} s, RSS samples (MB) ${soak.rssMb.join(' ')}, growth last third vs first third: ${soak.growthMb} MB\n`,
-    );
+  if (history?.rows.length) {
+    const what = `10,000 creates (ROLE=api, ${connections} connections), the claim of 64 alone, the drain and the pipeline (ROLE=all, ${duration} s)`;
+    process.stdout.write(`\nhistory (${what})\n\n${historyTable(history)}\n`);
+  }
+  if (history?.retention) {
+    const what = 'creates at 200/s over HTTP, ROLE=api + ROLE=worker; then a worker purging the oldest day';
+    process.stdout.write(`\nretention (${what})\n\n${retentionTable(history.retention)}\n`);
   }
   mkdirSync('bench/results', { recursive: true });
   const file = args.out ?? `bench/results/${new Date().toISOString().slice(0, 10)}.json`;
+  if (soak) {
+    const what = `${soak.rate} creates/s, bench-1s (1 s), ROLE=api + ROLE=worker, retention ${soak.retentionMinutes} min swept every 30 s`;
+    process.stdout.write(`\nsoak (${what})\n\n${soakTable(soak)}\n`);
+    const png = file.replace(/\.json$/, '') + '-soak.png';
+    await soakPlot(soak, png).then(
+      () => process.stdout.write(`\nsoak plot: ${png}\n`),
+      (error: Error) => process.stdout.write(`\nsoak plot not drawn: ${error.message}\n`),
+    );
+  }
   writeFileSync(
     file,
-    `${JSON.stringify({ at: new Date().toISOString(), connections, duration, cores: cpus().length, node: process.version, postgres: serverVersion, rows, oneSecond, capacity, fairness, batch, resolution, sse, claim, soak }, null, 2)}\n`,
+    `${JSON.stringify({ at: new Date().toISOString(), connections, duration, cores: cpus().length, node: process.version, postgres: serverVersion, rows, oneSecond, capacity, fairness, batch, resolution, sse, claim, history, failover, soak }, null, 2)}\n`,
   );
   process.stdout.write(`\nwritten to ${file}\n`);
 }

@@ -27,7 +27,7 @@ export interface Backlog {
  * request (measured during the pipeline-1s backlog, on a machine whose two cores the service and PostgreSQL share),
  * more than the service's own create; node:http costs a fraction of that, as a load generator should.
  */
-function post(url: URL, agent: Agent, headers: Record<string, string>, body: string): Promise<number> {
+export function post(url: URL, agent: Agent, headers: Record<string, string>, body: string): Promise<number> {
   return new Promise((resolve, reject) => {
     const request = httpRequest(
       url,
@@ -66,4 +66,54 @@ export async function createJobs(url: string, headers: Record<string, string>, b
   } finally {
     agent.destroy();
   }
+}
+
+export interface PacedCreates {
+  prefix: string;
+  /** Creates per second, sent on schedule whatever the answers' latency (an open loop). */
+  rate: number;
+  /** Stop after this many seconds, or when `stop()` answers true (checked every create). */
+  seconds: number;
+  stop?: () => boolean;
+  provider: string;
+  text: string;
+  /** Each create's latency in ms as its answer arrives (201s only; others are counted in the result). */
+  onLatency: (ms: number, at: number) => void;
+}
+
+/**
+ * Creates at a steady `rate`, each sent at its time on its own request (up to 256 open at once): the latency of each
+ * is what a client waiting on it sees, queueing included, rather than the closed loop's back-to-back figure.
+ */
+export async function pacedCreates(
+  url: string,
+  headers: Record<string, string>,
+  paced: PacedCreates,
+): Promise<{ sent: number; failed: number }> {
+  const agent = new Agent({ keepAlive: true, maxSockets: 256 });
+  const target = new URL('/v1/jobs', url);
+  const body = JSON.stringify({ operation: 'summarize', input: { text: paced.text }, providers: [paced.provider] });
+  const started = Date.now();
+  const inFlight = new Set<Promise<void>>();
+  let failed = 0;
+  let i = 0;
+  try {
+    for (; Date.now() - started < paced.seconds * 1000 && !paced.stop?.(); i++) {
+      await sleep(Math.max(0, started + (i * 1000) / paced.rate - Date.now()));
+      const t0 = performance.now();
+      const sent = post(target, agent, { ...headers, 'idempotency-key': `${paced.prefix}-${i}` }, body).then(
+        (status) => {
+          if (status === 201) paced.onLatency(performance.now() - t0, Date.now());
+          else failed++;
+        },
+        () => void failed++,
+      );
+      const tracked = sent.finally(() => inFlight.delete(tracked));
+      inFlight.add(tracked);
+    }
+    await Promise.all(inFlight);
+  } finally {
+    agent.destroy();
+  }
+  return { sent: i, failed };
 }

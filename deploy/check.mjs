@@ -2,7 +2,8 @@
 // npm run deploy:check: what CI checks of the platform kit in deploy/ (docs/operations.md#platform-kit).
 //   1. promtool check rules on the alert rules, and promtool test rules on their unit tests;
 //   2. every PromQL expression of the Grafana dashboard parses (promtool check rules, as recording rules);
-//   3. every Kubernetes object validates against its API schema (kubernetes-models).
+//   3. every Kubernetes object validates against its API schema (kubernetes-models); CloudNativePG's Cluster and
+//      Pooler, whose CRDs kubernetes-models lacks, against the JSON schemas of the fields they use (cnpg-schema.mjs).
 // That the series they name exist is checked against the service's registry by test/deploy-kit.e2e-spec.ts.
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';

@@ -1,4 +1,11 @@
-// Validates Kubernetes objects against the API schemas of kubernetes-models (a dev dependency), by apiVersion and kind.
+// Validates Kubernetes objects against the API schemas of kubernetes-models (a dev dependency), by apiVersion and kind;
+// CloudNativePG's custom resources against the JSON schemas of their CRD fields in cnpg-schema.mjs (ajv).
+import Ajv from 'ajv';
+
+import { CNPG_SCHEMAS } from './cnpg-schema.mjs';
+
+const ajv = new Ajv({ allErrors: true, strict: true });
+const custom = Object.fromEntries(Object.entries(CNPG_SCHEMAS).map(([type, schema]) => [type, ajv.compile(schema)]));
 const MODELS = {
   'v1/ConfigMap': 'kubernetes-models/v1/ConfigMap',
   'v1/Secret': 'kubernetes-models/v1/Secret',
@@ -19,6 +26,15 @@ export async function validateManifests(documents) {
     const type = `${object?.apiVersion}/${object?.kind}`;
     if (CLIENT_SIDE.has(type)) continue;
     const where = `${file}: ${type} ${object?.metadata?.name ?? '(no name)'}`;
+    if (custom[type]) {
+      const valid = custom[type];
+      if (!valid(object)) {
+        for (const e of valid.errors) {
+          problems.push(`${where}: ${e.instancePath || '/'} ${e.message} ${JSON.stringify(e.params)}`);
+        }
+      }
+      continue;
+    }
     const module = MODELS[type];
     if (!module) {
       problems.push(

@@ -239,7 +239,9 @@ CREATE TABLE job_events (
     detail jsonb,
     at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
     actor_key_id uuid,
-    actor_owner text
+    actor_owner text,
+    actor_subject text,
+    actor_issuer text
 );
 
 ALTER TABLE job_events ADD CONSTRAINT "CHK_job_events_subject" CHECK ((subject = ANY (ARRAY['job'::text, 'attempt'::text])));
@@ -296,6 +298,8 @@ CREATE INDEX "IDX_jobs_completed_at" ON public.jobs USING btree (completed_at) W
 
 CREATE INDEX "IDX_jobs_completed_brin" ON public.jobs USING brin (completed_at);
 
+CREATE INDEX "IDX_jobs_completed_by" ON public.jobs USING btree (completed_by) WHERE (completed_by IS NOT NULL);
+
 CREATE INDEX "IDX_jobs_created" ON public.jobs USING btree (created_at DESC, id DESC);
 
 CREATE INDEX "IDX_jobs_due" ON public.jobs USING btree (next_attempt_at) WHERE ((next_attempt_at IS NOT NULL) AND (waiting_for IS NULL));
@@ -338,8 +342,12 @@ CREATE TABLE owner_share_changes (
     max_concurrency integer,
     actor_key_id uuid,
     actor_owner text NOT NULL,
-    at timestamp with time zone DEFAULT now() NOT NULL
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    actor_subject text,
+    actor_issuer text
 );
+
+ALTER TABLE owner_share_changes ADD CONSTRAINT "CHK_owner_share_changes_actor" CHECK (((actor_key_id IS NOT NULL) OR ((actor_subject IS NOT NULL) AND (actor_issuer IS NOT NULL))));
 
 ALTER TABLE owner_share_changes ADD CONSTRAINT owner_share_changes_pkey PRIMARY KEY (id);
 
@@ -416,6 +424,32 @@ CREATE TABLE purged_usage (
 );
 
 ALTER TABLE purged_usage ADD CONSTRAINT "UQ_purged_usage_key" UNIQUE NULLS NOT DISTINCT (owner_id, day, operation, provider, currency);
+
+CREATE TABLE stream_tokens (
+    id uuid DEFAULT gen_random_uuid() NOT NULL,
+    token_hash character(64) NOT NULL,
+    owner_id text NOT NULL,
+    scopes text[] NOT NULL,
+    stream_kind text NOT NULL,
+    stream_id uuid NOT NULL,
+    key_id uuid,
+    actor_subject text,
+    actor_issuer text,
+    expires_at timestamp with time zone NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+ALTER TABLE stream_tokens ADD CONSTRAINT "CHK_stream_tokens_scopes" CHECK ((scopes <@ ARRAY['jobs:read'::text, 'ops:read'::text]));
+
+ALTER TABLE stream_tokens ADD CONSTRAINT "CHK_stream_tokens_stream_kind" CHECK ((stream_kind = ANY (ARRAY['job'::text, 'batch'::text])));
+
+ALTER TABLE stream_tokens ADD CONSTRAINT "UQ_stream_tokens_token_hash" UNIQUE (token_hash);
+
+ALTER TABLE stream_tokens ADD CONSTRAINT stream_tokens_pkey PRIMARY KEY (id);
+
+ALTER TABLE stream_tokens ADD CONSTRAINT stream_tokens_key_id_fkey FOREIGN KEY (key_id) REFERENCES api_keys(id) ON DELETE CASCADE;
+
+CREATE INDEX "IDX_stream_tokens_expires_at" ON public.stream_tokens USING btree (expires_at);
 
 CREATE TABLE webhook_deliveries (
     id uuid DEFAULT gen_random_uuid() NOT NULL,

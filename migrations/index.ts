@@ -17,7 +17,9 @@ import { AddJobPriority1795978700000 } from './1795978700000-AddJobPriority.js';
 import { CreateOwnerShares1795978710000 } from './1795978710000-CreateOwnerShares.js';
 import { TrackProviderResponses1795978800000 } from './1795978800000-TrackProviderResponses.js';
 import { ProviderAnnouncements1795978810000 } from './1795978810000-ProviderAnnouncements.js';
-import { KeepPurgedUsage1795979100000 } from './1795979100000-KeepPurgedUsage.js';
+import { TokenPrincipals1795978950000 } from './1795978950000-TokenPrincipals.js';
+import { IndexJobsCompletedBy1795979300000 } from './1795979300000-IndexJobsCompletedBy.js';
+import { KeepPurgedUsage1795979400000 } from './1795979400000-KeepPurgedUsage.js';
 
 /** Every migration, in order. Listed by class so the same list works from TypeScript sources and from dist/. */
 export const migrations = [
@@ -40,5 +42,7 @@ export const migrations = [
   CreateOwnerShares1795978710000,
   TrackProviderResponses1795978800000,
   ProviderAnnouncements1795978810000,
-  KeepPurgedUsage1795979100000,
+  TokenPrincipals1795978950000,
+  IndexJobsCompletedBy1795979300000,
+  KeepPurgedUsage1795979400000,
 ];

@@ -102,7 +102,24 @@ export function buildOpenApiDocument(app: NestFastifyApplication): OpenAPIObject
     .setVersion('1')
     // Relative: the paths are served by the origin this document came from (GET /docs-json), any deployment.
     .addServer('/', 'The service that serves this document')
-    .addBearerAuth({ type: 'http', scheme: 'bearer', description: 'API key: `Authorization: Bearer <key>`' })
+    .addBearerAuth({
+      type: 'http',
+      scheme: 'bearer',
+      bearerFormat: 'API key (oj_…) or JWT',
+      description:
+        '`Authorization: Bearer <credential>`: an API key (`oj_…`, `npm run apikey`), or a JWT of an issuer in ' +
+        "AUTH_ISSUERS_FILE (your IdP's access token, a Kubernetes projected service-account token), mapped to an " +
+        'owner and scopes (docs/operations.md#tokens-from-your-identity-provider). The stream routes also take a ' +
+        'stream token as `?access_token=` (see `streamToken`).',
+    })
+    .addSecurity('streamToken', {
+      type: 'apiKey',
+      in: 'query',
+      name: 'access_token',
+      description:
+        'A stream token (POST /v1/jobs/{id}/stream-tokens, POST /v1/batches/{id}/stream-tokens): opens that one ' +
+        'stream with `Accept: text/event-stream`, for at most 15 minutes; refused everywhere else.',
+    })
     .build();
   return completeDocument(
     SwaggerModule.createDocument(app, config, { operationIdFactory: (_controller, method) => method }),

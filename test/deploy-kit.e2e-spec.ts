@@ -5,8 +5,10 @@ import { parse, parseAllDocuments } from 'yaml';
 
 // @ts-expect-error: a plain ESM script of deploy/, shared with `npm run deploy:check`
 import { validateManifests } from '../deploy/kubernetes-validate.mjs';
+import { SCOPES } from '../src/auth/scopes.js';
 import { validateCatalog } from '../src/config/catalog.loader.js';
 import { parseEnv } from '../src/config/env.js';
+import { validateIssuers } from '../src/config/issuers.loader.js';
 import { startTestApp, type TestApp } from './helpers/app.js';
 
 /**
@@ -68,7 +70,7 @@ describe('the platform kit (deploy/)', () => {
     expect(named.filter((name) => !registered.has(name))).toEqual([]);
   });
 
-  it('alerts on unknown attempts, an open breaker, settlement races, disabled webhooks, 503s and backlog age', () => {
+  it('alerts on unknown attempts, an open breaker, settlement races, disabled webhooks, 503s, backlog age and no primary', () => {
     const named = new Set(alertExpressions().flatMap(seriesOf));
     for (const series of [
       'onejob_attempts_unknown',
@@ -77,6 +79,7 @@ describe('the platform kit (deploy/)', () => {
       'onejob_webhook_endpoints_disabled_total',
       'onejob_http_request_duration_seconds_count',
       'onejob_oldest_due_job_age_seconds',
+      'onejob_database_primary_up',
     ]) {
       expect(named).toContain(series);
     }
@@ -97,7 +100,10 @@ describe('the platform kit (deploy/)', () => {
       documents.filter((d) => d.object.kind === 'ConfigMap').map((d) => [d.object.metadata.name, d.object.data!]),
     );
     expect(() => validateCatalog(parse(configMaps.get('onejob-catalog')!['catalog.yaml']))).not.toThrow();
-    for (const { object } of documents.filter((d) => d.object.kind === 'Deployment')) {
+    // onejob's own Deployments (identity.example.yaml's client is another service's).
+    for (const { object } of documents.filter(
+      (d) => d.object.kind === 'Deployment' && d.file !== 'identity.example.yaml',
+    )) {
       const env = Object.fromEntries(
         (object.spec!.template!.spec.containers[0].env ?? []).map((e) => [e.name, e.value]),
       );
@@ -113,5 +119,22 @@ describe('the platform kit (deploy/)', () => {
       });
       expect(['api', 'worker']).toContain(parsed.role);
     }
+  });
+
+  it("the identity example's issuers are ones the service accepts, and its client's projected token is for onejob", () => {
+    const example = documents.filter((d) => d.file === 'identity.example.yaml');
+    const issuersYaml = example.find((d) => d.object.kind === 'ConfigMap')!.object.data!['issuers.yaml'];
+    const { issuers } = validateIssuers(parse(issuersYaml), SCOPES);
+    const cluster = issuers.find((i) => i.issuer.includes('kubernetes'))!;
+    expect(cluster.owner).toEqual({
+      template: 'k8s-{{kubernetes.io.namespace}}-{{kubernetes.io.serviceaccount.name}}',
+    });
+    const client = example.find((d) => d.object.kind === 'Deployment')!.object as unknown as {
+      spec: { template: { spec: { volumes: Array<{ projected?: { sources: Array<Record<string, any>> } }> } } };
+    };
+    const projected = client.spec.template.spec.volumes.flatMap((v) => v.projected?.sources ?? []);
+    const token = projected.find((s) => s.serviceAccountToken)!.serviceAccountToken;
+    expect(token.audience).toBe(cluster.audience);
+    expect(token.expirationSeconds).toBeLessThanOrEqual(86_400);
   });
 });

@@ -32,14 +32,14 @@ describe('readiness through a database outage', () => {
     await db?.drop();
   });
 
-  it('stays 200 (database "unreachable" in its body) while requests answer 503 + Retry-After, and recovers', async () => {
+  it('stays 200 (degraded, database "unreachable" in its body) while requests answer 503 + Retry-After, and recovers', async () => {
     expect((await t.http().get('/health/ready').expect(200)).body.status).toBe('ready');
 
     await proxy.cut();
     try {
       const ready = await t.http().get('/health/ready');
       expect({ status: ready.status, code: ready.body.code }).toEqual({ status: 200, code: undefined });
-      expect(ready.body).toEqual({ status: 'ready', database: 'unreachable' });
+      expect(ready.body).toEqual({ status: 'degraded', database: 'unreachable' });
       const listed = await t.http().get('/v1/jobs').set(bearer(key));
       expect({ status: listed.status, code: listed.body.code }).toEqual({ status: 503, code: 'service_unavailable' });
       expect(listed.headers['retry-after']).toMatch(/^\d+$/);

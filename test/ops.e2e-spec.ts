@@ -273,7 +273,7 @@ describe('API keys: revocation and expiry hold at once on every replica', () => 
     expect(revoked.stderr).toContain(id);
     const res = await b.http().get('/v1/jobs').set(bearer(key));
     expect(res.status).toBe(401);
-    expect(res.body.code).toBe('unauthorized');
+    expect(res.body.code).toBe('key_revoked');
     expect((await a.http().get('/v1/jobs').set(bearer(key))).status).toBe(401);
     await expect(apikey(a.database.url, 'revoke', '00000000-0000-4000-8000-000000000000')).rejects.toMatchObject({
       code: 1,

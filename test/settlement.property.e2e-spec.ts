@@ -24,9 +24,11 @@ type Step =
 const pick = fc.nat(5);
 /** The operator key the resolve steps act as (recorded on their job_events). */
 const operator: Principal = {
-  keyId: '00000000-0000-4000-8000-00000000000a',
   ownerId: 'ops',
   scopes: ['attempts:resolve'],
+  actor: { ownerId: 'ops', keyId: '00000000-0000-4000-8000-00000000000a', subject: null, issuer: null },
+  expiresAt: null,
+  revokedWith: '00000000-0000-4000-8000-00000000000a',
 };
 const step: fc.Arbitrary<Step> = fc.oneof(
   { arbitrary: fc.constant({ kind: 'claim' as const }), weight: 4 },

@@ -78,6 +78,23 @@ describe('start-up refuses a bad configuration, naming it', () => {
     expect(service.output()).toContain(`Invalid catalog: ${field}`);
   });
 
+  it.each([
+    ['an HMAC algorithm', { algorithms: ['HS256'] }, 'issuers[0].algorithms[0] must be one of RS256, ES256, EdDSA'],
+  ])('exits 1 on an AUTH_ISSUERS_FILE with %s, naming the field', async (_name, change, message) => {
+    const issuer = {
+      issuer: 'https://idp.example',
+      audience: 'onejob',
+      owner: { claim: 'sub' },
+      scopes: { static: ['jobs:read'] },
+    };
+    const file = join(mkdtempSync(join(tmpdir(), 'onejob-issuers-')), 'issuers.yaml');
+    writeFileSync(file, stringify({ issuers: [{ ...issuer, ...change }] }));
+    const service = await spawnService({ DATABASE_URL: db.url, AUTH_ISSUERS_FILE: file });
+    const { code } = await service.exited;
+    expect(code).toBe(1);
+    expect(service.output()).toContain(`Invalid AUTH_ISSUERS_FILE: ${message}`);
+  });
+
   it('serves health and Swagger once the configuration is good', async () => {
     const service = await spawnService({ DATABASE_URL: db.url });
     try {

@@ -5,6 +5,7 @@ import { FakeOpenAiServer } from './fakes/fake-openai.server.js';
 import { writeCatalog } from './helpers/catalog.js';
 import { createTestDatabase, type TestDatabase } from './helpers/database.js';
 import { type ServiceProcess, spawnService, waitUntilReady } from './helpers/process.js';
+import { readRaw } from './helpers/sse.js';
 import { createKey } from './race/target.js';
 
 interface OtlpSpan {
@@ -154,4 +155,43 @@ describe('tracing in the started service (OTEL_* variables, --import register)',
     );
     expect(lines.find((l) => l.msg === 'attempt result' && l.jobId === jobId)?.traceId).toBe(create!.traceId);
   }, 60_000);
+
+  it("records a stream's access_token redacted in the server span, never the token", async () => {
+    fake.always({ kind: 'json', content: { summary: 'streamed' } });
+    const created = await fetch(`${service.baseUrl}/v1/jobs`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${key}`,
+        'idempotency-key': 'trace-stream-1',
+        'content-type': 'application/json',
+      },
+      body: JSON.stringify({ operation: 'summarize', input: { text: 'stream me' } }),
+    });
+    const { id: jobId } = (await created.json()) as { id: string };
+    // Settled before the stream opens: nothing is left in flight for the SIGTERM at the end.
+    const job = (id: string) =>
+      fetch(`${service.baseUrl}/v1/jobs/${id}`, { headers: { authorization: `Bearer ${key}` } }).then(
+        (r) => r.json() as Promise<{ status: string }>,
+      );
+    for (let until = Date.now() + 15_000; Date.now() < until && (await job(jobId)).status !== 'succeeded';) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const minted = await fetch(`${service.baseUrl}/v1/jobs/${jobId}/stream-tokens`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}` },
+    });
+    const { token, url } = (await minted.json()) as { token: string; url: string };
+    // One connection of its own, closed once the first event is in (fetch's pool could keep it open).
+    const stream = await readRaw(`${service.baseUrl}${url}`, {}, (text) => text.includes('event: job.pending'));
+    expect(stream.status).toBe(200);
+    const attr = (s: OtlpSpan, k: string) => s.attributes?.find((a) => a.key === k)?.value.stringValue;
+    const until = Date.now() + 15_000;
+    let span: OtlpSpan | undefined;
+    while (Date.now() < until && !span) {
+      span = collector.spans.find((s) => s.kind === SERVER && attr(s, 'url.path') === `/v1/jobs/${jobId}/events`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(span && attr(span, 'url.query')).toBe('access_token=REDACTED');
+    expect(JSON.stringify(collector.spans)).not.toContain(token);
+  }, 30_000);
 });

@@ -5,4 +5,4 @@
 -- name: append_job_events
 -- dynamic: built per call; one representative shape
 INSERT INTO job_events (job_id, attempt_id, subject, from_status, to_status, reason, detail, actor_key_id,
-  actor_owner) VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8::uuid, $9), ($10, $11, $12, $13, $14, $15, $16::jsonb, $17::uuid, $18);
+  actor_owner, actor_subject, actor_issuer) VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8::uuid, $9, $10, $11), ($12, $13, $14, $15, $16, $17, $18::jsonb, $19::uuid, $20, $21, $22);

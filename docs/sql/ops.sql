@@ -41,7 +41,7 @@ SELECT e.job_id, l.id::text AS id FROM unnest($1::uuid[]) AS e(job_id)
 
 -- name: list_job_events_after
 SELECT id::text AS id, job_id, attempt_id, subject, from_status, to_status, reason, detail, at, actor_key_id,
-        actor_owner
+        actor_owner, actor_subject, actor_issuer
          FROM job_events e WHERE e.job_id = $1 AND e.id > $2::bigint ORDER BY e.id LIMIT $3;
 
 -- name: list_ops_jobs

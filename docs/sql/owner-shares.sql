@@ -30,8 +30,8 @@ SELECT * FROM (
 ) o WHERE o.owner_id = $1;
 
 -- name: record_owner_share_change
-INSERT INTO owner_share_changes (owner_id, weight, max_concurrency, actor_key_id, actor_owner) VALUES ($1,
-          $2, $3, $4, $5);
+INSERT INTO owner_share_changes (owner_id, weight, max_concurrency, actor_key_id, actor_owner, actor_subject,
+          actor_issuer) VALUES ($1, $2, $3, $4, $5, $6, $7);
 
 -- name: upsert_owner_share
 INSERT INTO owner_shares (owner_id, weight, max_concurrency) VALUES ($1, $2, $3)

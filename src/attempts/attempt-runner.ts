@@ -4,6 +4,7 @@ import { ProviderCapacity } from '../capacity/provider-capacity.js';
 import { deadline } from '../common/deadline.js';
 import { safeErrorFields } from '../common/log-safe.js';
 import type { ProviderSpec } from '../config/catalog.types.js';
+import { DatabaseOutage } from '../database/outage.js';
 import { isDatabaseUnavailable, isRetryableTransactionError } from '../database/pg-errors.js';
 import type { Attempt } from '../ledger/attempt.types.js';
 import type { Job } from '../ledger/job.types.js';
@@ -46,6 +47,8 @@ const sleep = (ms: number, signal: AbortSignal) =>
 @Injectable()
 export class AttemptRunner {
   private readonly logger = new Logger(AttemptRunner.name);
+  /** Outcomes held through an outage (persist): one line when recording them loses the database, one when back. */
+  private readonly outage = new DatabaseOutage(this.logger, 'recording outcomes');
 
   constructor(
     private readonly catalog: CatalogService,
@@ -246,16 +249,21 @@ export class AttemptRunner {
   private async persist<T>(work: () => Promise<T>, until: Date, shutdown: AbortSignal, log: object): Promise<T> {
     for (let failures = 1; ; failures++) {
       try {
-        return await work();
+        const done = await work();
+        this.outage.recovered();
+        return done;
       } catch (error) {
         const transient = isDatabaseUnavailable(error) || isRetryableTransactionError(error);
         if (!transient || shutdown.aborted || Date.now() >= until.getTime()) throw error;
-        this.logger.warn({
-          msg: 'recording the outcome failed; retrying',
-          ...log,
-          failures,
-          ...safeErrorFields(error),
-        });
+        // A failover: one line for every outcome held through it, not one per outcome and retry.
+        if (!this.outage.failed(error)) {
+          this.logger.warn({
+            msg: 'recording the outcome failed; retrying',
+            ...log,
+            failures,
+            ...safeErrorFields(error),
+          });
+        }
         await sleep(Math.min(backoffMs(failures), Math.max(0, until.getTime() - Date.now())), shutdown);
       }
     }

@@ -16,6 +16,7 @@ import { safeErrorFields } from '../common/log-safe.js';
 import { Wakeup } from '../common/wakeup.js';
 import { type AppConfig, appConfig } from '../config/app.config.js';
 import type { ProviderSpec } from '../config/catalog.types.js';
+import { DatabaseOutage } from '../database/outage.js';
 import { isDatabaseUnavailable, isRefusedNamedStatement } from '../database/pg-errors.js';
 import { type Attempt, NOT_SENT } from '../ledger/attempt.types.js';
 import type { ClaimedStart } from '../ledger/attempts.repository.js';
@@ -44,6 +45,8 @@ const CLAIM_BATCH = 64;
 export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationShutdown {
   readonly workerId = `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
   private readonly logger = new Logger(AttemptWorker.name);
+  /** A failover or an outage: one line when the claims lose the database, one when they have it back. */
+  private readonly outage = new DatabaseOutage(this.logger, 'the claim loop');
   /** Every attempt this process runs, to its recorded outcome: shutdown waits for these. */
   private readonly inFlight = new Set<Promise<void>>();
   /**
@@ -145,10 +148,15 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
       try {
         claimed = await this.claimBatch(Math.min(room, CLAIM_BATCH));
       } catch (error) {
-        if (!isDatabaseUnavailable(error)) this.logger.error({ msg: 'claim failed', ...safeErrorFields(error) });
-        await this.idle(this.config.workerPollMs * 5);
+        if (this.outage.failed(error)) {
+          await this.idle(this.outage.backoffMs());
+        } else {
+          this.logger.error({ msg: 'claim failed', ...safeErrorFields(error) });
+          await this.idle(this.config.workerPollMs * 5);
+        }
         continue;
       }
+      this.outage.recovered();
       if (claimed.length) this.launch(claimed, claimStartedAt);
       // A short batch means nothing more is due now: sleep until woken. A full one: claim again at once.
       // (or, when a rate bucket held jobs back, until it has refilled: a bucket holds only a second's worth).

@@ -85,7 +85,7 @@ export class AttemptsService {
     const jobId = await this.attempts.findJobId(null, attemptId);
     if (!jobId) throw new NotFoundError('Attempt');
     const ownerId = await this.ledgers.run(async (ledger) => {
-      ledger.actAs({ keyId: actor.keyId, ownerId: actor.ownerId });
+      ledger.actAs(actor.actor);
       const { job, attempt } = (await ledger.lockPair(jobId, attemptId))!;
       if (attempt.status !== 'unknown') throw new AttemptNotUnknownError(attempt.status);
       const error = { reason: 'resolved_by_operator', message: reason };

@@ -8,6 +8,7 @@ import {
 
 import { safeErrorFields } from '../common/log-safe.js';
 import { type AppConfig, appConfig } from '../config/app.config.js';
+import { DatabaseOutage } from '../database/outage.js';
 import { isDatabaseUnavailable } from '../database/pg-errors.js';
 import type { Attempt } from '../ledger/attempt.types.js';
 import { AttemptsRepository } from '../ledger/attempts.repository.js';
@@ -41,6 +42,8 @@ const LOOKUPS_AT_ONCE = 16;
 @Injectable()
 export class Reconciler implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly logger = new Logger(Reconciler.name);
+  /** Both timers' passes: one line when they lose the database, one when it is back (docs/operations.md#failover). */
+  private readonly outage = new DatabaseOutage(this.logger, 'the reconciler');
   private timer?: NodeJS.Timeout;
   private running?: Promise<void>;
   private lookupTimer?: NodeJS.Timeout;
@@ -64,20 +67,21 @@ export class Reconciler implements OnApplicationBootstrap, BeforeApplicationShut
     if (this.config.role === 'api') return;
     void this.warnAboutUnknownProviders();
     const failed = (error: Error) => {
-      if (!isDatabaseUnavailable(error)) this.logger.error({ msg: 'reconcile pass failed', ...safeErrorFields(error) });
+      if (!this.outage.failed(error)) this.logger.error({ msg: 'reconcile pass failed', ...safeErrorFields(error) });
     };
+    const recovered = () => void this.outage.recovered();
     this.timer = setInterval(() => {
-      if (this.running) return;
+      if (this.running || !this.outage.retryDue()) return;
       this.running = this.housekeeping()
-        .catch(failed)
+        .then(recovered, failed)
         .finally(() => (this.running = undefined));
     }, this.config.reconcileIntervalMs);
     this.timer.unref();
     // Look-ups on a timer of their own: a slow housekeeping pass (many overdue attempts) never delays them.
     this.lookupTimer = setInterval(() => {
-      if (this.lookingUp) return;
+      if (this.lookingUp || !this.outage.retryDue()) return;
       this.lookingUp = this.lookups()
-        .catch(failed)
+        .then(recovered, failed)
         .finally(() => (this.lookingUp = undefined));
     }, this.config.reconcileIntervalMs);
     this.lookupTimer.unref();

@@ -3,16 +3,27 @@ import { DataSource } from 'typeorm';
 
 import { rowsOf, run } from '../database/transactions.js';
 import {
-  ACTIVE_BY_HASH,
   COUNT_KEYS,
   INSERT_FIRST_KEY,
   INSERT_KEY,
+  KEY_BY_HASH,
   LIST_KEYS,
   LOCK_KEYS,
   REVOKE_KEY,
+  STILL_ACTIVE,
   TOUCH,
 } from './api-keys.sql.js';
-import type { Principal, Scope } from './scopes.js';
+import type { Scope } from './scopes.js';
+
+/** A key as a request finds it by its hash: revoked and expired ones too (each is refused with its own code). */
+export interface FoundKey {
+  id: string;
+  ownerId: string;
+  scopes: Scope[];
+  expiresAt: Date | null;
+  revoked: boolean;
+  expired: boolean;
+}
 
 /** A key as `apikey list` shows it: never the key, never its hash. */
 export interface ApiKeyRecord {
@@ -54,14 +65,33 @@ export class ApiKeysRepository {
     return rows[0].id;
   }
 
-  /** One lookup on UQ_api_keys_key_hash: the key if it is neither revoked nor expired, with its expiry. */
-  async findActiveByHash(keyHash: string): Promise<{ principal: Principal; expiresAt: Date | null } | undefined> {
-    const rows: Array<{ id: string; owner_id: string; scopes: Scope[]; expires_at: Date | null }> =
-      await this.dataSource.query(ACTIVE_BY_HASH.text, [keyHash]);
+  /** One lookup on UQ_api_keys_key_hash. */
+  async findByHash(keyHash: string): Promise<FoundKey | undefined> {
+    const rows: Array<{
+      id: string;
+      owner_id: string;
+      scopes: Scope[];
+      expires_at: Date | null;
+      revoked: boolean;
+      expired: boolean;
+    }> = await this.dataSource.query(KEY_BY_HASH.text, [keyHash]);
     const row = rows[0];
     return (
-      row && { principal: { keyId: row.id, ownerId: row.owner_id, scopes: row.scopes }, expiresAt: row.expires_at }
+      row && {
+        id: row.id,
+        ownerId: row.owner_id,
+        scopes: row.scopes,
+        expiresAt: row.expires_at,
+        revoked: row.revoked,
+        expired: row.expired,
+      }
     );
+  }
+
+  /** Of `ids`, the keys still neither revoked nor expired. */
+  async stillActive(ids: string[]): Promise<Set<string>> {
+    const rows = await rowsOf(this.dataSource.manager, STILL_ACTIVE, [ids]);
+    return new Set(rows.map((row) => row.id));
   }
 
   /** Records use at most once a minute per key, whichever replica asks: the WHERE makes the others no-ops. */

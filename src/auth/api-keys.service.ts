@@ -1,11 +1,12 @@
 import { randomBytes } from 'node:crypto';
 
-import { Injectable, Logger, Optional } from '@nestjs/common';
+import { Injectable, Logger, type OnModuleDestroy, Optional } from '@nestjs/common';
 
 import { sha256Hex } from '../common/canonical-json.js';
 import { PgNotifications } from '../database/pg-notifications.js';
 import { type ApiKeyRecord, ApiKeysRepository } from './api-keys.repository.js';
 import { API_KEYS_CHANNEL } from './api-keys.sql.js';
+import { KeyRevokedError, TokenExpiredError, UnauthorizedError } from './auth.errors.js';
 import type { Principal, Scope } from './scopes.js';
 
 const TOUCH_EVERY_MS = 60_000;
@@ -23,7 +24,7 @@ interface CachedKey {
 }
 
 @Injectable()
-export class ApiKeysService {
+export class ApiKeysService implements OnModuleDestroy {
   private readonly logger = new Logger('ApiKeys');
   /**
    * Key id -> when this process last recorded its use. Only the `last_used_at` write is throttled here; who the key
@@ -38,14 +39,25 @@ export class ApiKeysService {
    */
   private readonly cache = new Map<string, CachedKey>();
   private generation = 0;
+  /** Key id -> what ends when it is revoked (open streams). */
+  private readonly watchers = new Map<string, Set<() => void>>();
+  private recheckTimer?: NodeJS.Timeout;
 
   constructor(
     private readonly keys: ApiKeysRepository,
     /** Absent in the CLI, which authenticates nothing: then nothing is cached. */
     @Optional() private readonly notifications?: PgNotifications,
   ) {
-    notifications?.subscribe(API_KEYS_CHANNEL, () => this.dropCache());
-    notifications?.onStateChange(() => this.dropCache());
+    notifications?.subscribe(API_KEYS_CHANNEL, (keyId) => {
+      this.dropCache();
+      // A revocation by hand (`pg_notify('onejob_api_keys', '')`) names no key: every watched key is read again.
+      if (keyId) this.revoked(keyId);
+      else void this.recheck();
+    });
+    notifications?.onStateChange(() => {
+      this.dropCache();
+      void this.recheck();
+    });
   }
 
   /** Creates a key and returns it in clear: the only time it exists outside the caller's hands. */
@@ -68,30 +80,80 @@ export class ApiKeysService {
     return id === undefined ? undefined : { id, key };
   }
 
-  async authenticate(key: string): Promise<Principal | undefined> {
+  /**
+   * The principal of a key, or the refusal: unknown (`unauthorized`), revoked (`key_revoked`), expired
+   * (`token_expired`). Only keys that work are cached.
+   */
+  async authenticate(key: string): Promise<Principal> {
     const hash = sha256Hex(key);
     const now = Date.now();
     const cached = this.cache.get(hash);
     if (cached && cached.cachedUntil > now && cached.expiresAt > now && this.notifications?.listening) {
-      this.touch(cached.principal.keyId);
+      this.touch(cached.principal.actor.keyId!);
       return cached.principal;
     }
     const generation = this.generation;
-    const found = await this.keys.findActiveByHash(hash);
-    if (!found) {
+    const found = await this.keys.findByHash(hash);
+    if (!found || found.revoked || found.expired) {
       this.cache.delete(hash);
-      return undefined;
+      if (found?.revoked) throw new KeyRevokedError();
+      if (found?.expired) throw new TokenExpiredError('API key');
+      throw new UnauthorizedError();
     }
+    const principal: Principal = {
+      ownerId: found.ownerId,
+      scopes: found.scopes,
+      actor: { ownerId: found.ownerId, keyId: found.id, subject: null, issuer: null },
+      expiresAt: found.expiresAt?.getTime() ?? null,
+      revokedWith: found.id,
+    };
     if (this.notifications?.listening && generation === this.generation) {
       if (this.cache.size >= CACHE_MAX) this.cache.clear();
-      this.cache.set(hash, {
-        principal: found.principal,
-        expiresAt: found.expiresAt?.getTime() ?? Infinity,
-        cachedUntil: now + CACHE_TTL_MS,
-      });
+      this.cache.set(hash, { principal, expiresAt: principal.expiresAt ?? Infinity, cachedUntil: now + CACHE_TTL_MS });
     }
-    this.touch(found.principal.keyId);
-    return found.principal;
+    this.touch(found.id);
+    return principal;
+  }
+
+  /**
+   * Calls `revoked` once when the key is revoked (or expires), for as long as the returned function is not
+   * called: what ends an open stream (docs/operations.md#live-streams). The revocation's NOTIFY ends it at once;
+   * a recheck of every watched key (one query) runs when the LISTEN session changes state and every minute, so a
+   * NOTIFY missed, or a revocation made with SQL, ends it within that.
+   */
+  watch(keyId: string, revoked: () => void): () => void {
+    const set = this.watchers.get(keyId) ?? new Set<() => void>();
+    set.add(revoked);
+    this.watchers.set(keyId, set);
+    this.recheckTimer ??= setInterval(() => void this.recheck(), CACHE_TTL_MS).unref();
+    return () => {
+      set.delete(revoked);
+      if (!set.size && this.watchers.get(keyId) === set) this.watchers.delete(keyId);
+      if (!this.watchers.size) {
+        clearInterval(this.recheckTimer);
+        this.recheckTimer = undefined;
+      }
+    };
+  }
+
+  private revoked(keyId: string): void {
+    for (const end of this.watchers.get(keyId) ?? []) end();
+  }
+
+  private async recheck(): Promise<void> {
+    const ids = [...this.watchers.keys()];
+    if (!ids.length) return;
+    try {
+      const active = await this.keys.stillActive(ids);
+      for (const id of ids) if (!active.has(id)) this.revoked(id);
+    } catch (error) {
+      // The database is away: the next recheck (or the session's return) asks again.
+      this.logger.debug({ msg: 'API key recheck failed', error: (error as Error).message });
+    }
+  }
+
+  onModuleDestroy(): void {
+    clearInterval(this.recheckTimer);
   }
 
   private dropCache(): void {

@@ -6,15 +6,24 @@ import { prepared, statement } from '../database/prepared-statements.js';
 export const API_KEYS_CHANNEL = 'onejob_api_keys';
 
 // Every request without a cached key runs these (database/prepared-statements.ts).
-export const ACTIVE_BY_HASH = prepared(
-  'active_api_key_by_hash',
-  `SELECT id, owner_id, scopes, expires_at FROM api_keys
-  WHERE key_hash = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`,
+// A revoked or expired key is found too: each is refused with a code of its own (key_revoked, token_expired).
+export const KEY_BY_HASH = prepared(
+  'api_key_by_hash',
+  `SELECT id, owner_id, scopes, expires_at, revoked_at IS NOT NULL AS revoked,
+    expires_at IS NOT NULL AND expires_at <= now() AS expired
+  FROM api_keys WHERE key_hash = $1`,
 );
 export const TOUCH = prepared(
   'touch_api_key',
   `UPDATE api_keys SET last_used_at = now()
   WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')`,
+);
+
+/** Of these key ids, the ones still neither revoked nor expired (the open streams' recheck). */
+export const STILL_ACTIVE = statement<[string[]], { id: string }>(
+  'api_keys_still_active',
+  `SELECT id FROM api_keys
+  WHERE id = ANY($1::uuid[]) AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())`,
 );
 
 export const INSERT_KEY = statement<[string, string, string[], Date | null], { id: string }>(

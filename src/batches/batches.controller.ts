@@ -2,8 +2,15 @@ import { Body, Controller, Get, Headers, HttpCode, Param, Post, Query, Res, UseI
 import { ApiBody, ApiCreatedResponse, ApiHeader, ApiOkResponse, ApiParam, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
 
-import { CurrentPrincipal, OwnerId, RequireAnyScope, RequireScopes } from '../auth/auth.decorators.js';
+import {
+  AcceptsStreamToken,
+  CurrentPrincipal,
+  OwnerId,
+  RequireAnyScope,
+  RequireScopes,
+} from '../auth/auth.decorators.js';
 import type { Principal } from '../auth/scopes.js';
+import { StreamTokenView } from '../auth/stream-token.view.js';
 import { ApiEndpoint, ApiJsonOrEventStream, headerRef } from '../common/api-docs.js';
 import { UuidPipe } from '../common/uuid.pipe.js';
 import { IdempotencyKey, MAX_IDEMPOTENCY_KEY_LENGTH } from '../jobs/request-headers.js';
@@ -106,6 +113,7 @@ export class BatchesController {
 
   @Get(':id/events')
   @RequireAnyScope('jobs:read', 'ops:read')
+  @AcceptsStreamToken('batch')
   @batchId
   @ApiEndpoint({
     operationId: 'streamBatchEvents',
@@ -115,7 +123,8 @@ export class BatchesController {
       'answers 404. With `Accept: text/event-stream`: a `batch.progress` message (`data:` the batch as GET ' +
       '/v1/batches/{id} answers it) now and whenever more of its jobs are terminal, then one `batch.completed` ' +
       'message, and the end. Ids only grow: resume with `Last-Event-ID` (or `?lastEventId=`). Without it, the ' +
-      'batch as JSON. 503 with Retry-After past MAX_STREAMS or MAX_STREAMS_PER_OWNER.',
+      'batch as JSON. 503 with Retry-After past MAX_STREAMS or MAX_STREAMS_PER_OWNER. EventSource opens it with ' +
+      '`?access_token=` and a stream token for this batch (POST /v1/batches/{id}/stream-tokens).',
     problems: [badQuery, { status: 404, codes: ['not_found'] }],
   })
   @ApiJsonOrEventStream(BatchView, {
@@ -135,7 +144,29 @@ export class BatchesController {
       return void reply.send(toBatchView(await this.batches.find(readerOf(principal), id)));
     }
     const after = query.lastEventId ?? lastEventId;
-    sendEventStream(reply, await this.batches.streamProgress(principal.ownerId, readerOf(principal), id, after));
+    sendEventStream(reply, await this.batches.streamProgress(principal, readerOf(principal), id, after));
+  }
+
+  @Post(':id/stream-tokens')
+  @HttpCode(201)
+  @RequireAnyScope('jobs:read', 'ops:read')
+  @batchId
+  @ApiEndpoint({
+    operationId: 'createBatchStreamToken',
+    summary: "A token that opens this batch's live stream, and nothing else, for at most 15 minutes",
+    description:
+      "For the batch's owner (`jobs:read`) and operators (`ops:read`, any owner); another owner's batch answers " +
+      '404. Give `url` to EventSource: the token is accepted only as `?access_token=` on GET ' +
+      '/v1/batches/{id}/events with `Accept: text/event-stream`, lives STREAM_TOKEN_TTL_SECONDS (at most 900) and ' +
+      'never past the credential that asked for it.',
+    problems: [badQuery, { status: 404, codes: ['not_found'] }],
+  })
+  @ApiCreatedResponse({ type: StreamTokenView })
+  createBatchStreamToken(
+    @CurrentPrincipal() principal: Principal,
+    @Param('id', UuidPipe) id: string,
+  ): Promise<StreamTokenView> {
+    return this.batches.issueStreamToken(principal, readerOf(principal), id);
   }
 
   @Get(':id/jobs')

@@ -1,6 +1,7 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { IsIn, IsOptional, IsString, Matches } from 'class-validator';
 
+import { AccessTokenQuery } from '../auth/access-token.query.js';
 import { PageQueryDto } from '../common/page-query.dto.js';
 import { JOB_STATUSES, type JobStatus } from '../ledger/job.types.js';
 import { MAX_BATCH_ITEMS, MAX_METADATA_BYTES, MAX_PRIORITY, MIN_PRIORITY } from './batch-validation.js';
@@ -96,4 +97,7 @@ export class BatchEventsQueryDto {
   @IsString()
   @Matches(/^(0|[1-9]\d{0,18})$/, { message: 'lastEventId must be an event id' })
   lastEventId?: string;
+
+  @AccessTokenQuery()
+  access_token?: string;
 }

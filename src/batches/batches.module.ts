@@ -1,5 +1,6 @@
 import { Module } from '@nestjs/common';
 
+import { AuthModule } from '../auth/auth.module.js';
 import { LedgerModule } from '../ledger/ledger.module.js';
 import { ProvidersModule } from '../providers/providers.module.js';
 import { StreamsModule } from '../streams/streams.module.js';
@@ -9,7 +10,7 @@ import { BatchesIdempotency } from './batches.idempotency.js';
 import { BatchesService } from './batches.service.js';
 
 @Module({
-  imports: [LedgerModule, ProvidersModule, StreamsModule, UsageModule],
+  imports: [AuthModule, LedgerModule, ProvidersModule, StreamsModule, UsageModule],
   controllers: [BatchesController],
   providers: [BatchesService, BatchesIdempotency],
 })

@@ -1,5 +1,9 @@
 import { Injectable } from '@nestjs/common';
 
+import { CredentialWatch } from '../auth/credential-watch.js';
+import type { Principal } from '../auth/scopes.js';
+import { type StreamTokenView, toStreamTokenView } from '../auth/stream-token.view.js';
+import { StreamTokensService } from '../auth/stream-tokens.service.js';
 import { isGated } from '../capacity/capacity.rules.js';
 import { NotFoundError, ValidationFailedError } from '../common/domain.errors.js';
 import { fingerprintOf } from '../common/fingerprint.js';
@@ -53,6 +57,8 @@ export class BatchesService {
     private readonly metrics: MetricsService,
     private readonly budgets: BudgetsService,
     private readonly streams: LiveStreams,
+    private readonly streamTokens: StreamTokensService,
+    private readonly credentials: CredentialWatch,
   ) {
     streams.addSweep((topics) => this.batches.latestStreamIds(topics));
     this.catalogView = {
@@ -148,7 +154,7 @@ export class BatchesService {
    * Undefined when it is complete and `lastEventId` is its last message: the stream is over (204).
    */
   async streamProgress(
-    streamOwner: string,
+    principal: Principal,
     ownerId: string | null,
     id: string,
     lastEventId: string | undefined,
@@ -159,7 +165,14 @@ export class BatchesService {
     const batch = await this.find(ownerId, id);
     const after = lastEventId === '0' ? undefined : lastEventId;
     if (batch.completedAt && !idAfter(batchStreamIds(batch).completed, after)) return undefined;
-    return this.streams.start(streamOwner, new BatchProgressSource(id, () => this.find(ownerId, id)), after);
+    const source = new BatchProgressSource(id, () => this.find(ownerId, id));
+    return this.streams.start(principal.ownerId, source, after, this.credentials.until(principal));
+  }
+
+  /** A stream token for the batch's stream, to whoever may read the batch (I7): another owner's batch is 404. */
+  async issueStreamToken(principal: Principal, ownerId: string | null, id: string): Promise<StreamTokenView> {
+    await this.find(ownerId, id);
+    return toStreamTokenView('batch', id, await this.streamTokens.issue(principal, { kind: 'batch', id }));
   }
 
   async listItems(

@@ -91,7 +91,7 @@ const headers: Record<string, HeaderObject> = {
     schema: { type: 'string', pattern: '^\\d+$', example: '30' },
   },
   WWWAuthenticate: {
-    description: 'The authentication scheme: an API key as a bearer token.',
+    description: 'The authentication scheme: an API key or a JWT as a bearer token.',
     required: true,
     schema: { type: 'string', enum: ['Bearer'] },
   },
@@ -119,7 +119,10 @@ export function ApiEndpoint(options: {
 }) {
   const problems = [...options.problems];
   if (!problems.some((p) => p.status === 401)) {
-    problems.push({ status: 401, codes: ['unauthorized'] }, { status: 403, codes: ['forbidden'] });
+    problems.push(
+      { status: 401, codes: ['unauthorized', 'key_revoked', 'token_expired'] },
+      { status: 403, codes: ['forbidden'] },
+    );
   }
   return applyDecorators(
     ApiOperation({ operationId: options.operationId, summary: options.summary, description: options.description }),
@@ -188,7 +191,9 @@ const EXAMPLE_DETAILS: Record<ErrorCode, string> = {
   webhook_rotation_limit: '5 rotated-out secrets still sign; rotate again when the oldest expires.',
   budget_exceeded: 'The monthly budget of 50 USD is reached until 2027-01-01T00:00:00Z.',
   not_found: 'No job 0193e0b2-7c51-7d7a-9a4e-5d3b1f0c2a11 of this owner.',
-  unauthorized: 'A valid API key is required.',
+  unauthorized: 'A valid credential is required: Authorization: Bearer <API key or JWT>.',
+  key_revoked: 'This API key was revoked.',
+  token_expired: 'This token has expired.',
   forbidden: 'The key lacks the scope jobs:write.',
   payload_too_large: 'The body is larger than 1048576 bytes.',
   unsupported_media_type: 'The body must be application/json.',

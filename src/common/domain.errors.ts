@@ -17,6 +17,8 @@ export type ErrorCode =
   | 'budget_exceeded'
   | 'not_found'
   | 'unauthorized'
+  | 'key_revoked'
+  | 'token_expired'
   | 'forbidden'
   | 'payload_too_large'
   | 'unsupported_media_type'

@@ -39,6 +39,8 @@ export const PROBLEM_TITLES: Record<ErrorCode, string> = {
   budget_exceeded: 'Monthly budget exceeded',
   not_found: 'Not found',
   unauthorized: 'Unauthorized',
+  key_revoked: 'API key revoked',
+  token_expired: 'Credential expired',
   forbidden: 'Forbidden',
   payload_too_large: 'Payload too large',
   unsupported_media_type: 'Unsupported media type',

@@ -52,6 +52,9 @@ describe('parseEnv', () => {
       webhookBackoffScale: 0.001,
       jobRetentionDays: 0,
     });
+    // A fraction of a day: hours (a soak's minutes) of history, for a service that keeps less than a day.
+    expect(parseEnv({ JOB_RETENTION_DAYS: '0.25' }).jobRetentionDays).toBe(0.25);
+    expect(() => parseEnv({ JOB_RETENTION_DAYS: '-1' })).toThrow(/JOB_RETENTION_DAYS/);
     // Scoped by port; IPv6 bracketed before a port, bare without one.
     expect(
       parseEnv({ WEBHOOK_ALLOWED_HOSTS: '127.0.0.1:4000,[::1]:8080,::1,Hooks.Internal:8443' }).webhookAllowedHosts,

@@ -1,3 +1,5 @@
+import { parsePostgresUrl, PostgresUrlError } from './postgres-url.js';
+
 /** Environment variables, parsed and validated in one place. Errors name the variable, never its value. */
 export type Role = 'api' | 'worker' | 'all';
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -10,6 +12,10 @@ export interface Env {
   databaseDirectUrl: string | undefined;
   dataDir: string;
   catalogFile: string;
+  /** The JWT issuers onejob trusts beside API keys (a YAML file); unset: API keys only. */
+  authIssuersFile: string | undefined;
+  /** How long a stream token lives (at most 900 s: a token in a URL is short-lived by rule). */
+  streamTokenTtlSeconds: number;
   role: Role;
   migrationsRun: boolean;
   workerConcurrency: number;
@@ -22,6 +28,8 @@ export interface Env {
   dbQueryTimeoutMs: number;
   /** The same bound for the queries of an HTTP request, shorter: a client must get its 503 before its own timeout. */
   dbRequestTimeoutMs: number;
+  /** Refuse to start unless the primary replicates synchronously to a standby (docs/operations.md#failover). */
+  requireSynchronousReplication: boolean;
   /** The hot statements go named (prepared once per connection); off behind a pooler that cannot track them. */
   dbPreparedStatements: boolean;
   bodyLimitBytes: number;
@@ -37,7 +45,7 @@ export interface Env {
   webhookConcurrency: number;
   /** Endpoints one owner may have at once (each settled job is one delivery per endpoint). */
   webhookMaxEndpointsPerOwner: number;
-  /** Terminal jobs older than this are purged with everything of theirs; 0 keeps them forever. */
+  /** Terminal jobs older than this many days (a fraction allowed) are purged with all of theirs; 0 keeps them. */
   jobRetentionDays: number;
   retentionIntervalMs: number;
   /** The bound on resolving one host name for an outbound call (webhooks, providers). */
@@ -171,16 +179,13 @@ function apiKey(source: Source, name: string): string | undefined {
 function databaseUrl(source: Source, name: 'DATABASE_URL' | 'DATABASE_DIRECT_URL'): string | undefined {
   const raw = source[name];
   if (raw === undefined || raw.trim() === '') return undefined;
-  let url: URL;
   try {
-    url = new URL(raw);
-  } catch {
-    throw new EnvError(name, 'must be a postgres:// or postgresql:// URL');
+    parsePostgresUrl(raw);
+  } catch (error) {
+    // The parser's messages name the part that is wrong, never the value.
+    throw new EnvError(name, error instanceof PostgresUrlError ? error.message : 'must be a postgres:// URL');
   }
-  if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') {
-    throw new EnvError(name, 'must be a postgres:// or postgresql:// URL');
-  }
-  return raw;
+  return raw.trim();
 }
 
 function metricsPort(source: Source, port: number): number | undefined {
@@ -199,6 +204,8 @@ export function parseEnv(source: Source): Env {
     databaseDirectUrl: databaseUrl(source, 'DATABASE_DIRECT_URL'),
     dataDir: text(source, 'DATA_DIR', '.data'),
     catalogFile: text(source, 'CATALOG_FILE', 'config/catalog.yaml'),
+    authIssuersFile: source.AUTH_ISSUERS_FILE?.trim() || undefined,
+    streamTokenTtlSeconds: integer(source, 'STREAM_TOKEN_TTL_SECONDS', 900, 1, 900),
     role: oneOf(source, 'ROLE', 'all', ['api', 'worker', 'all'] as const),
     migrationsRun: bool(source, 'MIGRATIONS_RUN', true),
     // Calls waiting on providers cost almost nothing in Node: the window is sized for I/O, not for cores.
@@ -212,6 +219,7 @@ export function parseEnv(source: Source): Env {
     dbQueryTimeoutMs: integer(source, 'DB_QUERY_TIMEOUT_MS', 16_000, 100, 600_000),
     dbRequestTimeoutMs: integer(source, 'DB_REQUEST_TIMEOUT_MS', 4_000, 100, 600_000),
     dbPreparedStatements: bool(source, 'DB_PREPARED_STATEMENTS', true),
+    requireSynchronousReplication: bool(source, 'REQUIRE_SYNCHRONOUS_REPLICATION', false),
     bodyLimitBytes: integer(source, 'BODY_LIMIT_BYTES', 1_048_576, 1024, 104_857_600),
     batchBodyLimitBytes: integer(source, 'BATCH_BODY_LIMIT_BYTES', 16_777_216, 1024, 268_435_456),
     logLevel: oneOf(source, 'LOG_LEVEL', 'info', [
@@ -229,7 +237,7 @@ export function parseEnv(source: Source): Env {
     webhookPollMs: integer(source, 'WEBHOOK_POLL_MS', 1000, 5, 60_000),
     webhookConcurrency: integer(source, 'WEBHOOK_CONCURRENCY', 16, 1, 1000),
     webhookMaxEndpointsPerOwner: integer(source, 'WEBHOOK_MAX_ENDPOINTS_PER_OWNER', 20, 1, 1000),
-    jobRetentionDays: integer(source, 'JOB_RETENTION_DAYS', 30, 0, 36_500),
+    jobRetentionDays: decimal(source, 'JOB_RETENTION_DAYS', 30, 0, 36_500),
     retentionIntervalMs: integer(source, 'RETENTION_INTERVAL_MS', 300_000, 50, 86_400_000),
     dnsTimeoutMs: integer(source, 'DNS_TIMEOUT_MS', 2_000, 50, 60_000),
     dnsServers: serverList(source, 'DNS_SERVERS'),

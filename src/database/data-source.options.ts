@@ -3,8 +3,17 @@ import pg from 'pg';
 import type { DataSourceOptions } from 'typeorm';
 
 import { migrations } from '../../migrations/index.js';
+import { parsePostgresUrl, type PostgresTarget } from '../config/postgres-url.js';
 import { statementName, UNSUPPORTED_PREPARED } from './prepared-statements.js';
-import { requestBoundApplies } from './request-context.js';
+import {
+  askSession,
+  locatorFor,
+  NoAcceptableHostError,
+  type PrimaryLocator,
+  type ReportedSession,
+  sessionAcceptable,
+} from './primary-locator.js';
+import { requestBoundApplies, retryTimeLeft, setRequestBudget } from './request-context.js';
 
 export interface DataSourceSettings {
   url: string;
@@ -41,7 +50,25 @@ interface PreparedState {
   on: boolean;
 }
 
-type PoolClientConfig = pg.ClientConfig & { preparedState?: PreparedState; requestQueryTimeoutMs?: number };
+type PoolClientConfig = pg.ClientConfig & {
+  preparedState?: PreparedState;
+  requestQueryTimeoutMs?: number;
+  /** Set for a multi-host URL or target_session_attrs other than `any` (docs/operations.md#failover). */
+  locator?: PrimaryLocator;
+};
+
+/**
+ * Errors after which a connection is closed, never used again (docs/operations.md#failover): 25006, a write on a
+ * server that went read-only under it (a primary demoted in place, its sessions left open); 57P01-57P03, the server
+ * shutting down, crashed, or not yet accepting; the whole connection-exception class, 08.
+ */
+const POISON_CODES = new Set(['25006', '57P01', '57P02', '57P03']);
+
+export function poisonsConnection(code: string | undefined): boolean {
+  return code !== undefined && (POISON_CODES.has(code) || code.startsWith('08'));
+}
+
+type ParameterStatus = { parameterName: string; parameterValue: string };
 
 /**
  * The pool's connection class. pg leaves a timed-out query running on its connection, so the next caller would
@@ -52,15 +79,96 @@ type PoolClientConfig = pg.ClientConfig & { preparedState?: PreparedState; reque
  * Bind. Outside a transaction it is sent again at once, unnamed, so its caller never sees the refusal; inside one,
  * PostgreSQL has aborted the transaction, and the refusal reaches the caller marked retryable
  * (isRefusedNamedStatement): the ledger runs the transaction again, unnamed (src/database/transactions.ts).
+ *
+ * With a locator (several hosts, or target_session_attrs), a new connection goes to the host the locator picks and
+ * checks what the server reported at log-in against the attributes; one that does not qualify is closed and the
+ * locator looks again. A server that reports itself read-only or in recovery later (its role changed under an open
+ * session) retires the connection as soon as it is idle, and the answers of poisonsConnection close it at once.
  */
 class OnejobClient extends pg.Client {
   private readonly prepared?: PreparedState;
   private readonly requestQueryTimeoutMs?: number;
+  private readonly locator?: PrimaryLocator;
+  private readonly config: PoolClientConfig;
+  private readonly reported: ReportedSession = {};
+  private connectedOnce = false;
+  private retiring = false;
 
   constructor(config: PoolClientConfig) {
     super(config);
+    this.config = config;
     this.prepared = config.preparedState;
     this.requestQueryTimeoutMs = config.requestQueryTimeoutMs;
+    this.locator = config.locator;
+    this.connection.on('parameterStatus', (message: ParameterStatus) => this.onParameter(message));
+  }
+
+  override connect(): Promise<pg.Client>;
+  override connect(callback: (error: Error) => void): void;
+  override connect(callback?: (error: Error) => void): Promise<pg.Client> | void {
+    const connected = this.connectToTarget();
+    if (!callback) return connected.then(() => this);
+    // pg-pool's callback: (error) on failure, (undefined) on success.
+    const done = callback as (error?: Error) => void;
+    connected.then(
+      () => done(),
+      (error: Error) => done(error),
+    );
+  }
+
+  private async connectToTarget(): Promise<void> {
+    if (!this.locator) {
+      await (super.connect as () => Promise<unknown>)();
+      this.connectedOnce = true;
+      return;
+    }
+    const timeoutMs = this.config.connectionTimeoutMillis || 3000;
+    const target = await this.locator.pick(this.config, timeoutMs);
+    this.host = target.host;
+    this.port = target.port;
+    try {
+      await (super.connect as () => Promise<unknown>)();
+      const acceptable =
+        sessionAcceptable(this.locator.attrs, this.reported) ??
+        sessionAcceptable(this.locator.attrs, await askSession(this))!;
+      if (!acceptable) {
+        throw new NoAcceptableHostError(this.locator.attrs, [target], ['its role changed since it was chosen']);
+      }
+      this.connectedOnce = true;
+    } catch (error) {
+      this.locator.forget(target);
+      await this.end().catch(() => undefined);
+      throw error;
+    }
+  }
+
+  private onParameter({ parameterName, parameterValue }: ParameterStatus): void {
+    const name = parameterName as keyof ReportedSession;
+    if (name !== 'in_hot_standby' && name !== 'default_transaction_read_only') return;
+    const before = this.reported[name];
+    this.reported[name] = parameterValue;
+    // Reported after log-in: the server changed its role under this session. It takes no more work once idle.
+    if (this.connectedOnce && parameterValue === 'on' && before !== 'on') {
+      this.retiring = true;
+      setImmediate(() => this.retireIfIdle());
+    }
+  }
+
+  private retireIfIdle(): void {
+    if (!this.retiring || this.getTransactionStatus() !== 'I') return;
+    this.retiring = false;
+    if (this.host) this.locator?.forget({ host: this.host, port: this.port });
+    // Idle in the pool, the pool's error listener drops it; checked out, the release finds it ending.
+    if (this.listenerCount('error') > 0) {
+      const error = Object.assign(new Error('the server became read-only: connection retired'), { code: '25006' });
+      this.emit('error', error);
+    }
+    void this.end().catch(() => undefined);
+  }
+
+  private poisoned(): void {
+    if (this.host) this.locator?.forget({ host: this.host, port: this.port });
+    void this.end().catch(() => undefined);
   }
 
   override query(...args: unknown[]): never {
@@ -71,7 +179,7 @@ class OnejobClient extends pg.Client {
     const name = this.prepared?.on ? statementName(text) : undefined;
     // A client is waiting: its bound, not the background's (undefined leaves the pool's query_timeout).
     const queryTimeout =
-      this.requestQueryTimeoutMs !== undefined && requestBoundApplies() ? this.requestQueryTimeoutMs : undefined;
+      this.requestQueryTimeoutMs !== undefined && requestBoundApplies() ? this.requestBound() : undefined;
     const unnamed = () => this.send([{ text, values, query_timeout: queryTimeout }], undefined);
     if (!name) return unnamed() as never;
     return (this.send([{ name, text, values, query_timeout: queryTimeout }], name) as Promise<unknown>).catch(
@@ -84,18 +192,51 @@ class OnejobClient extends pg.Client {
     ) as never;
   }
 
+  /** The request path's bound, shortened in a retry to what is left of the request's budget (at least 100 ms). */
+  private requestBound(): number {
+    const left = retryTimeLeft();
+    return Math.max(100, Math.min(this.requestQueryTimeoutMs!, left ?? Infinity));
+  }
+
   private send(args: unknown[], name: string | undefined): unknown {
     const result = (super.query as (...a: unknown[]) => unknown)(...args);
     if (result instanceof Promise) {
-      result.catch((error: Error & { code?: string }) => {
-        if (error?.message === 'Query read timeout') void this.end().catch(() => undefined);
-        // "cached plan must not change result type": a statement outlived a schema change; a new connection
-        // re-prepares.
-        else if (name && error?.code === '0A000') void this.end().catch(() => undefined);
-      });
+      result.then(
+        () => this.retiring && this.retireIfIdle(),
+        (error: Error & { code?: string }) => {
+          if (error?.message === 'Query read timeout') void this.end().catch(() => undefined);
+          else if (poisonsConnection(error?.code)) this.poisoned();
+          // "cached plan must not change result type": a statement outlived a schema change; a new connection
+          // re-prepares.
+          else if (name && error?.code === '0A000') void this.end().catch(() => undefined);
+          else if (this.retiring) this.retireIfIdle();
+        },
+      );
     }
     return result;
   }
+}
+
+/**
+ * A session connection of the same class (LISTEN, advisory locks held across transactions): the same host choice,
+ * the same retirement. `url` may name several hosts.
+ */
+export function sessionClient(url: string, applicationName: string, connectionTimeoutMillis = 3000): pg.Client {
+  const target = parsePostgresUrl(url);
+  return new OnejobClient({
+    connectionString: target.url,
+    application_name: applicationName,
+    connectionTimeoutMillis,
+    keepAlive: true,
+    keepAliveInitialDelayMillis: 10_000,
+    locator: locatorOf(target),
+  });
+}
+
+function locatorOf(target: PostgresTarget): PrimaryLocator | undefined {
+  return target.hosts.length > 1 || target.targetSessionAttrs !== 'any'
+    ? locatorFor(target.hosts, target.targetSessionAttrs)
+    : undefined;
 }
 
 function refusePrepared(state: PreparedState, error: Error & { code?: string }): void {
@@ -121,9 +262,13 @@ function refusePrepared(state: PreparedState, error: Error & { code?: string }):
  */
 export function dataSourceOptions(settings: DataSourceSettings): DataSourceOptions {
   const queryTimeout = settings.queryTimeoutMs ?? QUERY_TIMEOUT_MS;
+  const target = parsePostgresUrl(settings.url);
+  const locator = locatorOf(target);
+  if (settings.requestQueryTimeoutMs) setRequestBudget(settings.requestQueryTimeoutMs);
   return {
     type: 'postgres',
-    url: settings.url,
+    // One host for TypeORM and pg to read; the locator chooses among the others (OnejobClient).
+    url: target.url,
     synchronize: false,
     migrationsRun: false,
     migrations,
@@ -142,6 +287,7 @@ export function dataSourceOptions(settings: DataSourceSettings): DataSourceOptio
       keepAlive: true,
       keepAliveInitialDelayMillis: 10_000,
       Client: OnejobClient,
+      ...(locator ? { locator } : {}),
       preparedState: { on: settings.preparedStatements === true } satisfies PreparedState,
       ...(settings.requestQueryTimeoutMs && queryTimeout
         ? { requestQueryTimeoutMs: Math.min(settings.requestQueryTimeoutMs, queryTimeout) }

@@ -3,6 +3,7 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 
 import { type AppConfig, appConfig } from '../config/app.config.js';
+import { parsePostgresUrl } from '../config/postgres-url.js';
 import { dataSourceOptions } from './data-source.options.js';
 import { migrateOver } from './migrate.js';
 import { isDatabaseUnavailable } from './pg-errors.js';
@@ -49,6 +50,18 @@ async function connectWithRetries<T>(connect: () => Promise<T>): Promise<T> {
             `hot statements ${config.dbPreparedStatements ? 'named' : 'unnamed'}); ` +
             `migration lock and LISTEN: ${databaseEndpoint(session)} (${how})`,
         );
+        for (const [name, value] of [
+          ['DATABASE_URL', url],
+          ['DATABASE_DIRECT_URL', config.databaseDirectUrl],
+        ] as const) {
+          const target = value ? parsePostgresUrl(value) : undefined;
+          if (target && target.hosts.length > 1 && target.targetSessionAttrs === 'any') {
+            new Logger('Database').warn(
+              `${name} names several hosts with target_session_attrs=any: connections take the first that answers, ` +
+                'a standby too; add target_session_attrs=read-write (docs/operations.md#failover)',
+            );
+          }
+        }
         return dataSourceOptions({
           url,
           poolSize: config.dbPoolSize,

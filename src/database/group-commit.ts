@@ -1,4 +1,5 @@
 import { isDatabaseUnavailable, isRetryableTransactionError } from './pg-errors.js';
+import { requestDeadline, retryAllowed, retryWithin } from './request-context.js';
 
 export interface GroupCommitOptions<W, R> {
   /** Writes one statement takes at most. */
@@ -12,6 +13,11 @@ export interface GroupCommitOptions<W, R> {
   maxWeight?: number;
   /** Commits the writes in one statement; answers one result per write, in their order. */
   commit: (writes: W[]) => Promise<R[]>;
+  /**
+   * The statement may run twice (its writes are keyed: a second run finds what the first committed): after a lost
+   * connection, committed or not, it runs once more on a fresh one instead of failing (docs/operations.md#failover).
+   */
+  idempotent?: boolean;
 }
 
 interface Pending<W, R> {
@@ -79,7 +85,7 @@ export class GroupCommit<W, R> {
 
   private async run(batch: Array<Pending<W, R>>): Promise<void> {
     try {
-      const results = await this.options.commit(batch.map((p) => p.write));
+      const results = await this.commitOnce(batch.map((p) => p.write));
       batch.forEach((p, i) => p.resolve(results[i]));
     } catch (error) {
       if (batch.length === 1 || isDatabaseUnavailable(error) || isRetryableTransactionError(error)) {
@@ -87,6 +93,16 @@ export class GroupCommit<W, R> {
         return;
       }
       for (const p of batch) await this.run([p]);
+    }
+  }
+
+  private async commitOnce(writes: W[]): Promise<R[]> {
+    const deadline = requestDeadline(Date.now());
+    try {
+      return await this.options.commit(writes);
+    } catch (error) {
+      if (!this.options.idempotent || !isDatabaseUnavailable(error) || !retryAllowed(deadline)) throw error;
+      return retryWithin(deadline, () => this.options.commit(writes));
     }
   }
 }

@@ -22,6 +22,8 @@ export function uniqueViolationOf(error: unknown): string | undefined {
 }
 
 const connectionCodes = new Set([
+  // A write on a server that went read-only: a primary demoted under its open sessions (docs/operations.md#failover).
+  '25006',
   'ECONNREFUSED',
   'ECONNRESET',
   'ENOTFOUND',
@@ -56,6 +58,17 @@ export function isDatabaseUnavailable(error: unknown, depth = 0): boolean {
   const aggregate = (error as { errors?: unknown[] }).errors;
   if (Array.isArray(aggregate) && aggregate.some((inner) => isDatabaseUnavailable(inner, depth + 1))) return true;
   return isDatabaseUnavailable((error as PgLikeError).cause, depth + 1);
+}
+
+/**
+ * A transaction whose COMMIT was sent and whose answer never came: it may have committed or not, and only a read of
+ * what it wrote can tell (docs/operations.md#failover). Still a database outage to whoever does not read it back.
+ */
+export class CommitOutcomeUnknownError extends Error {
+  constructor(override readonly cause: unknown) {
+    super(`the answer to COMMIT was lost: ${(cause as Error)?.message ?? String(cause)}`);
+    this.name = 'CommitOutcomeUnknownError';
+  }
 }
 
 /** A serialization failure or deadlock: the transaction did nothing and may simply run again. */

@@ -2,9 +2,17 @@ import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnApplica
 import pg from 'pg';
 
 import { type AppConfig, appConfig } from '../config/app.config.js';
+import { sessionClient } from './data-source.options.js';
 import { sessionDatabaseUrl } from './session-url.js';
 
 const RECONNECT_MS = 2000;
+/**
+ * How often the session asks its server whether it is still the primary. NOTIFY is sent by whoever writes, and a
+ * session left on a demoted or standby server hears nothing (docs/operations.md#failover): it moves.
+ */
+export const LISTEN_CHECK_MS = 5000;
+const CHECK_SQL =
+  "SELECT pg_is_in_recovery() AS recovery, current_setting('default_transaction_read_only') = 'on' AS read_only";
 
 type Handler = (payload: string) => void;
 
@@ -21,6 +29,7 @@ export class PgNotifications implements OnApplicationBootstrap, OnApplicationShu
   private readonly stateListeners = new Set<(listening: boolean) => void>();
   private client?: pg.Client;
   private reconnectTimer?: NodeJS.Timeout;
+  private checkTimer?: NodeJS.Timeout;
   private stopped = false;
   private warned = false;
   /** True while the LISTEN session is up. */
@@ -35,6 +44,7 @@ export class PgNotifications implements OnApplicationBootstrap, OnApplicationShu
   async onApplicationShutdown(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.reconnectTimer);
+    clearInterval(this.checkTimer);
     const client = this.client;
     this.client = undefined;
     this.setListening(false);
@@ -63,27 +73,26 @@ export class PgNotifications implements OnApplicationBootstrap, OnApplicationShu
   private async listen(): Promise<void> {
     const url = sessionDatabaseUrl(this.config);
     if (this.stopped || !url || !this.handlers.size) return;
-    const client = new pg.Client({
-      connectionString: url,
-      application_name: `onejob-${this.config.role}-listen`,
-      connectionTimeoutMillis: 3000,
-    });
+    const client = sessionClient(url, `onejob-${this.config.role}-listen`);
     client.on('notification', (message) => {
       for (const handler of this.handlers.get(message.channel) ?? []) handler(message.payload ?? '');
     });
     const lost = (error?: Error) => {
       if (this.client !== client) return;
       this.client = undefined;
+      clearInterval(this.checkTimer);
       client.end().catch(() => undefined);
       this.setListening(false);
       if (this.stopped) return;
       this.logger.warn({ msg: 'LISTEN connection lost: polling until it is back', error: error?.message });
+      this.warned = true;
       this.reconnectTimer = setTimeout(() => void this.listen(), RECONNECT_MS);
     };
     client.on('error', lost);
     client.on('end', () => lost());
     try {
       await client.connect();
+      await this.mustBePrimary(client);
       await client.query([...this.handlers.keys()].map((channel) => `LISTEN ${channel}`).join('; '));
       if (this.stopped) {
         await client.end();
@@ -93,6 +102,10 @@ export class PgNotifications implements OnApplicationBootstrap, OnApplicationShu
       if (this.warned) this.logger.log({ msg: 'LISTEN connection back: wake-ups by NOTIFY' });
       this.warned = false;
       this.setListening(true);
+      this.checkTimer = setInterval(() => {
+        this.mustBePrimary(client).catch((error: Error) => lost(error));
+      }, LISTEN_CHECK_MS);
+      this.checkTimer.unref();
     } catch (error) {
       client.removeAllListeners('end');
       client.end().catch(() => undefined);
@@ -104,6 +117,14 @@ export class PgNotifications implements OnApplicationBootstrap, OnApplicationShu
         this.warned = true;
       }
       if (!this.stopped) this.reconnectTimer = setTimeout(() => void this.listen(), RECONNECT_MS);
+    }
+  }
+
+  /** A session on a standby, or on a primary demoted in place, never hears a NOTIFY: it is dropped and made anew. */
+  private async mustBePrimary(client: pg.Client): Promise<void> {
+    const { rows } = await client.query<{ recovery: boolean; read_only: boolean }>(CHECK_SQL);
+    if (rows[0].recovery || rows[0].read_only) {
+      throw new Error('the server is a standby or read-only now: NOTIFY is sent on the primary');
     }
   }
 }

@@ -1,4 +1,5 @@
 import type { Env } from '../config/env.js';
+import { postgresEndpoint } from '../config/postgres-url.js';
 
 /**
  * The URL for what needs one server session for longer than a transaction: the migration advisory lock, LISTEN.
@@ -9,12 +10,7 @@ export function sessionDatabaseUrl(config: Pick<Env, 'databaseUrl' | 'databaseDi
   return config.databaseDirectUrl ?? config.databaseUrl;
 }
 
-/** `host:port/database` of a URL, for logs: never the user or the password. */
+/** `host:port[,host:port]/database` of a URL, for logs: never the user or the password. */
 export function databaseEndpoint(url: string): string {
-  try {
-    const parsed = new URL(url);
-    return `${parsed.hostname}:${parsed.port || '5432'}${parsed.pathname}`;
-  } catch {
-    return '(unparsable URL)';
-  }
+  return postgresEndpoint(url);
 }

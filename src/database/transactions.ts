@@ -1,7 +1,8 @@
 import type { DataSource, EntityManager } from 'typeorm';
 
-import { isRefusedNamedStatement } from './pg-errors.js';
+import { CommitOutcomeUnknownError, isDatabaseUnavailable, isRefusedNamedStatement } from './pg-errors.js';
 import type { Statement } from './prepared-statements.js';
+import { requestDeadline, retryAllowed, retryWithin } from './request-context.js';
 
 /** What repository methods run their SQL on: the pool, or a transaction a service opened. */
 export type Queryable = Pick<EntityManager, 'query'>;
@@ -35,18 +36,43 @@ export async function run(queryable: Queryable, sql: Statement, params: readonly
 }
 
 /**
- * `dataSource.transaction(work)`, run once more when a pooler refused one of its named statements: that refusal
- * aborted the transaction before the statement ran, and turned naming off, so the second run goes unnamed
- * (docs/operations.md#pgbouncer). `work` must be safe to run twice: database work only, effects after commit.
+ * `dataSource.transaction(work)`, run once more when it failed before it could have committed
+ * (docs/operations.md#failover): a pooler refused one of its named statements (that refusal aborted the transaction
+ * before the statement ran, and turned naming off, so the second run goes unnamed: docs/operations.md#pgbouncer), or
+ * its connection was lost or refused before COMMIT was sent (a failover: the connection is gone, so the second run
+ * gets a fresh one, on the new primary where there is one). A COMMIT sent whose answer was lost is not run again:
+ * it throws CommitOutcomeUnknownError, for the caller to read back what it wrote. `work` must be safe to run twice:
+ * database work only, effects after commit.
  */
 export async function inTransaction<T>(
   dataSource: DataSource,
   work: (manager: EntityManager) => Promise<T>,
 ): Promise<T> {
+  const deadline = requestDeadline(Date.now());
   try {
-    return await dataSource.transaction(work);
+    return await transactionOnce(dataSource, work);
   } catch (error) {
-    if (!isRefusedNamedStatement(error)) throw error;
-    return dataSource.transaction(work);
+    if (isRefusedNamedStatement(error)) return transactionOnce(dataSource, work);
+    if (!failedBeforeCommit(error) || !retryAllowed(deadline)) throw error;
+    return retryWithin(deadline, () => transactionOnce(dataSource, work));
+  }
+}
+
+/** Lost or refused before anything could commit: a run on a fresh connection is safe. */
+export function failedBeforeCommit(error: unknown): boolean {
+  return isDatabaseUnavailable(error) && !(error instanceof CommitOutcomeUnknownError);
+}
+
+async function transactionOnce<T>(dataSource: DataSource, work: (manager: EntityManager) => Promise<T>): Promise<T> {
+  let committing = false;
+  try {
+    return await dataSource.transaction(async (manager) => {
+      const result = await work(manager);
+      committing = true;
+      return result;
+    });
+  } catch (error) {
+    if (committing && isDatabaseUnavailable(error)) throw new CommitOutcomeUnknownError(error);
+    throw error;
   }
 }

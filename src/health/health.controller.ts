@@ -23,7 +23,9 @@ export class HealthController {
   @Get('ready')
   @ApiPublicEndpoint({
     operationId: 'ready',
-    summary: 'Readiness: started (migrations applied) and not shutting down; stays 200 through a database outage',
+    summary:
+      'Readiness: started (migrations applied) and not shutting down; stays 200 through a database outage or a ' +
+      'failover, `degraded` while no primary takes writes',
   })
   @ApiOkResponse({
     schema: {
@@ -31,12 +33,17 @@ export class HealthController {
       required: ['status', 'database'],
       additionalProperties: false,
       properties: {
-        status: { type: 'string', enum: ['ready'] },
+        status: {
+          type: 'string',
+          enum: ['ready', 'degraded'],
+          description: '`degraded` while the database does not take writes; `ready` again once a primary does',
+        },
         database: {
           type: 'string',
-          enum: ['up', 'unreachable'],
+          enum: ['up', 'unreachable', 'read_only'],
           description:
-            'Whether the database answered this probe within 1 s; requests answer 503 + Retry-After while unreachable',
+            'Whether a primary answered this probe within 1 s and took writes (`read_only`: a standby, or a primary ' +
+            'demoted in place); requests answer 503 + Retry-After while it is not `up`',
         },
       },
     },

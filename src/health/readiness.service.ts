@@ -4,6 +4,7 @@ import { deadline } from '../common/deadline.js';
 import { DomainError } from '../common/domain.errors.js';
 import { DatabaseProbeRepository } from './database-probe.repository.js';
 import { Lifecycle } from './lifecycle.js';
+import { type PrimaryState, PrimaryWatch } from './primary-watch.js';
 
 /** A probe answers within this; a frozen database must not hold the kubelet's probe past its own timeout. */
 const DATABASE_PROBE_MS = 1000;
@@ -15,15 +16,18 @@ export class NotReadyError extends DomainError {
 }
 
 export interface Readiness {
-  status: 'ready';
-  database: 'up' | 'unreachable';
+  /** `degraded`: in service, but no primary takes writes now (requests answer 503 with Retry-After). */
+  status: 'ready' | 'degraded';
+  database: PrimaryState;
 }
 
 /**
  * Readiness is about this process, not about the database (docs/operations.md#probes): once it has started and seen
  * the schema it expects, it stays in service through a database outage, so clients get the documented
  * 503 + Retry-After from every replica instead of connection errors from none. It turns false while starting
- * (migrations not confirmed yet) and from SIGTERM on. The database's state is in the body, for people.
+ * (migrations not confirmed yet) and from SIGTERM on. The database's state is in the body, for people: `degraded`
+ * while no primary takes writes (unreachable, or read-only after a demotion), `ready` again once one does, without a
+ * restart (src/health/primary-watch.ts).
  */
 @Injectable()
 export class ReadinessService {
@@ -33,6 +37,7 @@ export class ReadinessService {
   constructor(
     private readonly probe: DatabaseProbeRepository,
     @Inject(Lifecycle) private readonly lifecycle: Lifecycle,
+    private readonly watch: PrimaryWatch,
   ) {}
 
   async check(): Promise<Readiness> {
@@ -45,8 +50,8 @@ export class ReadinessService {
       if (!applied) throw new NotReadyError('Database migrations are pending.');
       this.schemaConfirmed = true;
     }
-    const pinged = await this.bounded(() => this.probe.ping());
-    return { status: 'ready', database: pinged === 'unreachable' ? 'unreachable' : 'up' };
+    const database = await this.watch.check();
+    return { status: database === 'up' ? 'ready' : 'degraded', database };
   }
 
   /** The work's value, or 'unreachable' when it failed or did not answer in time (it may go on in the background). */

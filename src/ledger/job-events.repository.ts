@@ -12,8 +12,16 @@ export interface JobEvent {
   to: string;
   reason: string;
   detail?: unknown;
-  /** The operator's key behind the transition, when a person caused it (docs/design.md#operators). */
-  actor?: { keyId: string; ownerId: string };
+  /** The operator behind the transition, when a person caused it (docs/design.md#operators). */
+  actor?: EventActor;
+}
+
+/** Who acted: an API key's id, or a token's subject and issuer, with the acting owner. */
+export interface EventActor {
+  ownerId: string;
+  keyId: string | null;
+  subject: string | null;
+  issuer: string | null;
 }
 
 /** The append-only audit trail of every job and attempt transition (a trigger refuses UPDATE and DELETE). */
@@ -36,6 +44,8 @@ export class JobEventsRepository {
         detail,
         event.actor?.keyId ?? null,
         event.actor?.ownerId ?? null,
+        event.actor?.subject ?? null,
+        event.actor?.issuer ?? null,
       );
     }
     await on(this.dataSource, manager).query(APPEND_EVENTS.build(events.length), values);

@@ -6,7 +6,7 @@ import { dynamic } from '../database/prepared-statements.js';
  * outside src/ledger/ imports this module (eslint.config.mjs, src/ledger/only-writer.spec.ts).
  */
 
-const CASTS = ['', '', '', '', '', '', '::jsonb', '::uuid', ''];
+const CASTS = ['', '', '', '', '', '', '::jsonb', '::uuid', '', '', ''];
 
 /** A transaction's events, one VALUES tuple each (shown for two). */
 export const APPEND_EVENTS = dynamic(
@@ -14,10 +14,10 @@ export const APPEND_EVENTS = dynamic(
   (rows: number) => {
     const tuples = Array.from(
       { length: rows },
-      (_, i) => `(${CASTS.map((cast, k) => `$${i * 9 + k + 1}${cast}`).join(', ')})`,
+      (_, i) => `(${CASTS.map((cast, k) => `$${i * CASTS.length + k + 1}${cast}`).join(', ')})`,
     );
     return `INSERT INTO job_events (job_id, attempt_id, subject, from_status, to_status, reason, detail, actor_key_id,
-  actor_owner) VALUES ${tuples.join(', ')}`;
+  actor_owner, actor_subject, actor_issuer) VALUES ${tuples.join(', ')}`;
   },
   2,
 );

@@ -160,6 +160,8 @@ export class JobsRepository {
     weightOf: (create) => create.inputJson.length,
     maxWeight: CREATE_BATCH_BYTES,
     commit: (creates) => this.insertBatch(creates),
+    // ON CONFLICT DO NOTHING: a second run after a lost answer finds the jobs the first committed, as replays.
+    idempotent: true,
   });
 
   /**
@@ -221,6 +223,7 @@ export class JobsRepository {
         weightOf: (create) => create.inputJson.length,
         maxWeight: CREATE_BATCH_BYTES,
         commit: (creates) => this.insertWithinBudget(ownerId, creates),
+        idempotent: true,
       });
       this.budgeted.set(ownerId, group);
     }

@@ -19,6 +19,8 @@ export class SettlementBatcher extends GroupCommit<ArrivedResultWrite, SettledRe
       maxBatch: SETTLE_BATCH,
       maxInFlight: SETTLE_IN_FLIGHT,
       keyOf: (write) => write.jobId,
+      // A result already recorded is answered with its prior outcome: a second run after a lost COMMIT re-reads.
+      idempotent: true,
       commit: async (writes) => {
         const settled = await settle(writes);
         return writes.map((write) => settled.get(write.attemptId));

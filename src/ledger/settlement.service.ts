@@ -71,8 +71,15 @@ export class SettlementService {
     });
     if (!settled) throw new Error(`attempt ${attemptId} of job ${jobId} was not found`);
     const provider = settled.provider;
-    // The same result delivered twice (worker and lookup).
-    if (settled.priorOutcome !== null) return { outcome: 'duplicate', provider };
+    // The same result delivered twice (worker and lookup), or a statement run again after its answer was lost: what
+    // the database holds is read back (priorOutcome), and a win's wake-ups are raised again (they are idempotent).
+    if (settled.priorOutcome !== null) {
+      if (settled.priorOutcome === 'won') {
+        this.signals.jobSettled(jobId);
+        this.outbox?.announced();
+      }
+      return { outcome: 'duplicate', provider };
+    }
     if (settled.attemptTo !== settled.attemptFrom) {
       this.metrics.attempts.inc({ provider: settled.provider, status: settled.attemptTo });
     }

@@ -1,9 +1,10 @@
-import { Controller, Get, Headers, Param, Query, Res } from '@nestjs/common';
-import { ApiOkResponse, ApiTags } from '@nestjs/swagger';
+import { Controller, Get, Headers, HttpCode, Param, Post, Query, Res } from '@nestjs/common';
+import { ApiCreatedResponse, ApiOkResponse, ApiTags } from '@nestjs/swagger';
 import type { FastifyReply } from 'fastify';
 
-import { CurrentPrincipal, RequireAnyScope, RequireScopes } from '../auth/auth.decorators.js';
+import { AcceptsStreamToken, CurrentPrincipal, RequireAnyScope, RequireScopes } from '../auth/auth.decorators.js';
 import type { Principal } from '../auth/scopes.js';
+import { StreamTokenView } from '../auth/stream-token.view.js';
 import { ApiEndpoint, ApiJsonOrEventStream } from '../common/api-docs.js';
 import { UuidPipe } from '../common/uuid.pipe.js';
 import { sendEventStream, wantsEventStream } from '../streams/event-stream-reply.js';
@@ -21,6 +22,7 @@ export class OpsController {
 
   @Get('jobs/:id/events')
   @RequireAnyScope('jobs:read', 'ops:read')
+  @AcceptsStreamToken('job')
   @ApiEndpoint({
     operationId: 'listJobEvents',
     summary:
@@ -31,7 +33,9 @@ export class OpsController {
       'one message per event (`id:` the event id, `event:` subject.to, `data:` the event as in the pages), a ' +
       '`: heartbeat` comment every STREAM_HEARTBEAT_MS; it ends STREAM_GRACE_MS after the terminal event. Resume ' +
       'with `Last-Event-ID` (or `?lastEventId=`): no gap, no repeat. 503 with Retry-After past MAX_STREAMS or ' +
-      'MAX_STREAMS_PER_OWNER.',
+      'MAX_STREAMS_PER_OWNER. A browser that cannot send Authorization (EventSource) opens the stream with ' +
+      '`?access_token=` and a stream token for this job (POST /v1/jobs/{id}/stream-tokens); the stream ends when ' +
+      'the credential that opened it expires or is revoked.',
     problems: [badQuery, { status: 404, codes: ['not_found'] }],
   })
   @ApiJsonOrEventStream(JobEventPageView, {
@@ -49,6 +53,27 @@ export class OpsController {
   ): Promise<void> {
     if (!wantsEventStream(accept)) return void reply.send(await this.ops.listEvents(principal, id, query));
     sendEventStream(reply, await this.ops.streamEvents(principal, id, query.lastEventId ?? lastEventId));
+  }
+
+  @Post('jobs/:id/stream-tokens')
+  @HttpCode(201)
+  @RequireAnyScope('jobs:read', 'ops:read')
+  @ApiEndpoint({
+    operationId: 'createJobStreamToken',
+    summary: "A token that opens this job's live stream, and nothing else, for at most 15 minutes",
+    description:
+      "For the job's owner (`jobs:read`) and operators (`ops:read`, any owner); another owner's job answers 404. " +
+      'Give `url` to EventSource: the token is accepted only as `?access_token=` on GET /v1/jobs/{id}/events with ' +
+      '`Accept: text/event-stream`, lives STREAM_TOKEN_TTL_SECONDS (at most 900) and never past the credential ' +
+      'that asked for it, and is refused once the key that asked for it is revoked.',
+    problems: [badQuery, { status: 404, codes: ['not_found'] }],
+  })
+  @ApiCreatedResponse({ type: StreamTokenView })
+  createJobStreamToken(
+    @CurrentPrincipal() principal: Principal,
+    @Param('id', UuidPipe) id: string,
+  ): Promise<StreamTokenView> {
+    return this.ops.issueStreamToken(principal, id);
   }
 
   @Get('ops/attempts')

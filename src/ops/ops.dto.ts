@@ -2,6 +2,7 @@ import { ApiPropertyOptional } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
 import { IsIn, IsInt, IsOptional, IsString, Length, Matches, Max, Min } from 'class-validator';
 
+import { AccessTokenQuery } from '../auth/access-token.query.js';
 import { PageQueryDto } from '../common/page-query.dto.js';
 import { JOB_STATUSES, type JobStatus } from '../ledger/job.types.js';
 
@@ -24,6 +25,9 @@ export class ListEventsQueryDto extends PageQueryDto {
   @IsString()
   @Matches(/^(0|[1-9]\d{0,18})$/, { message: 'lastEventId must be an event id' })
   lastEventId?: string;
+
+  @AccessTokenQuery()
+  access_token?: string;
 }
 
 export const QUEUE_STATUSES = ['unknown', 'running', 'starting'] as const;

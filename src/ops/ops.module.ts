@@ -1,5 +1,6 @@
 import { Module } from '@nestjs/common';
 
+import { AuthModule } from '../auth/auth.module.js';
 import { StreamsModule } from '../streams/streams.module.js';
 import { OpsController } from './ops.controller.js';
 import { OpsRepository } from './ops.repository.js';
@@ -9,7 +10,7 @@ import { OwnersController } from './owners.controller.js';
 import { OwnersService } from './owners.service.js';
 
 @Module({
-  imports: [StreamsModule],
+  imports: [AuthModule, StreamsModule],
   controllers: [OpsController, OwnersController],
   providers: [OpsRepository, OpsService, OwnerSharesRepository, OwnersService],
 })

@@ -1,6 +1,9 @@
 import { Inject, Injectable } from '@nestjs/common';
 
+import { CredentialWatch } from '../auth/credential-watch.js';
 import type { Principal } from '../auth/scopes.js';
+import { type StreamTokenView, toStreamTokenView } from '../auth/stream-token.view.js';
+import { StreamTokensService } from '../auth/stream-tokens.service.js';
 import { NotFoundError, ValidationFailedError } from '../common/domain.errors.js';
 import { badCursor, decodeCursor, pageOf } from '../common/keyset-page.js';
 import { type AppConfig, appConfig } from '../config/app.config.js';
@@ -40,6 +43,8 @@ export class OpsService {
     private readonly ops: OpsRepository,
     private readonly streams: LiveStreams,
     @Inject(appConfig.KEY) private readonly config: AppConfig,
+    private readonly streamTokens: StreamTokensService,
+    private readonly credentials: CredentialWatch,
   ) {
     streams.addSweep((topics) => this.ops.latestEventIds(topics));
   }
@@ -69,7 +74,20 @@ export class OpsService {
       if (latest === undefined || !idAfter(latest, after)) return undefined;
     }
     const source = new JobTimelineSource(jobId, this.ops, { graceMs, clockOffsetMs, completedMs: job.completed_ms });
-    return this.streams.start(principal.ownerId, source, after);
+    return this.streams.start(principal.ownerId, source, after, this.credentials.until(principal));
+  }
+
+  /** A stream token for the job's stream, to whoever may read that stream (I7): another owner's job is 404. */
+  async issueStreamToken(principal: Principal, jobId: string): Promise<StreamTokenView> {
+    await this.visibleOwner(principal, jobId);
+    return toStreamTokenView('job', jobId, await this.streamTokens.issue(principal, { kind: 'job', id: jobId }));
+  }
+
+  private async visibleOwner(principal: Principal, jobId: string): Promise<string> {
+    const owner = await this.ops.findJobOwner(jobId);
+    const own = owner === principal.ownerId && principal.scopes.includes('jobs:read');
+    if (owner === undefined || !(own || principal.scopes.includes('ops:read'))) throw new NotFoundError('Job');
+    return owner;
   }
 
   /** The owner with `jobs:read` sees its own job's events; `ops:read` sees any job's. Another owner's job: 404 (I7). */
@@ -78,10 +96,7 @@ export class OpsService {
     jobId: string,
     query: { limit: number; cursor?: string },
   ): Promise<JobEventPageView> {
-    const owner = await this.ops.findJobOwner(jobId);
-    const own = owner === principal.ownerId && principal.scopes.includes('jobs:read');
-    const visible = owner !== undefined && (own || principal.scopes.includes('ops:read'));
-    if (!visible) throw new NotFoundError('Job');
+    await this.visibleOwner(principal, jobId);
     const rows = await this.ops.listEvents(jobId, query.limit + 1, decodeCursor(query.cursor, EVENT_ID) ?? '0');
     const { page, nextCursor } = pageOf(rows, query.limit);
     return { items: page.map(toEventView), nextCursor };

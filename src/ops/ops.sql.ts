@@ -20,6 +20,8 @@ export interface JobEventRow {
   at: Date;
   actor_key_id: string | null;
   actor_owner: string | null;
+  actor_subject: string | null;
+  actor_issuer: string | null;
 }
 
 /** What a live stream of a job needs to know before it starts: whose job, and whether (since when) it is over. */
@@ -142,7 +144,7 @@ export const LATEST_EVENT_IDS = statement<[jobIds: string[]], { job_id: string; 
 export const LIST_JOB_EVENTS_AFTER = statement<[jobId: string, afterId: string, limit: number], JobEventRow>(
   'list_job_events_after',
   `SELECT id::text AS id, job_id, attempt_id, subject, from_status, to_status, reason, detail, at, actor_key_id,
-        actor_owner
+        actor_owner, actor_subject, actor_issuer
          FROM job_events e WHERE e.job_id = $1 AND e.id > $2::bigint ORDER BY e.id LIMIT $3`,
 );
 

@@ -4,8 +4,13 @@ import { JobSummaryView, JobView } from '../jobs/job.view.js';
 import type { JobEventRow } from './ops.repository.js';
 
 export class ActorView {
-  @ApiProperty({ format: 'uuid', description: 'The API key that acted.' }) keyId!: string;
-  @ApiProperty({ description: "The acting key's owner (an operator's, not necessarily the job's)." }) owner!: string;
+  @ApiProperty({ format: 'uuid', nullable: true, type: String, description: 'The API key that acted.' })
+  keyId!: string | null;
+  @ApiProperty({ nullable: true, type: String, description: "The token's subject (`sub`), when a JWT acted." })
+  subject!: string | null;
+  @ApiProperty({ nullable: true, type: String, description: "The token's issuer (`iss`), when a JWT acted." })
+  issuer!: string | null;
+  @ApiProperty({ description: "The acting owner (an operator's, not necessarily the job's)." }) owner!: string;
 }
 
 export class JobEventView {
@@ -27,13 +32,15 @@ export class JobEventView {
   @ApiProperty({
     type: 'object',
     nullable: true,
-    required: ['keyId', 'owner'],
+    required: ['keyId', 'subject', 'issuer', 'owner'],
     selfRequired: true,
     properties: {
-      keyId: { type: 'string', format: 'uuid', description: 'The API key that acted.' },
-      owner: { type: 'string', description: "The acting key's owner." },
+      keyId: { type: 'string', format: 'uuid', nullable: true, description: 'The API key that acted; null for a JWT.' },
+      subject: { type: 'string', nullable: true, description: "The JWT's subject (`sub`); null for a key." },
+      issuer: { type: 'string', nullable: true, description: "The JWT's issuer (`iss`); null for a key." },
+      owner: { type: 'string', description: 'The acting owner.' },
     },
-    description: 'The operator key behind the transition; null when the service acted.',
+    description: 'The operator behind the transition (a key, or a JWT); null when the service acted.',
   })
   actor!: ActorView | null;
 }
@@ -48,7 +55,15 @@ export function toEventView(row: JobEventRow): JobEventView {
     to: row.to_status,
     reason: row.reason,
     detail: row.detail ?? null,
-    actor: row.actor_key_id ? { keyId: row.actor_key_id, owner: row.actor_owner ?? '' } : null,
+    actor:
+      row.actor_owner === null
+        ? null
+        : {
+            keyId: row.actor_key_id,
+            subject: row.actor_subject,
+            issuer: row.actor_issuer,
+            owner: row.actor_owner,
+          },
   };
 }
 

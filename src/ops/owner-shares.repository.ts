@@ -18,12 +18,13 @@ export interface OwnerShareChange {
   ownerId: string;
   weight: number;
   maxConcurrency: number | null;
-  actor: { keyId: string; owner: string };
+  actor: { ownerId: string; keyId: string | null; subject: string | null; issuer: string | null };
 }
 
 /**
  * Weights and caps (owner_shares), written by admins and read by every claim statement itself, so a change holds
- * on every replica from its commit. Each change is recorded in owner_share_changes with the acting key.
+ * on every replica from its commit. Each change is recorded in owner_share_changes with who made it (a key's id,
+ * or a token's subject and issuer).
  */
 @Injectable()
 export class OwnerSharesRepository {
@@ -37,7 +38,9 @@ export class OwnerSharesRepository {
         change.weight,
         change.maxConcurrency,
         change.actor.keyId,
-        change.actor.owner,
+        change.actor.ownerId,
+        change.actor.subject,
+        change.actor.issuer,
       ]);
       const [row] = await rowsOf<OwnerShareRow>(manager, OWNER_SHARE, [change.ownerId]);
       return row;

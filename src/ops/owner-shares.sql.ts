@@ -23,8 +23,8 @@ export const UPSERT_OWNER_SHARE = statement(
 
 export const RECORD_OWNER_SHARE_CHANGE = statement(
   'record_owner_share_change',
-  `INSERT INTO owner_share_changes (owner_id, weight, max_concurrency, actor_key_id, actor_owner) VALUES ($1,
-          $2, $3, $4, $5)`,
+  `INSERT INTO owner_share_changes (owner_id, weight, max_concurrency, actor_key_id, actor_owner, actor_subject,
+          actor_issuer) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
 );
 
 export const OWNER_SHARE = statement('owner_share', `${OWNERS} WHERE o.owner_id = $1`);

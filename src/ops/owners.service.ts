@@ -31,7 +31,7 @@ export class OwnersService {
       ownerId,
       weight,
       maxConcurrency,
-      actor: { keyId: principal.keyId, owner: principal.ownerId },
+      actor: principal.actor,
     });
     return toOwnerShareView(row);
   }

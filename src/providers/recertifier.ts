@@ -10,7 +10,7 @@ import { DataSource } from 'typeorm';
 
 import { safeErrorFields } from '../common/log-safe.js';
 import { type AppConfig, appConfig } from '../config/app.config.js';
-import { isDatabaseUnavailable } from '../database/pg-errors.js';
+import { DatabaseOutage } from '../database/outage.js';
 import { rowsOf } from '../database/transactions.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { CatalogService } from './catalog.service.js';
@@ -47,6 +47,8 @@ export interface ScheduledRun {
 @Injectable()
 export class Recertifier implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly logger = new Logger(Recertifier.name);
+  /** Its leadership is an advisory lock held for one pass: a pass after an outage takes it again on the new primary. */
+  private readonly outage = new DatabaseOutage(this.logger, 'the recertifier');
   private timer?: NodeJS.Timeout;
   private running?: Promise<void>;
 
@@ -64,11 +66,11 @@ export class Recertifier implements OnApplicationBootstrap, BeforeApplicationShu
     if (this.config.role === 'api' || !this.catalog.listProviders().some((p) => p.recertify)) return;
     this.timer = setInterval(
       () => {
-        if (this.running) return;
+        if (this.running || !this.outage.retryDue()) return;
         this.running = this.tick()
-          .then(() => undefined)
+          .then(() => void this.outage.recovered())
           .catch((error: Error) => {
-            if (!isDatabaseUnavailable(error)) {
+            if (!this.outage.failed(error)) {
               this.logger.error({ msg: 'recertification pass failed', ...safeErrorFields(error) });
             }
           })

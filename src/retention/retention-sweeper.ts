@@ -8,7 +8,7 @@ import {
 import { Counter } from 'prom-client';
 
 import { type AppConfig, appConfig } from '../config/app.config.js';
-import { isDatabaseUnavailable } from '../database/pg-errors.js';
+import { DatabaseOutage } from '../database/outage.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import { RetentionRepository } from './retention.repository.js';
 
@@ -23,6 +23,7 @@ export const PURGE_BATCH = 500;
 @Injectable()
 export class RetentionSweeper implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly logger = new Logger(RetentionSweeper.name);
+  private readonly outage = new DatabaseOutage(this.logger, 'the retention sweep');
   private timer?: NodeJS.Timeout;
   private running?: Promise<unknown>;
   private stopping = false;
@@ -43,11 +44,14 @@ export class RetentionSweeper implements OnApplicationBootstrap, BeforeApplicati
   onApplicationBootstrap(): void {
     if (this.config.role === 'api' || this.config.jobRetentionDays === 0) return;
     this.timer = setInterval(() => {
-      if (this.running) return;
+      if (this.running || !this.outage.retryDue()) return;
       this.running = this.sweep()
-        .catch((error: Error) => {
-          if (!isDatabaseUnavailable(error)) this.logger.error({ msg: 'retention sweep failed', error: error.message });
-        })
+        .then(
+          () => this.outage.recovered(),
+          (error: Error) => {
+            if (!this.outage.failed(error)) this.logger.error({ msg: 'retention sweep failed', error: error.message });
+          },
+        )
         .finally(() => (this.running = undefined));
     }, this.config.retentionIntervalMs);
     this.timer.unref();

@@ -2,10 +2,7 @@ import type { FastifyReply } from 'fastify';
 
 import type { LiveStream } from './live-stream.js';
 
-/** Content negotiation of the paths that serve both: a client that accepts text/event-stream gets the stream. */
-export function wantsEventStream(accept: string | undefined): boolean {
-  return /(^|,)\s*text\/event-stream\s*(;|,|$)/i.test(accept ?? '');
-}
+export { wantsEventStream } from '../common/event-stream-accept.js';
 
 /**
  * A stream's answer: 200 text/event-stream, unbuffered by proxies (docs/operations.md#live-streams), or 204 when

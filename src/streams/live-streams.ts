@@ -61,9 +61,15 @@ export class LiveStreams implements OnModuleDestroy, BeforeApplicationShutdown {
 
   /**
    * Takes a slot (MAX_STREAMS per process, MAX_STREAMS_PER_OWNER per owner: 503 beyond, before anything is
-   * sent) and starts the stream. Its slot is given back when it ends, whatever ends it.
+   * sent) and starts the stream. Its slot is given back when it ends, whatever ends it. `until` ends it when the
+   * credential that opened it stops working (revoked, expired: I15); it returns what stops watching.
    */
-  start(ownerId: string, source: StreamSource, lastEventId: string | undefined): LiveStream {
+  start(
+    ownerId: string,
+    source: StreamSource,
+    lastEventId: string | undefined,
+    until?: (end: () => void) => () => void,
+  ): LiveStream {
     if (this.stopping || this.open >= this.config.maxStreams) throw new TooManyStreamsError('process');
     const owned = this.perOwner.get(ownerId) ?? 0;
     if (owned >= this.config.maxStreamsPerOwner) throw new TooManyStreamsError('owner');
@@ -71,11 +77,13 @@ export class LiveStreams implements OnModuleDestroy, BeforeApplicationShutdown {
     this.perOwner.set(ownerId, owned + 1);
     const options = { heartbeatMs: this.config.streamHeartbeatMs, retryMs: RECONNECT_MS };
     const stream = new LiveStream(source, lastEventId, options);
+    const unwatch = until?.(() => stream.stop());
     const set = this.byTopic.get(source.topic) ?? new Set<LiveStream>();
     set.add(stream);
     this.byTopic.set(source.topic, set);
     this.sweepTimer ??= setInterval(() => void this.sweep(), this.config.streamSweepMs);
     void stream.ended().finally(() => {
+      unwatch?.();
       this.open--;
       const left = (this.perOwner.get(ownerId) ?? 1) - 1;
       if (left) this.perOwner.set(ownerId, left);

@@ -12,6 +12,17 @@ import { enableTracing } from './tracing.js';
 
 let sdk: NodeSDK | undefined;
 
+/** The query parameters the HTTP instrumentation redacts by default (its DEFAULT_QUERY_STRINGS_TO_REDACT). */
+const REDACTED_BY_DEFAULT = [
+  'sig',
+  'Signature',
+  'AWSAccessKeyId',
+  'X-Goog-Signature',
+  'X-Amz-Signature',
+  'X-Amz-Credential',
+  'X-Amz-Security-Token',
+];
+
 /** Probes and scrapes are not traced: they would drown the traces that matter. */
 const UNTRACED = /^\/(health\/|metrics(\?|$))/;
 
@@ -26,6 +37,8 @@ export function startTelemetry(env: TelemetryEnv, options: { exporter?: SpanExpo
   const instrumentations = [
     new HttpInstrumentation({
       ignoreIncomingRequestHook: (request: IncomingMessage) => UNTRACED.test(request.url ?? ''),
+      // A stream token rides in the stream's query (docs/operations.md#stream-tokens): spans record it redacted.
+      redactedQueryParamsServer: [...REDACTED_BY_DEFAULT, 'access_token'],
     }),
     new UndiciInstrumentation(),
     new PgInstrumentation({ requireParentSpan: true }),

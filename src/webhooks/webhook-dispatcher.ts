@@ -15,7 +15,7 @@ import { ValidationFailedError } from '../common/domain.errors.js';
 import { HostLookupError } from '../common/host-lookup.js';
 import { Wakeup } from '../common/wakeup.js';
 import { type AppConfig, appConfig } from '../config/app.config.js';
-import { isDatabaseUnavailable } from '../database/pg-errors.js';
+import { DatabaseOutage } from '../database/outage.js';
 import { MetricsService } from '../metrics/metrics.service.js';
 import type { ClaimedDelivery } from './webhook.types.js';
 import { DISABLE_AFTER_FAILED_EVENTS, DISABLE_AFTER_FAILING_MS, retryDelayMs } from './webhook-backoff.js';
@@ -38,6 +38,7 @@ const SHUTDOWN_GRACE_CAP_MS = 5_000;
 @Injectable()
 export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly logger = new Logger(WebhookDispatcher.name);
+  private readonly outage = new DatabaseOutage(this.logger, 'the webhook dispatcher');
   private readonly inFlight = new Set<Promise<void>>();
   private readonly shutdown = shutdownController();
   private stopping = false;
@@ -114,12 +115,15 @@ export class WebhookDispatcher implements OnApplicationBootstrap, BeforeApplicat
       try {
         claimed = await this.deliveries.claimDue(room, this.leaseMs);
       } catch (error) {
-        if (!isDatabaseUnavailable(error)) {
+        if (this.outage.failed(error)) {
+          await this.idle(this.outage.backoffMs());
+        } else {
           this.logger.error({ msg: 'webhook claim failed', error: (error as Error).message });
+          await this.idle(this.config.webhookPollMs * 5);
         }
-        await this.idle(this.config.webhookPollMs * 5);
         continue;
       }
+      this.outage.recovered();
       for (const delivery of claimed) {
         const sent: Promise<void> = this.send(delivery)
           .catch((error: Error) =>

@@ -38,8 +38,15 @@ export interface RetryOptions {
 export interface OnejobClientOptions {
   /** Where the service answers, e.g. `http://localhost:3000`. */
   baseUrl: string;
-  /** An API key (`npm run apikey` on the service). */
-  apiKey: string;
+  /** An API key (`npm run apikey` on the service). Give this or `token`. */
+  apiKey?: string;
+  /**
+   * A token provider instead of a key: a JWT of an issuer the service trusts (your IdP's access token, a
+   * Kubernetes projected service-account token read from its file). Called before the first request, and again
+   * whenever the service answers 401 `token_expired`, after which the refused request is sent once more with the
+   * new token (the service refused it before doing anything).
+   */
+  token?: () => string | Promise<string>;
   /** Per try; a try that gets no answer in time is retried like a network error. Default 10,000. */
   timeoutMs?: number;
   retry?: RetryOptions;
@@ -126,7 +133,13 @@ export class OnejobClient {
   private readonly timeoutMs: number;
   private readonly retry: Required<RetryOptions>;
 
+  /** The token provider's last answer, until the service says it expired. */
+  private token?: Promise<string>;
+
   constructor(private readonly options: OnejobClientOptions) {
+    if ((options.apiKey === undefined) === (options.token === undefined)) {
+      throw new TypeError('OnejobClient needs one of apiKey or token');
+    }
     this.baseUrl = options.baseUrl.replace(/\/+$/, '');
     this.fetch = options.fetch ?? globalThis.fetch;
     this.timeoutMs = options.timeoutMs ?? 10_000;
@@ -219,7 +232,7 @@ export class OnejobClient {
     for (let failures = 0; ;) {
       options.signal?.throwIfAborted();
       const headers: Record<string, string> = {
-        Authorization: `Bearer ${this.options.apiKey}`,
+        Authorization: `Bearer ${await this.credential()}`,
         Accept: 'text/event-stream',
       };
       if (lastEventId) headers['Last-Event-ID'] = lastEventId;
@@ -238,11 +251,13 @@ export class OnejobClient {
           continue;
         }
         const text = await response.text();
-        if (!ALWAYS_RETRIED.has(response.status) && !RETRIED_WHEN_REPEATABLE.has(response.status)) {
-          const problem = parseProblem(text, response.headers.get('content-type'));
+        const problem = parseProblem(text, response.headers.get('content-type'));
+        // A token past its time (the stream's credential ended it, or a reconnect met it): the provider's next one.
+        const renew = this.expired(response.status, problem);
+        if (!renew && !ALWAYS_RETRIED.has(response.status) && !RETRIED_WHEN_REPEATABLE.has(response.status)) {
           throw errorFor(response.status, problem, response.headers.get('x-request-id') ?? undefined);
         }
-        after = retryAfterMs(response.headers.get('retry-after'));
+        after = renew ? 0 : retryAfterMs(response.headers.get('retry-after'));
       } catch (error) {
         if (error instanceof OnejobError || options.signal?.aborted) throw error;
         // A network error or a dropped stream: resume after the last event seen.
@@ -328,19 +343,17 @@ export class OnejobClient {
     for (const [name, value] of Object.entries(call.query ?? {})) {
       if (value !== undefined) url.searchParams.set(name, String(value));
     }
-    const headers: Record<string, string> = {
-      Authorization: `Bearer ${this.options.apiKey}`,
-      Accept: 'application/json',
-      ...call.headers,
-    };
+    const headers: Record<string, string> = { Accept: 'application/json', ...call.headers };
     if (call.body !== undefined) headers['Content-Type'] = 'application/json';
     const body = call.body === undefined ? undefined : JSON.stringify(call.body);
 
+    let renewed = false;
     for (let tries = 1; ; tries++) {
       let failure: OnejobError;
       let retryable: boolean;
       let after: number | undefined;
       try {
+        headers.Authorization = `Bearer ${await this.credential()}`;
         const response = await this.fetch(url, {
           method: call.method,
           headers,
@@ -357,6 +370,12 @@ export class OnejobClient {
           };
         }
         const problem = parseProblem(text, response.headers.get('content-type'));
+        // A token past its time: one more try with the provider's next token (refused before anything happened).
+        if (!renewed && this.expired(response.status, problem)) {
+          renewed = true;
+          tries--;
+          continue;
+        }
         failure = errorFor(response.status, problem, response.headers.get('x-request-id') ?? undefined);
         retryable =
           ALWAYS_RETRIED.has(response.status) || (call.repeatable && RETRIED_WHEN_REPEATABLE.has(response.status));
@@ -374,6 +393,23 @@ export class OnejobClient {
       if (after !== undefined && after > this.retry.maxRetryAfterMs) throw failure;
       await sleep(this.delay(tries, after));
     }
+  }
+
+  /** The key, or the provider's current token (asked for once, and again after `token_expired`). */
+  private credential(): Promise<string> {
+    if (this.options.apiKey !== undefined) return Promise.resolve(this.options.apiKey);
+    this.token ??= Promise.resolve(this.options.token!()).catch((error: unknown) => {
+      this.token = undefined;
+      throw error;
+    });
+    return this.token;
+  }
+
+  /** True, and the token forgotten, when the service refused it as expired and a provider can give another. */
+  private expired(status: number, problem: { code?: string } | undefined): boolean {
+    if (status !== 401 || problem?.code !== 'token_expired' || this.options.token === undefined) return false;
+    this.token = undefined;
+    return true;
   }
 
   /** Retry-After when the service gave one (plus a little jitter so clients do not return in step), else full jitter. */

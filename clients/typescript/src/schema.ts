@@ -28,7 +28,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Readiness: started (migrations applied) and not shutting down; stays 200 through a database outage */
+        /** Readiness: started (migrations applied) and not shutting down; stays 200 through a database outage or a failover, `degraded` while no primary takes writes */
         get: operations["ready"];
         put?: never;
         post?: never;
@@ -145,7 +145,7 @@ export interface paths {
         };
         /**
          * A batch's progress, live: a message each time more of its jobs are terminal, then batch.completed
-         * @description For the batch's owner (`jobs:read`) and for operators (`ops:read`, any owner); another owner's batch answers 404. With `Accept: text/event-stream`: a `batch.progress` message (`data:` the batch as GET /v1/batches/{id} answers it) now and whenever more of its jobs are terminal, then one `batch.completed` message, and the end. Ids only grow: resume with `Last-Event-ID` (or `?lastEventId=`). Without it, the batch as JSON. 503 with Retry-After past MAX_STREAMS or MAX_STREAMS_PER_OWNER.
+         * @description For the batch's owner (`jobs:read`) and for operators (`ops:read`, any owner); another owner's batch answers 404. With `Accept: text/event-stream`: a `batch.progress` message (`data:` the batch as GET /v1/batches/{id} answers it) now and whenever more of its jobs are terminal, then one `batch.completed` message, and the end. Ids only grow: resume with `Last-Event-ID` (or `?lastEventId=`). Without it, the batch as JSON. 503 with Retry-After past MAX_STREAMS or MAX_STREAMS_PER_OWNER. EventSource opens it with `?access_token=` and a stream token for this batch (POST /v1/batches/{id}/stream-tokens).
          */
         get: operations["streamBatchEvents"];
         put?: never;
@@ -167,6 +167,26 @@ export interface paths {
         get: operations["listBatchJobs"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/batches/{id}/stream-tokens": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A token that opens this batch's live stream, and nothing else, for at most 15 minutes
+         * @description For the batch's owner (`jobs:read`) and operators (`ops:read`, any owner); another owner's batch answers 404. Give `url` to EventSource: the token is accepted only as `?access_token=` on GET /v1/batches/{id}/events with `Accept: text/event-stream`, lives STREAM_TOKEN_TTL_SECONDS (at most 900) and never past the credential that asked for it.
+         */
+        post: operations["createBatchStreamToken"];
         delete?: never;
         options?: never;
         head?: never;
@@ -279,11 +299,31 @@ export interface paths {
         };
         /**
          * A job's timeline: every transition with its reason, attempt, time and acting key (oldest first, keyset pages)
-         * @description For the job's owner (`jobs:read`) and for operators (`ops:read`, any owner). Another owner's job answers 404. With `Accept: text/event-stream`, a live stream: the timeline so far, then each event as it commits, one message per event (`id:` the event id, `event:` subject.to, `data:` the event as in the pages), a `: heartbeat` comment every STREAM_HEARTBEAT_MS; it ends STREAM_GRACE_MS after the terminal event. Resume with `Last-Event-ID` (or `?lastEventId=`): no gap, no repeat. 503 with Retry-After past MAX_STREAMS or MAX_STREAMS_PER_OWNER.
+         * @description For the job's owner (`jobs:read`) and for operators (`ops:read`, any owner). Another owner's job answers 404. With `Accept: text/event-stream`, a live stream: the timeline so far, then each event as it commits, one message per event (`id:` the event id, `event:` subject.to, `data:` the event as in the pages), a `: heartbeat` comment every STREAM_HEARTBEAT_MS; it ends STREAM_GRACE_MS after the terminal event. Resume with `Last-Event-ID` (or `?lastEventId=`): no gap, no repeat. 503 with Retry-After past MAX_STREAMS or MAX_STREAMS_PER_OWNER. A browser that cannot send Authorization (EventSource) opens the stream with `?access_token=` and a stream token for this job (POST /v1/jobs/{id}/stream-tokens); the stream ends when the credential that opened it expires or is revoked.
          */
         get: operations["listJobEvents"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/jobs/{id}/stream-tokens": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A token that opens this job's live stream, and nothing else, for at most 15 minutes
+         * @description For the job's owner (`jobs:read`) and operators (`ops:read`, any owner); another owner's job answers 404. Give `url` to EventSource: the token is accepted only as `?access_token=` on GET /v1/jobs/{id}/events with `Accept: text/event-stream`, lives STREAM_TOKEN_TTL_SECONDS (at most 900) and never past the credential that asked for it, and is refused once the key that asked for it is revoked.
+         */
+        post: operations["createJobStreamToken"];
         delete?: never;
         options?: never;
         head?: never;
@@ -977,15 +1017,19 @@ export interface components {
             nextCursor: string | null;
         };
         JobEventView: {
-            /** @description The operator key behind the transition; null when the service acted. */
+            /** @description The operator behind the transition (a key, or a JWT); null when the service acted. */
             actor: {
+                /** @description The JWT's issuer (`iss`); null for a key. */
+                issuer: string | null;
                 /**
                  * Format: uuid
-                 * @description The API key that acted.
+                 * @description The API key that acted; null for a JWT.
                  */
-                keyId: string;
-                /** @description The acting key's owner. */
+                keyId: string | null;
+                /** @description The acting owner. */
                 owner: string;
+                /** @description The JWT's subject (`sub`); null for a key. */
+                subject: string | null;
             } | null;
             /** Format: date-time */
             at: string;
@@ -1485,6 +1529,17 @@ export interface components {
              */
             weight: number;
         };
+        StreamTokenView: {
+            /**
+             * Format: date-time
+             * @description At most STREAM_TOKEN_TTL_SECONDS (900) from now, and never past the caller's own credential.
+             */
+            expiresAt: string;
+            /** @description The token: opens this one stream as `?access_token=`, and nothing else. Shown once; never logged. */
+            token: string;
+            /** @description The stream's path with the token (`/v1/jobs/{id}/events?access_token=…`): give it to EventSource. */
+            url: string;
+        };
         UsageGroupView: {
             attempts: number;
             completionTokens: number;
@@ -1607,7 +1662,7 @@ export interface components {
         RetryAfter: string;
         /** @description Sent with `provider_paused`: seconds until the provider's pause ends. */
         RetryAfterWhenPaused: string;
-        /** @description The authentication scheme: an API key as a bearer token. */
+        /** @description The authentication scheme: an API key or a JWT as a bearer token. */
         WWWAuthenticate: "Bearer";
         /** @description Sent on every response: no answer is to be content-sniffed into another type. */
         XContentTypeOptions: "nosniff";
@@ -1682,12 +1737,15 @@ export interface operations {
                 content: {
                     "application/json": {
                         /**
-                         * @description Whether the database answered this probe within 1 s; requests answer 503 + Retry-After while unreachable
+                         * @description Whether a primary answered this probe within 1 s and took writes (`read_only`: a standby, or a primary demoted in place); requests answer 503 + Retry-After while it is not `up`
                          * @enum {string}
                          */
-                        database: "up" | "unreachable";
-                        /** @enum {string} */
-                        status: "ready";
+                        database: "up" | "unreachable" | "read_only";
+                        /**
+                         * @description `degraded` while the database does not take writes; `ready` again once a primary does
+                         * @enum {string}
+                         */
+                        status: "ready" | "degraded";
                     };
                 };
             };
@@ -1818,7 +1876,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code unauthorized */
+            /** @description problem+json with code unauthorized | key_revoked | token_expired */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
@@ -1955,7 +2013,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code unauthorized */
+            /** @description problem+json with code unauthorized | key_revoked | token_expired */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
@@ -2055,7 +2113,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code unauthorized */
+            /** @description problem+json with code unauthorized | key_revoked | token_expired */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
@@ -2192,7 +2250,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code unauthorized */
+            /** @description problem+json with code unauthorized | key_revoked | token_expired */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
@@ -2284,7 +2342,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code unauthorized */
+            /** @description problem+json with code unauthorized | key_revoked | token_expired */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
@@ -2370,6 +2428,8 @@ export interface operations {
             query?: {
                 /** @description With `Accept: text/event-stream`: resume after this message id, as the `Last-Event-ID` header does (for clients that cannot set headers). Ignored by the JSON answer. */
                 lastEventId?: string;
+                /** @description With `Accept: text/event-stream` and no Authorization header: a stream token made for this stream (POST …/stream-tokens). Refused on every other route, with any other credential, and after its expiry. */
+                access_token?: string;
             };
             header?: {
                 /** @description With `Accept: text/event-stream`: resume after this event id (EventSource sends it on reconnect). */
@@ -2422,7 +2482,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code unauthorized */
+            /** @description problem+json with code unauthorized | key_revoked | token_expired */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
@@ -2520,7 +2580,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code unauthorized */
+            /** @description problem+json with code unauthorized | key_revoked | token_expired */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
@@ -2545,6 +2605,120 @@ export interface operations {
             };
             /** @description problem+json with code not_found */
             404: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code internal_error */
+            500: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code service_unavailable */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    createBatchStreamToken: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description A batch id. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            201: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StreamTokenView"];
+                };
+            };
+            /** @description problem+json with code validation_failed */
+            400: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code unauthorized | key_revoked | token_expired */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code forbidden */
+            403: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code not_found */
+            404: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code payload_too_large */
+            413: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code unsupported_media_type */
+            415: {
                 headers: {
                     "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
@@ -2609,7 +2783,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code unauthorized */
+            /** @description problem+json with code unauthorized | key_revoked | token_expired */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
@@ -2702,7 +2876,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code unauthorized */
+            /** @description problem+json with code unauthorized | key_revoked | token_expired */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
@@ -2789,7 +2963,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code unauthorized */
+            /** @description problem+json with code unauthorized | key_revoked | token_expired */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
@@ -2883,7 +3057,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code unauthorized */
+            /** @description problem+json with code unauthorized | key_revoked | token_expired */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
@@ -2987,7 +3161,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code unauthorized */
+            /** @description problem+json with code unauthorized | key_revoked | token_expired */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
@@ -3128,7 +3302,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code unauthorized */
+            /** @description problem+json with code unauthorized | key_revoked | token_expired */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
@@ -3225,7 +3399,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code unauthorized */
+            /** @description problem+json with code unauthorized | key_revoked | token_expired */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
@@ -3362,7 +3536,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code unauthorized */
+            /** @description problem+json with code unauthorized | key_revoked | token_expired */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
@@ -3462,6 +3636,8 @@ export interface operations {
                 cursor?: string;
                 /** @description With `Accept: text/event-stream`: resume after this event id, as the `Last-Event-ID` header does (for clients that cannot set headers). Ignored by the JSON pages. */
                 lastEventId?: string;
+                /** @description With `Accept: text/event-stream` and no Authorization header: a stream token made for this stream (POST …/stream-tokens). Refused on every other route, with any other credential, and after its expiry. */
+                access_token?: string;
             };
             header?: {
                 /** @description With `Accept: text/event-stream`: resume after this event id (EventSource sends it on reconnect). */
@@ -3513,7 +3689,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code unauthorized */
+            /** @description problem+json with code unauthorized | key_revoked | token_expired */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
@@ -3538,6 +3714,119 @@ export interface operations {
             };
             /** @description problem+json with code not_found */
             404: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code internal_error */
+            500: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code service_unavailable */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    createJobStreamToken: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            201: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StreamTokenView"];
+                };
+            };
+            /** @description problem+json with code validation_failed */
+            400: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code unauthorized | key_revoked | token_expired */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code forbidden */
+            403: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code not_found */
+            404: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code payload_too_large */
+            413: {
+                headers: {
+                    "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
+                    "X-Request-Id": components["headers"]["XRequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description problem+json with code unsupported_media_type */
+            415: {
                 headers: {
                     "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
                     "X-Request-Id": components["headers"]["XRequestId"];
@@ -3602,7 +3891,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code unauthorized */
+            /** @description problem+json with code unauthorized | key_revoked | token_expired */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
@@ -3690,7 +3979,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code unauthorized */
+            /** @description problem+json with code unauthorized | key_revoked | token_expired */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
@@ -3771,7 +4060,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code unauthorized */
+            /** @description problem+json with code unauthorized | key_revoked | token_expired */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
@@ -3867,7 +4156,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code unauthorized */
+            /** @description problem+json with code unauthorized | key_revoked | token_expired */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
@@ -3957,7 +4246,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code unauthorized */
+            /** @description problem+json with code unauthorized | key_revoked | token_expired */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
@@ -4055,7 +4344,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code unauthorized */
+            /** @description problem+json with code unauthorized | key_revoked | token_expired */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
@@ -4135,7 +4424,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code unauthorized */
+            /** @description problem+json with code unauthorized | key_revoked | token_expired */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
@@ -4226,7 +4515,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code unauthorized */
+            /** @description problem+json with code unauthorized | key_revoked | token_expired */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
@@ -4311,7 +4600,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code unauthorized */
+            /** @description problem+json with code unauthorized | key_revoked | token_expired */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
@@ -4403,7 +4692,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code unauthorized */
+            /** @description problem+json with code unauthorized | key_revoked | token_expired */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
@@ -4481,7 +4770,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code unauthorized */
+            /** @description problem+json with code unauthorized | key_revoked | token_expired */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
@@ -4567,7 +4856,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code unauthorized */
+            /** @description problem+json with code unauthorized | key_revoked | token_expired */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
@@ -4695,7 +4984,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code unauthorized */
+            /** @description problem+json with code unauthorized | key_revoked | token_expired */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
@@ -4773,7 +5062,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code unauthorized */
+            /** @description problem+json with code unauthorized | key_revoked | token_expired */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
@@ -4855,7 +5144,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code unauthorized */
+            /** @description problem+json with code unauthorized | key_revoked | token_expired */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
@@ -4979,7 +5268,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code unauthorized */
+            /** @description problem+json with code unauthorized | key_revoked | token_expired */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
@@ -5068,7 +5357,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code unauthorized */
+            /** @description problem+json with code unauthorized | key_revoked | token_expired */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
@@ -5164,7 +5453,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code unauthorized */
+            /** @description problem+json with code unauthorized | key_revoked | token_expired */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
@@ -5256,7 +5545,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code unauthorized */
+            /** @description problem+json with code unauthorized | key_revoked | token_expired */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
@@ -5380,7 +5669,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code unauthorized */
+            /** @description problem+json with code unauthorized | key_revoked | token_expired */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];
@@ -5493,7 +5782,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code unauthorized */
+            /** @description problem+json with code unauthorized | key_revoked | token_expired */
             401: {
                 headers: {
                     "WWW-Authenticate": components["headers"]["WWWAuthenticate"];

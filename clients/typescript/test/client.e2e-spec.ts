@@ -3,6 +3,7 @@ import { type AddressInfo, createConnection, createServer, type Server, type Soc
 
 import { startTestApp, type TestApp } from '../../../test/helpers/app.js';
 import { provider, writeCatalog } from '../../../test/helpers/catalog.js';
+import { TestIdentityProvider, writeIssuers } from '../../../test/helpers/identity-provider.js';
 import { startTcpProxy } from '../../../test/helpers/tcp-proxy.js';
 import {
   AuthenticationError,
@@ -280,6 +281,56 @@ describe('the TypeScript client against the real service', () => {
     expect(error.job).toMatchObject({ id: created.id, status: 'pending' });
     expect(Date.now() - started).toBeGreaterThanOrEqual(1_000);
     expect(Date.now() - started).toBeLessThan(5_000);
+  });
+});
+
+describe('a token provider instead of a key', () => {
+  let t: TestApp;
+  let idp: TestIdentityProvider;
+
+  beforeAll(async () => {
+    idp = await new TestIdentityProvider().start();
+    await idp.addKey('ES256');
+    const authIssuersFile = writeIssuers([
+      {
+        issuer: idp.issuer,
+        audience: 'onejob',
+        clockToleranceSec: 0,
+        owner: { claim: 'sub' },
+        scopes: { static: ['jobs:write', 'jobs:read'] },
+      },
+    ]);
+    t = await startTestApp({ authIssuersFile });
+  });
+  afterAll(async () => {
+    await t?.close();
+    await idp?.stop();
+  });
+
+  it('asks the provider again when the service answers token_expired, and sends the refused request once more', async () => {
+    const recorder = recordingFetch();
+    const issued: string[] = [];
+    // The first token the provider hands out has just expired; the next is good for an hour.
+    const token = async () => {
+      const expiresIn = issued.length === 0 ? Math.floor(Date.now() / 1000) - 1 : '1h';
+      issued.push(await idp.sign({ sub: 'team-token' }, { audience: 'onejob', expiresIn }));
+      return issued.at(-1)!;
+    };
+    const client = new OnejobClient({ baseUrl: t.baseUrl, token, fetch: recorder.fetch });
+    const created = await client.createJob(intent);
+    expect(created.replayed).toBe(false);
+    expect(issued).toHaveLength(2);
+    expect(recorder.requests.map((r) => r.headers.get('authorization'))).toEqual(issued.map((x) => `Bearer ${x}`));
+    // The good token is kept: the next call asks the provider nothing.
+    expect((await client.getJob(created.job.id)).id).toBe(created.job.id);
+    expect(issued).toHaveLength(2);
+    const [row] = await t.dataSource.query('SELECT owner_id FROM jobs WHERE id = $1', [created.job.id]);
+    expect(row.owner_id).toBe('team-token');
+  });
+
+  it('needs exactly one of apiKey and token', () => {
+    expect(() => new OnejobClient({ baseUrl: t.baseUrl })).toThrow(TypeError);
+    expect(() => new OnejobClient({ baseUrl: t.baseUrl, apiKey: 'oj_x', token: () => 'y' })).toThrow(TypeError);
   });
 });
 

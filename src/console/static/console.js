@@ -1,7 +1,11 @@
-// The operator console: plain DOM, no framework. The API key lives in sessionStorage (gone with the tab) and travels
-// only in the Authorization header: never in a URL, never in a cookie. Everything shown comes from the /v1 API.
+// The operator console: plain DOM, no framework. The credential is a token from the company's identity provider
+// (signed in with the authorization code flow and PKCE, kept in memory only) or a pasted API key (kept in
+// sessionStorage, gone with the tab); either travels only in the Authorization header: never in a URL, never in a
+// cookie. Live streams go through the browser's EventSource with a stream token made for that one stream.
+// Everything shown comes from the /v1 API.
 
 const KEY_STORAGE = 'onejob.apiKey';
+const SIGN_IN_STORAGE = 'onejob.signIn';
 const $ = (selector) => document.querySelector(selector);
 
 /** Builds an element; text goes through textContent, so nothing the API returns is ever parsed as HTML. */
@@ -18,7 +22,9 @@ function el(tag, attrs = {}, ...children) {
   return node;
 }
 
-const key = () => sessionStorage.getItem(KEY_STORAGE);
+/** The signed-in token: in memory only (a reload signs in again, silently while the IdP's session lasts). */
+let signedIn = null;
+const key = () => signedIn?.token ?? sessionStorage.getItem(KEY_STORAGE);
 
 class ApiError extends Error {
   constructor(status, problem) {
@@ -29,7 +35,7 @@ class ApiError extends Error {
 }
 
 async function api(path, { method = 'GET', body } = {}) {
-  if (!key()) throw new ApiError(401, { code: 'unauthorized', detail: 'Paste an API key first.' });
+  if (!key()) throw new ApiError(401, { code: 'unauthorized', detail: 'Sign in or paste an API key first.' });
   const headers = { Authorization: `Bearer ${key()}`, Accept: 'application/json' };
   if (body !== undefined) headers['Content-Type'] = 'application/json';
   const res = await fetch(path, {
@@ -53,11 +59,13 @@ function say(text, kind = 'error') {
 
 function fail(error) {
   const hint =
-    error.status === 401
-      ? ' (is the key right, and not revoked or expired?)'
-      : error.status === 403
-        ? ' (the key lacks a scope)'
-        : '';
+    error.code === 'token_expired' && signedIn
+      ? ' (your sign-in ended: sign in again)'
+      : error.status === 401
+        ? ' (is the key right, and not revoked or expired?)'
+        : error.status === 403
+          ? ' (the key lacks a scope)'
+          : '';
   say(`${error.message}${hint} [${error.code ?? 'error'}]`);
 }
 
@@ -76,9 +84,90 @@ const ms = (value) => (value < 1000 ? `${Math.round(value)} ms` : `${(value / 10
 // ---- key ----
 
 function showKeyStatus() {
-  $('#key-status').textContent = key()
-    ? 'A key is set for this tab (kept in sessionStorage until the tab closes).'
-    : 'No key: paste an operator key (scopes ops:read, attempts:resolve).';
+  $('#key-status').textContent = signedIn
+    ? `Signed in as ${signedIn.owner} until ${time(signedIn.expiresAt)} (the token is kept in this page only).`
+    : key()
+      ? 'A key is set for this tab (kept in sessionStorage until the tab closes).'
+      : 'No key: paste an operator key (scopes ops:read, attempts:resolve).';
+}
+
+// ---- sign-in with the identity provider (authorization code + PKCE, RFC 7636) ----
+
+const base64url = (bytes) =>
+  btoa(String.fromCharCode(...new Uint8Array(bytes)))
+    .replace(/\+/g, '-')
+    .replace(/\//g, '_')
+    .replace(/=+$/, '');
+const randomText = () => base64url(crypto.getRandomValues(new Uint8Array(32)));
+const redirectUri = () => `${location.origin}/console/`;
+let signInConfig = null;
+
+/** What the service says about signing in: the issuer, the console's client id, its endpoints (discovery). */
+async function loadSignIn() {
+  const res = await fetch('/console/config.json', { credentials: 'omit', cache: 'no-store' }).catch(() => null);
+  const config = res?.ok ? await res.json() : null;
+  signInConfig = config?.signIn ?? null;
+  const button = $('#sign-in');
+  button.hidden = !signInConfig;
+  if (signInConfig?.error) {
+    button.disabled = true;
+    say(`Sign-in is configured but unavailable: ${signInConfig.error}. Paste an API key meanwhile.`);
+  }
+}
+
+$('#sign-in').addEventListener('click', async () => {
+  if (!signInConfig?.authorizationEndpoint) return;
+  const verifier = randomText();
+  const state = randomText();
+  const challenge = base64url(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(verifier)));
+  // The verifier must outlive the trip to the IdP and back: the tab's sessionStorage, removed on return.
+  sessionStorage.setItem(SIGN_IN_STORAGE, JSON.stringify({ verifier, state, hash: location.hash }));
+  const url = new URL(signInConfig.authorizationEndpoint);
+  url.search = new URLSearchParams({
+    response_type: 'code',
+    client_id: signInConfig.clientId,
+    redirect_uri: redirectUri(),
+    scope: signInConfig.scope,
+    state,
+    code_challenge: challenge,
+    code_challenge_method: 'S256',
+  }).toString();
+  location.assign(url.href);
+});
+
+/** Back from the IdP with ?code=&state=: trades the code (and the verifier) for a token, kept in memory. */
+async function finishSignIn() {
+  const params = new URLSearchParams(location.search);
+  if (!params.has('code') && !params.has('error')) return;
+  const pending = JSON.parse(sessionStorage.getItem(SIGN_IN_STORAGE) ?? 'null');
+  sessionStorage.removeItem(SIGN_IN_STORAGE);
+  // The code leaves the address bar (and the history) at once.
+  history.replaceState(null, '', `/console/${pending?.hash ?? ''}`);
+  if (params.has('error')) return say(`Sign-in refused by the identity provider: ${params.get('error')}`);
+  if (!pending || pending.state !== params.get('state') || !signInConfig?.tokenEndpoint) {
+    return say('Sign-in failed: the answer does not match a sign-in started here. Try again.');
+  }
+  const res = await fetch(signInConfig.tokenEndpoint, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({
+      grant_type: 'authorization_code',
+      code: params.get('code'),
+      redirect_uri: redirectUri(),
+      client_id: signInConfig.clientId,
+      code_verifier: pending.verifier,
+    }),
+    credentials: 'omit',
+    cache: 'no-store',
+  }).catch(() => null);
+  const answer = res?.ok ? await res.json().catch(() => null) : null;
+  if (!answer?.access_token) return say('Sign-in failed: the identity provider gave no token.');
+  const claims = JSON.parse(atob(answer.access_token.split('.')[1].replace(/-/g, '+').replace(/_/g, '/')));
+  signedIn = {
+    token: answer.access_token,
+    owner: claims.preferred_username ?? claims.sub ?? 'you',
+    expiresAt: Date.now() + (answer.expires_in ?? 300) * 1000,
+  };
 }
 
 $('#key-form').addEventListener('submit', async (event) => {
@@ -93,6 +182,7 @@ $('#key-form').addEventListener('submit', async (event) => {
 
 $('#forget-key').addEventListener('click', () => {
   sessionStorage.removeItem(KEY_STORAGE);
+  signedIn = null;
   showKeyStatus();
   say('Key forgotten.', 'info');
 });
@@ -452,45 +542,31 @@ let live = null;
 
 function stopLive() {
   if (!live) return;
-  live.controller.abort();
+  live.source?.close();
+  live.stopped = true;
   clearInterval(live.tick);
   clearTimeout(live.reread);
+  clearTimeout(live.reopen);
   live = null;
 }
 
-/** The messages of a text/event-stream body (the parts the service sends: id, event, data; comments skipped). */
-async function* sseMessages(body) {
-  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
-  let buffer = '';
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) return;
-    buffer += value;
-    let end;
-    while ((end = buffer.indexOf('\n\n')) >= 0) {
-      const block = buffer.slice(0, end);
-      buffer = buffer.slice(end + 2);
-      const fields = Object.fromEntries(
-        block
-          .split('\n')
-          .filter((line) => line && !line.startsWith(':'))
-          .map((line) => [line.slice(0, line.indexOf(':')), line.slice(line.indexOf(':') + 1).trimStart()]),
-      );
-      if (fields.id && fields.data) yield { id: fields.id, event: fields.event, data: JSON.parse(fields.data) };
-    }
-  }
-}
+const EVENT_KINDS = ['pending', 'running', 'unknown', 'succeeded', 'failed', 'cancelled', 'starting'].flatMap((to) => [
+  `job.${to}`,
+  `attempt.${to}`,
+]);
 
 /**
- * Follows the job's timeline live (GET /v1/jobs/{id}/events as text/event-stream). EventSource cannot carry the
- * key in a header, and the key never goes in a URL or a cookie: the stream is read with fetch, and resumed with
- * Last-Event-ID after a drop, as EventSource would. Each event re-reads the job (its attempts) and redraws.
+ * Follows the job's timeline live with the browser's own EventSource: it cannot send the Authorization header, so
+ * it opens the URL of a stream token made for this one job (POST /v1/jobs/{id}/stream-tokens), and resumes by
+ * itself with Last-Event-ID after a drop. When the service closes the stream (the job is over, or the stream
+ * token's 15 minutes are up) a new token reopens it after the last event while the job lives, and once more after
+ * it settled (for a late discarded result). Each event re-reads the job (its attempts) and redraws.
  */
-async function followJob(job, events, providers, hash) {
+function followJob(job, events, providers, hash) {
   stopLive();
-  const state = { controller: new AbortController(), job, tick: undefined, reread: undefined };
+  const state = { job, source: null, stopped: false, tick: undefined, reread: undefined, reopen: undefined };
   live = state;
-  const current = () => live === state && location.hash === hash;
+  const current = () => live === state && !state.stopped && location.hash === hash;
   state.tick = setInterval(() => current() && renderJob(state.job, events, providers), 1000);
   const reread = () => {
     clearTimeout(state.reread);
@@ -503,35 +579,48 @@ async function followJob(job, events, providers, hash) {
     }, 100);
   };
   let lastId = events.at(-1)?.id;
-  while (current()) {
-    try {
-      const headers = { Authorization: `Bearer ${key()}`, Accept: 'text/event-stream' };
-      if (lastId) headers['Last-Event-ID'] = lastId;
-      const url = `/v1/jobs/${encodeURIComponent(job.id)}/events`;
-      const res = await fetch(url, {
-        headers,
-        credentials: 'omit',
-        cache: 'no-store',
-        signal: state.controller.signal,
-      });
-      // 204: nothing more will come; another refusal is the JSON page's to show.
-      if (res.status === 204 || !res.ok || !res.body) break;
-      for await (const message of sseMessages(res.body)) {
-        if (!current()) return;
-        if (events.some((e) => e.id === message.id)) continue;
-        events.push(message.data);
-        lastId = message.id;
-        reread();
+  const open = async (afterSettled) => {
+    const minted = await api(`/v1/jobs/${encodeURIComponent(job.id)}/stream-tokens`, { method: 'POST' }).catch(
+      () => null,
+    );
+    if (!current()) return;
+    // Refused or unanswered (a database restarting): try again, as EventSource itself does after a drop.
+    if (!minted) return void (state.reopen = setTimeout(() => current() && open(afterSettled), 1000));
+    const source = new EventSource(lastId ? `${minted.url}&lastEventId=${lastId}` : minted.url);
+    state.source = source;
+    let received = 0;
+    const onMessage = (message) => {
+      if (!current()) return source.close();
+      received++;
+      if (events.some((e) => e.id === message.lastEventId)) return;
+      events.push(JSON.parse(message.data));
+      lastId = message.lastEventId;
+      reread();
+    };
+    for (const kind of EVENT_KINDS) source.addEventListener(kind, onMessage);
+    source.addEventListener('error', async () => {
+      // A drop is retried by EventSource itself; a refusal or the end (401, 204) closes it.
+      if (source.readyState !== EventSource.CLOSED || !current()) return;
+      // The job as it is now decides: the stream may have closed before its last event was drawn.
+      const fresh = await api(`/v1/ops/jobs/${encodeURIComponent(job.id)}`).catch(() => null);
+      if (!current()) return;
+      if (fresh) {
+        state.job = fresh;
+        renderJob(fresh, events, providers);
       }
-    } catch {
-      if (state.controller.signal.aborted) return;
-    }
-    await new Promise((resolve) => setTimeout(resolve, 1000));
-  }
-  if (live === state) {
-    clearInterval(state.tick);
-    live = null;
-  }
+      const settled = ['succeeded', 'failed', 'cancelled'].includes(state.job.status);
+      if (settled && (afterSettled || !received)) return;
+      state.reopen = setTimeout(() => current() && open(settled), 1000);
+    });
+  };
+  void open(false);
+}
+
+/** Who acted on an event: the service, a key (its id's start), or a token's subject at its issuer. */
+function actorText(actor) {
+  if (!actor) return 'service';
+  if (actor.keyId) return `${actor.owner} (key ${actor.keyId.slice(0, 8)})`;
+  return `${actor.owner} (${actor.subject ?? 'token'} at ${new URL(actor.issuer).host})`;
 }
 
 function renderJob(job, events, providers) {
@@ -568,7 +657,7 @@ function renderJob(job, events, providers) {
         el('td', { text: e.subject === 'attempt' ? `attempt ${attemptOf(e)?.number ?? ''}` : 'job' }),
         el('td', { text: `${e.from ?? '∅'} → ${e.to}` }),
         el('td', { text: e.reason + operatorWords(e, attemptOf(e)) }),
-        el('td', { text: e.actor ? `${e.actor.owner} (key ${e.actor.keyId.slice(0, 8)})` : 'service' }),
+        el('td', { text: actorText(e.actor) }),
         el('td', { class: 'detail', text: e.detail ? JSON.stringify(e.detail) : '' }),
       ),
     ),
@@ -983,5 +1072,10 @@ async function loadBatches(id) {
   }
 }
 
-showKeyStatus();
-route();
+// Sign-in first (the answer of a trip to the IdP is in the address), then the screen the address names.
+void (async () => {
+  await loadSignIn();
+  await finishSignIn().catch(() => say('Sign-in failed: the identity provider could not be reached.'));
+  showKeyStatus();
+  await route();
+})();

@@ -7,8 +7,8 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
  * started (`day`: its first instant), operation, provider and currency (null for unpriced ones), in the statement
  * that deletes them.
  */
-export class KeepPurgedUsage1795979100000 implements MigrationInterface {
-  name = 'KeepPurgedUsage1795979100000';
+export class KeepPurgedUsage1795979400000 implements MigrationInterface {
+  name = 'KeepPurgedUsage1795979400000';
 
   async up(queryRunner: QueryRunner): Promise<void> {
     await queryRunner.query(`
