@@ -7,7 +7,7 @@ SET LOCAL onejob.purge = 'on';
 
 -- name: purge_batch
 WITH doomed AS (
-           SELECT id FROM jobs
+           SELECT id, owner_id, operation FROM jobs
             WHERE completed_at < now() - $1 * interval '1 day' AND status IN ('succeeded', 'failed', 'cancelled')
             ORDER BY completed_at
             LIMIT $2
@@ -16,11 +16,11 @@ WITH doomed AS (
            -- Their attempts' spend outlives them (docs/operations.md#retention): budgets and /v1/usage read it.
            INSERT INTO purged_usage AS u (owner_id, day, operation, provider, currency, attempts, prompt_tokens,
                                           completion_tokens, cost, discarded_cost)
-           SELECT j.owner_id, date_trunc('day', a.started_at, 'UTC'), j.operation, a.provider, a.cost_currency,
+           SELECT d.owner_id, date_trunc('day', a.started_at, 'UTC'), d.operation, a.provider, a.cost_currency,
                   count(*), COALESCE(sum((a.usage->>'promptTokens')::bigint), 0),
                   COALESCE(sum((a.usage->>'completionTokens')::bigint), 0), COALESCE(sum(a.cost), 0),
                   COALESCE(sum(a.cost) FILTER (WHERE a.outcome = 'discarded'), 0)
-             FROM doomed d JOIN jobs j ON j.id = d.id JOIN attempts a ON a.job_id = d.id
+             FROM doomed d JOIN attempts a ON a.job_id = d.id
             GROUP BY 1, 2, 3, 4, 5
             -- One order for every purge: two replicas' batches upsert shared rows without a deadlock.
             ORDER BY 1, 2, 3, 4, 5
