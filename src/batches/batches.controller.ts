@@ -12,6 +12,7 @@ import {
 import type { Principal } from '../auth/scopes.js';
 import { StreamTokenView } from '../auth/stream-token.view.js';
 import { ApiEndpoint, ApiJsonOrEventStream, headerRef } from '../common/api-docs.js';
+import { resumeAfter } from '../common/event-ids.js';
 import { UuidPipe } from '../common/uuid.pipe.js';
 import { IdempotencyKey, MAX_IDEMPOTENCY_KEY_LENGTH } from '../jobs/request-headers.js';
 import { sendEventStream, wantsEventStream } from '../streams/event-stream-reply.js';
@@ -140,10 +141,10 @@ export class BatchesController {
     @Headers('last-event-id') lastEventId: string | undefined,
     @Res() reply: FastifyReply,
   ): Promise<void> {
+    const after = resumeAfter(query.lastEventId, lastEventId);
     if (!wantsEventStream(accept)) {
       return void reply.send(toBatchView(await this.batches.find(readerOf(principal), id)));
     }
-    const after = query.lastEventId ?? lastEventId;
     sendEventStream(reply, await this.batches.streamProgress(principal, readerOf(principal), id, after));
   }
 

@@ -1,7 +1,8 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
-import { IsIn, IsOptional, IsString, Matches } from 'class-validator';
+import { IsIn, IsOptional, IsString } from 'class-validator';
 
 import { AccessTokenQuery } from '../auth/access-token.query.js';
+import { EVENT_ID_PATTERN, IsEventId, MAX_EVENT_ID } from '../common/event-ids.js';
 import { PageQueryDto } from '../common/page-query.dto.js';
 import { JOB_STATUSES, type JobStatus } from '../ledger/job.types.js';
 import { MAX_BATCH_ITEMS, MAX_METADATA_BYTES, MAX_PRIORITY, MIN_PRIORITY } from './batch-validation.js';
@@ -90,12 +91,12 @@ export class BatchEventsQueryDto {
   @ApiPropertyOptional({
     description:
       'With `Accept: text/event-stream`: resume after this message id, as the `Last-Event-ID` header does (for ' +
-      'clients that cannot set headers). Ignored by the JSON answer.',
-    pattern: '^(0|[1-9]\\d{0,18})$',
+      'clients that cannot set headers), at most 9223372036854775807. Ignored by the JSON answer.',
+    pattern: EVENT_ID_PATTERN,
   })
   @IsOptional()
   @IsString()
-  @Matches(/^(0|[1-9]\d{0,18})$/, { message: 'lastEventId must be an event id' })
+  @IsEventId({ message: `lastEventId must be an event id (0 to ${MAX_EVENT_ID})` })
   lastEventId?: string;
 
   @AccessTokenQuery()

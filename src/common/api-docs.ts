@@ -15,6 +15,7 @@ import {
 } from '@nestjs/swagger';
 
 import type { ErrorCode } from './domain.errors.js';
+import { EVENT_ID_PATTERN } from './event-ids.js';
 import { PROBLEM_TITLES, RETRY_AFTER_SECONDS } from './problem-details.filter.js';
 
 /** RFC 9457 problem+json as problem-details.filter.ts writes it (docs/errors.md). */
@@ -147,8 +148,10 @@ export function ApiJsonOrEventStream(model: Type, options: { json: string; strea
     ApiHeader({
       name: 'Last-Event-ID',
       required: false,
-      description: 'With `Accept: text/event-stream`: resume after this event id (EventSource sends it on reconnect).',
-      schema: { type: 'string', pattern: '^(0|[1-9]\\d{0,18})$' },
+      description:
+        'With `Accept: text/event-stream`: resume after this event id (EventSource sends it on reconnect), at most ' +
+        '9223372036854775807. Checked on the JSON form too.',
+      schema: { type: 'string', pattern: EVENT_ID_PATTERN },
     }),
     ApiResponse({
       status: 200,

@@ -8,10 +8,13 @@ export const badCursor = () =>
   new ValidationFailedError([{ field: 'cursor', message: 'is not a cursor this API returned' }]);
 
 /** The id a cursor carries, checked against the shape of the ids it pages over; undefined for the first page. */
-export function decodeCursor(cursor: string | undefined, shape: RegExp = UUID_CURSOR): string | undefined {
+export function decodeCursor(
+  cursor: string | undefined,
+  shape: RegExp | ((id: string) => boolean) = UUID_CURSOR,
+): string | undefined {
   if (cursor === undefined) return undefined;
   const id = Buffer.from(cursor, 'base64url').toString('utf8');
-  if (!shape.test(id)) throw badCursor();
+  if (!(typeof shape === 'function' ? shape(id) : shape.test(id))) throw badCursor();
   return id;
 }
 

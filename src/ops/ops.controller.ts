@@ -6,6 +6,7 @@ import { AcceptsStreamToken, CurrentPrincipal, RequireAnyScope, RequireScopes } 
 import type { Principal } from '../auth/scopes.js';
 import { StreamTokenView } from '../auth/stream-token.view.js';
 import { ApiEndpoint, ApiJsonOrEventStream } from '../common/api-docs.js';
+import { resumeAfter } from '../common/event-ids.js';
 import { UuidPipe } from '../common/uuid.pipe.js';
 import { sendEventStream, wantsEventStream } from '../streams/event-stream-reply.js';
 import { ListAttemptsQueryDto, ListEventsQueryDto, ListOpsJobsQueryDto, StatsQueryDto } from './ops.dto.js';
@@ -51,8 +52,9 @@ export class OpsController {
     @Headers('last-event-id') lastEventId: string | undefined,
     @Res() reply: FastifyReply,
   ): Promise<void> {
+    const after = resumeAfter(query.lastEventId, lastEventId);
     if (!wantsEventStream(accept)) return void reply.send(await this.ops.listEvents(principal, id, query));
-    sendEventStream(reply, await this.ops.streamEvents(principal, id, query.lastEventId ?? lastEventId));
+    sendEventStream(reply, await this.ops.streamEvents(principal, id, after));
   }
 
   @Post('jobs/:id/stream-tokens')

@@ -1,8 +1,9 @@
 import { ApiPropertyOptional } from '@nestjs/swagger';
 import { Type } from 'class-transformer';
-import { IsIn, IsInt, IsOptional, IsString, Length, Matches, Max, Min } from 'class-validator';
+import { IsIn, IsInt, IsOptional, IsString, Length, Max, Min } from 'class-validator';
 
 import { AccessTokenQuery } from '../auth/access-token.query.js';
+import { EVENT_ID_PATTERN, IsEventId, MAX_EVENT_ID } from '../common/event-ids.js';
 import { PageQueryDto } from '../common/page-query.dto.js';
 import { JOB_STATUSES, type JobStatus } from '../ledger/job.types.js';
 
@@ -18,12 +19,12 @@ export class ListEventsQueryDto extends PageQueryDto {
   @ApiPropertyOptional({
     description:
       'With `Accept: text/event-stream`: resume after this event id, as the `Last-Event-ID` header does (for clients ' +
-      'that cannot set headers). Ignored by the JSON pages.',
-    pattern: '^(0|[1-9]\\d{0,18})$',
+      'that cannot set headers), at most 9223372036854775807. Ignored by the JSON pages.',
+    pattern: EVENT_ID_PATTERN,
   })
   @IsOptional()
   @IsString()
-  @Matches(/^(0|[1-9]\d{0,18})$/, { message: 'lastEventId must be an event id' })
+  @IsEventId({ message: `lastEventId must be an event id (0 to ${MAX_EVENT_ID})` })
   lastEventId?: string;
 
   @AccessTokenQuery()

@@ -2426,13 +2426,13 @@ export interface operations {
     streamBatchEvents: {
         parameters: {
             query?: {
-                /** @description With `Accept: text/event-stream`: resume after this message id, as the `Last-Event-ID` header does (for clients that cannot set headers). Ignored by the JSON answer. */
+                /** @description With `Accept: text/event-stream`: resume after this message id, as the `Last-Event-ID` header does (for clients that cannot set headers), at most 9223372036854775807. Ignored by the JSON answer. */
                 lastEventId?: string;
                 /** @description With `Accept: text/event-stream` and no Authorization header: a stream token made for this stream (POST …/stream-tokens). Refused on every other route, with any other credential, and after its expiry. */
                 access_token?: string;
             };
             header?: {
-                /** @description With `Accept: text/event-stream`: resume after this event id (EventSource sends it on reconnect). */
+                /** @description With `Accept: text/event-stream`: resume after this event id (EventSource sends it on reconnect), at most 9223372036854775807. Checked on the JSON form too. */
                 "Last-Event-ID"?: string;
             };
             path: {
@@ -3634,13 +3634,13 @@ export interface operations {
                 limit?: number;
                 /** @description The nextCursor of the previous page (opaque). */
                 cursor?: string;
-                /** @description With `Accept: text/event-stream`: resume after this event id, as the `Last-Event-ID` header does (for clients that cannot set headers). Ignored by the JSON pages. */
+                /** @description With `Accept: text/event-stream`: resume after this event id, as the `Last-Event-ID` header does (for clients that cannot set headers), at most 9223372036854775807. Ignored by the JSON pages. */
                 lastEventId?: string;
                 /** @description With `Accept: text/event-stream` and no Authorization header: a stream token made for this stream (POST …/stream-tokens). Refused on every other route, with any other credential, and after its expiry. */
                 access_token?: string;
             };
             header?: {
-                /** @description With `Accept: text/event-stream`: resume after this event id (EventSource sends it on reconnect). */
+                /** @description With `Accept: text/event-stream`: resume after this event id (EventSource sends it on reconnect), at most 9223372036854775807. Checked on the JSON form too. */
                 "Last-Event-ID"?: string;
             };
             path: {
