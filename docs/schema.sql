@@ -178,8 +178,11 @@ CREATE TABLE batch_items (
     ord integer NOT NULL,
     idempotency_key character varying(255) NOT NULL,
     job_id uuid,
-    outcome text NOT NULL
+    outcome text NOT NULL,
+    conflict_job_id uuid
 );
+
+ALTER TABLE batch_items ADD CONSTRAINT "CHK_batch_items_conflict_job" CHECK (((conflict_job_id IS NULL) OR (outcome = 'conflict'::text)));
 
 ALTER TABLE batch_items ADD CONSTRAINT "CHK_batch_items_outcome" CHECK ((outcome = ANY (ARRAY['created'::text, 'replayed'::text, 'conflict'::text])));
 

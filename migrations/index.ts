@@ -20,6 +20,7 @@ import { ProviderAnnouncements1795978810000 } from './1795978810000-ProviderAnno
 import { TokenPrincipals1795978950000 } from './1795978950000-TokenPrincipals.js';
 import { IndexJobsCompletedBy1795979300000 } from './1795979300000-IndexJobsCompletedBy.js';
 import { KeepPurgedUsage1795979400000 } from './1795979400000-KeepPurgedUsage.js';
+import { NameConflictingJobs1795979510000 } from './1795979510000-NameConflictingJobs.js';
 
 /** Every migration, in order. Listed by class so the same list works from TypeScript sources and from dist/. */
 export const migrations = [
@@ -45,4 +46,5 @@ export const migrations = [
   TokenPrincipals1795978950000,
   IndexJobsCompletedBy1795979300000,
   KeepPurgedUsage1795979400000,
+  NameConflictingJobs1795979510000,
 ];

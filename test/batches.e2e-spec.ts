@@ -115,29 +115,106 @@ describe('batches: thousands of intents in one request, each still exactly one j
     expect(res.status).toBe(201);
     const outcomes = res.body.items.map((i: { outcome: string }) => i.outcome);
     expect(outcomes).toEqual(['created', 'conflict', 'created', 'created']);
-    expect(res.body.items[1].jobId).toBeNull();
     const [after] = await t.dataSource.query('SELECT * FROM jobs WHERE id = $1', [existing.body.id]);
     expect(after).toEqual(before);
     expect(res.body.counts).toMatchObject({ pending: 3, conflict: 1 });
     expect(res.body.liveJobs).toBe(3);
   });
 
+  it('answers a conflicting item with idempotency_key_reused and the job its key names, in replays and pages', async () => {
+    const existing = await t
+      .http()
+      .post('/v1/jobs')
+      .set(bearer(key))
+      .set('Idempotency-Key', 'y-2')
+      .send({ operation: 'summarize', input: { text: 'the original intent' } });
+    expect(existing.status).toBe(201);
+    const res = await post('conflict-code', { items: items('y', 4) });
+    expect(res.status).toBe(201);
+    const conflict = { index: 2, key: 'y-2', outcome: 'conflict', code: 'idempotency_key_reused' };
+    expect(res.body.items[2]).toEqual({ ...conflict, jobId: existing.body.id });
+    expect(res.body.items[0]).toEqual({ index: 0, key: 'y-0', outcome: 'created', jobId: expect.any(String) });
+    const replay = await post('conflict-code', { items: items('y', 4) });
+    expect(replay.status).toBe(200);
+    expect(replay.body.items).toEqual(res.body.items);
+    const page = await t.http().get(`/v1/batches/${res.body.id}/jobs`).set(bearer(key));
+    expect(page.body.items[2]).toEqual({
+      ...conflict,
+      jobId: existing.body.id,
+      status: null,
+      version: null,
+      completedAt: null,
+    });
+    // The named job is still no member of the batch: not counted, and the batch completes without it.
+    expect(res.body.counts).toMatchObject({ pending: 3, conflict: 1 });
+    const cancelled = await t.http().post(`/v1/batches/${res.body.id}/cancel`).set(bearer(key));
+    expect(cancelled.body).toMatchObject({ status: 'completed', liveJobs: 0, counts: { cancelled: 3, pending: 0 } });
+    const [named] = await t.dataSource.query('SELECT status FROM jobs WHERE id = $1', [existing.body.id]);
+    expect(named.status).toBe('pending');
+  });
+
+  it('gives each bad item the code a single create gives, and the batch the code its errors share', async () => {
+    const unknownOperation = await post('codes-op', {
+      items: [...items('o', 1), { key: 'o-1', operation: 'nope', input: { text: 'a' } }],
+    });
+    expect(unknownOperation.status).toBe(422);
+    expect(unknownOperation.body.code).toBe('unknown_operation');
+    expect(unknownOperation.body.errors).toEqual([
+      { field: 'items[1].operation', message: 'is not an operation of the catalog', code: 'unknown_operation' },
+    ]);
+    const single = await t
+      .http()
+      .post('/v1/jobs')
+      .set(bearer(key))
+      .set('Idempotency-Key', 'codes-single')
+      .send({ operation: 'nope', input: { text: 'a' } });
+    expect(single.body.code).toBe(unknownOperation.body.code);
+
+    const unknownProvider = await post('codes-provider', {
+      items: [{ key: 'p-0', operation: 'summarize', input: { text: 'a' }, providers: ['sim-primary', 'sim-none'] }],
+    });
+    expect(unknownProvider.status).toBe(422);
+    expect(unknownProvider.body.code).toBe('unknown_provider');
+    expect(unknownProvider.body.errors).toEqual([
+      { field: 'items[0].providers[1]', message: 'is not a provider of the catalog', code: 'unknown_provider' },
+    ]);
+
+    const mixed = await post('codes-mixed', {
+      items: [
+        { key: 'm-0', operation: 'nope', input: { text: 'a' } },
+        { key: 'm-1', operation: 'summarize', input: {} },
+      ],
+    });
+    expect(mixed.status).toBe(422);
+    expect(mixed.body.code).toBe('validation_failed');
+    expect(mixed.body.errors.map((e: { field: string; code: string }) => [e.field, e.code])).toEqual([
+      ['items[0].operation', 'unknown_operation'],
+      ['items[1].input.text', 'validation_failed'],
+    ]);
+    expect(await counts(t)).toEqual({ batches: 0, items: 0, jobs: 0, events: 0 });
+  });
+
   it('refuses 10,001 items, a repeated key and a NUL in one item, naming the index, and writes nothing', async () => {
     const tooMany = await post('big', { items: items('b', 10_001, () => 'x') });
     expect(tooMany.status).toBe(422);
     expect(tooMany.headers['content-type']).toMatch(/application\/problem\+json/);
-    expect(tooMany.body.errors).toEqual([{ field: 'items[10000]', message: expect.stringMatching(/limit of 10000/) }]);
+    expect(tooMany.body.errors).toEqual([
+      { field: 'items[10000]', message: expect.stringMatching(/limit of 10000/), code: 'validation_failed' },
+    ]);
 
     const repeated = items('r', 5);
     repeated[3].key = 'r-1';
     const rep = await post('rep', { items: repeated });
     expect(rep.status).toBe(422);
-    expect(rep.body.errors).toEqual([{ field: 'items[3].key', message: expect.stringMatching(/items\[1\]/) }]);
+    expect(rep.body.errors).toEqual([
+      { field: 'items[3].key', message: expect.stringMatching(/items\[1\]/), code: 'validation_failed' },
+    ]);
 
     const nul = items('n', 5);
     nul[2].input.text = 'bad \u0000 text';
     const withNul = await post('nul', { items: nul });
     expect(withNul.status).toBe(422);
+    // Refused before the batch's own validation (what PostgreSQL cannot store, on every body): no per-item code.
     expect(withNul.body.errors).toEqual([{ field: 'items[2].input.text', message: expect.stringMatching(/NUL/) }]);
 
     const bad = await post('bad', {

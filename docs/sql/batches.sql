@@ -3,7 +3,8 @@
 -- when it and the code part.
 
 -- name: all_batch_items
-SELECT ord, idempotency_key, outcome, job_id FROM batch_items WHERE batch_id = $1 ORDER BY ord;
+SELECT ord, idempotency_key, outcome, COALESCE(job_id, conflict_job_id) AS job_id
+         FROM batch_items WHERE batch_id = $1 ORDER BY ord;
 
 -- name: announce_batch_completed
 SELECT announce_batch_completed($1) AS n;
@@ -51,8 +52,9 @@ SELECT b.id, b.owner_id, b.idempotency_key, b.fingerprint, b.metadata, b.priorit
 
 -- name: finish_batch
 WITH m AS (
-    INSERT INTO batch_items (batch_id, ord, idempotency_key, job_id, outcome)
-    SELECT $1, o.ord, o.idempotency_key, o.job_id, o.outcome
+    INSERT INTO batch_items (batch_id, ord, idempotency_key, job_id, conflict_job_id, outcome)
+    SELECT $1, o.ord, o.idempotency_key, CASE WHEN o.outcome <> 'conflict' THEN o.job_id END,
+           CASE WHEN o.outcome = 'conflict' THEN o.job_id END, o.outcome
       FROM unnest($2::int[], $3::text[], $4::uuid[], $5::text[]) AS o(ord, idempotency_key, job_id, outcome)
   )
   UPDATE batches SET live_jobs = $6, completed_at = CASE WHEN $6 = 0 THEN now() END WHERE id = $1
@@ -101,7 +103,8 @@ SELECT b.id, (CASE WHEN b.completed_at IS NOT NULL THEN count(j.id) + 1
         GROUP BY b.id;
 
 -- name: list_batch_items
-SELECT i.ord, i.idempotency_key, i.outcome, i.job_id, j.status, j.version, j.completed_at
+SELECT i.ord, i.idempotency_key, i.outcome, COALESCE(i.job_id, i.conflict_job_id) AS job_id, j.status, j.version,
+              j.completed_at
          FROM batch_items i LEFT JOIN jobs j ON j.id = i.job_id
         WHERE i.batch_id = $1 AND i.ord > $2 AND ($3::text IS NULL OR j.status = $3)
         ORDER BY i.ord LIMIT $4;

@@ -1,7 +1,7 @@
 import { canonicalJson, sha256Hex } from '../common/canonical-json.js';
 import { fingerprintOf } from '../common/fingerprint.js';
 import { batchFingerprint } from './batch-fingerprint.js';
-import { type BatchCatalog, validateBatch } from './batch-validation.js';
+import { type BatchCatalog, batchErrorCode, validateBatch } from './batch-validation.js';
 
 const catalog: BatchCatalog = {
   hasOperation: (name) => name === 'summarize',
@@ -57,12 +57,25 @@ describe('validateBatch', () => {
   it('refuses the 10,001st item by its index, and members that are Object.prototype names', () => {
     const many = Array.from({ length: 10_001 }, (_, i) => item(`k${i}`));
     expect(validateBatch({ items: many }, catalog).errors).toEqual([
-      { field: 'items[10000]', message: expect.stringMatching(/10000/) },
+      { field: 'items[10000]', message: expect.stringMatching(/10000/), code: 'validation_failed' },
     ]);
     const tricky = JSON.parse('{"items":[{"key":"a","operation":"summarize","input":{"text":"a"},"constructor":1}]}');
     expect(validateBatch(tricky, catalog).errors).toEqual([
-      { field: 'items[0].constructor', message: 'is not a known field' },
+      { field: 'items[0].constructor', message: 'is not a known field', code: 'validation_failed' },
     ]);
+  });
+
+  it('codes an unknown operation and provider as a single create does, and the batch by the code they share', () => {
+    const op = validateBatch({ items: [item('a'), { key: 'b', operation: 'x', input: {} }] }, catalog).errors;
+    expect(op).toEqual([{ field: 'items[1].operation', message: expect.any(String), code: 'unknown_operation' }]);
+    expect(batchErrorCode(op)).toBe('unknown_operation');
+    const chain = { key: 'c', operation: 'summarize', input: { text: 'c' }, providers: ['p1', 'p9'] };
+    const provider = validateBatch({ items: [chain] }, catalog).errors;
+    expect(provider).toEqual([
+      { field: 'items[0].providers[1]', message: expect.any(String), code: 'unknown_provider' },
+    ]);
+    expect(batchErrorCode(provider)).toBe('unknown_provider');
+    expect(batchErrorCode([...op, ...provider])).toBe('validation_failed');
   });
 });
 

@@ -1,4 +1,4 @@
-import type { FieldError } from '../common/domain.errors.js';
+import type { ErrorCode, FieldError } from '../common/domain.errors.js';
 import { MAX_IDEMPOTENCY_KEY_LENGTH } from '../jobs/request-headers.js';
 
 /** Items one batch may carry (docs/api.md#batches). */
@@ -56,7 +56,9 @@ function providerErrors(providers: unknown, at: string, catalog: BatchCatalog): 
     if (typeof name !== 'string' || name.length < 1 || name.length > 100) {
       errors.push({ field, message: 'must be a provider name of 1 to 100 characters' });
     } else if (seen.has(name)) errors.push({ field, message: 'repeats a provider of the chain' });
-    else if (!catalog.hasProvider(name)) errors.push({ field, message: 'is not a provider of the catalog' });
+    else if (!catalog.hasProvider(name)) {
+      errors.push({ field, message: 'is not a provider of the catalog', code: 'unknown_provider' });
+    }
     seen.add(name);
   });
   return errors;
@@ -73,7 +75,9 @@ function itemErrors(item: unknown, at: string, catalog: BatchCatalog): FieldErro
   const known = typeof operation === 'string' && catalog.hasOperation(operation);
   if (typeof operation !== 'string' || operation.length < 1 || operation.length > 100) {
     errors.push({ field: `${at}.operation`, message: 'must be an operation name of 1 to 100 characters' });
-  } else if (!known) errors.push({ field: `${at}.operation`, message: 'is not an operation of the catalog' });
+  } else if (!known) {
+    errors.push({ field: `${at}.operation`, message: 'is not an operation of the catalog', code: 'unknown_operation' });
+  }
   if (!isObject(item.input)) errors.push({ field: `${at}.input`, message: 'must be an object' });
   else if (known) {
     for (const e of catalog.inputErrors(operation, item.input)) {
@@ -85,11 +89,26 @@ function itemErrors(item: unknown, at: string, catalog: BatchCatalog): FieldErro
 }
 
 /**
+ * The code of a batch refused for these errors: the one they all share (`unknown_operation` when every error is an
+ * unknown operation, as a single create's), else `validation_failed`. Each error carries its own.
+ */
+export function batchErrorCode(errors: FieldError[]): ErrorCode {
+  const codes = new Set(errors.map((e) => e.code ?? 'validation_failed'));
+  return codes.size === 1 ? [...codes][0] : 'validation_failed';
+}
+
+/**
  * The whole body checked before anything is written (docs/api.md#batches): every item's shape, operation,
  * providers, input schema and key, and a key repeated within the batch. Errors name the item's index and field
- * (`items[3].input.text`); the caller reports the first of them with the count of the rest.
+ * (`items[3].input.text`) and carry a code (`unknown_operation`, `unknown_provider`, else `validation_failed`); the
+ * caller reports the first of them with the count of the rest.
  */
 export function validateBatch(body: unknown, catalog: BatchCatalog): { command?: BatchCommand; errors: FieldError[] } {
+  const { command, errors } = checkBatch(body, catalog);
+  return { command, errors: errors.map((e) => (e.code ? e : { ...e, code: 'validation_failed' })) };
+}
+
+function checkBatch(body: unknown, catalog: BatchCatalog): { command?: BatchCommand; errors: FieldError[] } {
   if (!isObject(body)) {
     return { errors: [{ field: 'body', message: 'must be an object {items, metadata?, priority?}' }] };
   }

@@ -1,4 +1,4 @@
-import { ApiProperty } from '@nestjs/swagger';
+import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 
 import { CURSOR } from '../common/page-query.dto.js';
 import {
@@ -67,7 +67,19 @@ export class BatchItemView {
       'not in the batch.',
   })
   outcome!: string;
-  @ApiProperty({ format: 'uuid', nullable: true, type: String, description: 'Null for a conflict.' })
+  @ApiPropertyOptional({
+    enum: ['idempotency_key_reused'],
+    description: "A conflict's code, as POST /v1/jobs's 409 under the same key; absent on other items.",
+  })
+  code?: 'idempotency_key_reused';
+  @ApiProperty({
+    format: 'uuid',
+    nullable: true,
+    type: String,
+    description:
+      "The item's job. For a conflict, the owner's job its key names: another intent, untouched and no member of " +
+      'the batch (null only for a conflict recorded before this was kept).',
+  })
   jobId!: string | null;
 }
 
@@ -80,7 +92,7 @@ export class BatchJobView extends BatchItemView {
     enum: [...JOB_STATUSES, null],
     nullable: true,
     type: String,
-    description: "The job's status now; null for a conflict.",
+    description: "The job's status now; null for a conflict (its job is no member of the batch).",
   })
   status!: string | null;
   @ApiProperty({ type: 'integer', nullable: true, minimum: 0 }) version!: number | null;
@@ -128,6 +140,7 @@ export const toBatchItemView = (item: BatchItem): BatchItemView => ({
   index: item.index,
   key: item.key,
   outcome: item.outcome,
+  ...(item.outcome === 'conflict' ? { code: 'idempotency_key_reused' as const } : {}),
   jobId: item.jobId,
 });
 

@@ -64,15 +64,17 @@ export class BatchesController {
     operationId: 'createBatch',
     summary: 'Create up to 10,000 jobs in one request, idempotently, all or none',
     description:
-      'Validated whole: a bad item answers 422 naming its index (`items[3].input.text`) and nothing is written. ' +
-      'Written whole in one transaction. Per item: `created`, `replayed` (its key names a job of the same intent) ' +
-      'or `conflict` (another intent: that job is untouched). ' +
+      'Validated whole: a bad item answers 422 naming its index (`items[3].input.text`) and nothing is written; ' +
+      'each error has its own code (`unknown_operation`, `unknown_provider`, `validation_failed`), and the ' +
+      'problem the one they share (else `validation_failed`). Written whole in one transaction. Per item: ' +
+      '`created`, `replayed` (its key names a job of the same intent) or `conflict` (another intent: code ' +
+      '`idempotency_key_reused`, `jobId` that job, untouched and no member of the batch). ' +
       'Body limit: BATCH_BODY_LIMIT_BYTES (16 MiB by default). ' +
       "An owner with a budget has the batch's worst case reserved whole, or the batch refused whole (429).",
     problems: [
       { status: 400, codes: ['idempotency_key_missing', 'idempotency_key_invalid', 'validation_failed'] },
       { status: 409, codes: ['idempotency_key_reused'] },
-      { status: 422, codes: ['validation_failed'] },
+      { status: 422, codes: ['validation_failed', 'unknown_operation', 'unknown_provider'] },
       { status: 429, codes: ['budget_exceeded'] },
       { status: 503, codes: ['service_unavailable'] },
     ],

@@ -25,7 +25,7 @@ import { currentTraceparent } from '../telemetry/tracing.js';
 import { BudgetsService, worstCaseTokens } from '../usage/budgets.service.js';
 import { batchFingerprint } from './batch-fingerprint.js';
 import { BatchProgressSource, batchStreamIds } from './batch-progress-source.js';
-import { type BatchCatalog, type BatchCommand, validateBatch } from './batch-validation.js';
+import { type BatchCatalog, type BatchCommand, batchErrorCode, validateBatch } from './batch-validation.js';
 
 /** A batch as its create answers it: its progress and every item's outcome. */
 export interface SubmittedBatch {
@@ -74,7 +74,7 @@ export class BatchesService {
    */
   async submit(ownerId: string, idempotencyKey: string, body: unknown): Promise<SubmittedBatch> {
     const { command, errors } = validateBatch(body, this.catalogView);
-    if (!command) throw new ValidationFailedError(errors, 422);
+    if (!command) throw new ValidationFailedError(errors, 422, batchErrorCode(errors));
     const fingerprints = command.items.map((item) => fingerprintOf(item));
     const fingerprint = batchFingerprint(command, fingerprints);
     const budgeted = await this.budgets.hasBudget(ownerId);

@@ -36,7 +36,14 @@ const problemSchema: SchemaObject = {
       items: {
         type: 'object',
         required: ['field', 'message'],
-        properties: { field: { type: 'string' }, message: { type: 'string' } },
+        properties: {
+          field: { type: 'string' },
+          message: { type: 'string' },
+          code: {
+            type: 'string',
+            description: "Where one request holds many refusals (POST /v1/batches's items): this field's own code.",
+          },
+        },
         additionalProperties: false,
       },
     },

@@ -28,6 +28,8 @@ export type ErrorCode =
 export interface FieldError {
   field: string;
   message: string;
+  /** Where one request holds many refusals (a batch's items): this field's own code. */
+  code?: ErrorCode;
 }
 
 /** A refusal the client can act on. The global filter renders it as RFC 9457 problem+json. */
@@ -53,11 +55,11 @@ export class ValidationFailedError extends DomainError {
   /** Field errors found beyond MAX_REPORTED_ERRORS, counted but not listed. */
   readonly errorsOmitted: number;
 
-  constructor(errors: FieldError[], status = 400) {
+  constructor(errors: FieldError[], status = 400, code: ErrorCode = 'validation_failed') {
     const shown = errors.slice(0, MAX_REPORTED_ERRORS);
     const omitted = errors.length - shown.length;
     const detail = shown.map((e) => `${e.field}: ${e.message}`).join('; ') || 'The request is invalid.';
-    super('validation_failed', status, omitted ? `${detail}; and ${omitted} more` : detail, shown);
+    super(code, status, omitted ? `${detail}; and ${omitted} more` : detail, shown);
     this.errorsOmitted = omitted;
   }
 }

@@ -62,7 +62,7 @@ export class BatchWriter {
         // The key was taken when the INSERT skipped it; only the retention purge can have removed it since.
         if (!named) throw new DomainError('service_unavailable', 503, 'A job of the batch was purged just now; retry.');
         const item = { index: job.ord, key: job.idempotencyKey };
-        if (named.fingerprint !== job.fingerprint) return { ...item, outcome: 'conflict', jobId: null };
+        if (named.fingerprint !== job.fingerprint) return { ...item, outcome: 'conflict', jobId: named.id };
         if (!isTerminal(named.status)) live++;
         return { ...item, outcome: 'replayed', jobId: named.id };
       });

@@ -29,7 +29,10 @@ export interface BatchItem {
   index: number;
   key: string;
   outcome: ItemOutcome;
-  /** Null for a conflict: the key names a job of another intent, which is not this item. */
+  /**
+   * The item's job; for a conflict, the job its key names, of another intent and no member of the batch (null only
+   * for a conflict recorded before batch_items kept it).
+   */
   jobId: string | null;
 }
 

@@ -104,7 +104,10 @@ export const LOCK_EXISTING = statement<
   WHERE j.owner_id = $1 AND j.idempotency_key = ANY ($2::text[]) ORDER BY j.id FOR SHARE`,
 );
 
-/** The items that did not create a job, and the batch's count of live members. */
+/**
+ * The items that did not create a job, and the batch's count of live members. A conflict's job id goes to
+ * conflict_job_id, not job_id: job_id is membership (progress, the settlement trigger, the cancel).
+ */
 export const FINISH_BATCH = statement<
   [
     batchId: string,
@@ -118,8 +121,9 @@ export const FINISH_BATCH = statement<
 >(
   'finish_batch',
   `WITH m AS (
-    INSERT INTO batch_items (batch_id, ord, idempotency_key, job_id, outcome)
-    SELECT $1, o.ord, o.idempotency_key, o.job_id, o.outcome
+    INSERT INTO batch_items (batch_id, ord, idempotency_key, job_id, conflict_job_id, outcome)
+    SELECT $1, o.ord, o.idempotency_key, CASE WHEN o.outcome <> 'conflict' THEN o.job_id END,
+           CASE WHEN o.outcome = 'conflict' THEN o.job_id END, o.outcome
       FROM unnest($2::int[], $3::text[], $4::uuid[], $5::text[]) AS o(ord, idempotency_key, job_id, outcome)
   )
   UPDATE batches SET live_jobs = $6, completed_at = CASE WHEN $6 = 0 THEN now() END WHERE id = $1
@@ -189,19 +193,24 @@ export const LATEST_STREAM_IDS = statement<[ids: string[]], { id: string; latest
         GROUP BY b.id`,
 );
 
-/** Every item of a batch, in order: the answer a replay repeats. */
+/** Every item of a batch, in order: the answer a replay repeats (a conflict with the job its key named). */
 export const ALL_ITEMS = statement<[batchId: string], BatchItemRow>(
   'all_batch_items',
-  'SELECT ord, idempotency_key, outcome, job_id FROM batch_items WHERE batch_id = $1 ORDER BY ord',
+  `SELECT ord, idempotency_key, outcome, COALESCE(job_id, conflict_job_id) AS job_id
+         FROM batch_items WHERE batch_id = $1 ORDER BY ord`,
 );
 
-/** A page of a batch's items in index order with their jobs' state, keyset on the index (-1: the first page). */
+/**
+ * A page of a batch's items in index order with their jobs' state, keyset on the index (-1: the first page). A
+ * conflict names the job its key named, but that job is no member: no state of it is the batch's.
+ */
 export const LIST_ITEMS = statement<
   [batchId: string, afterIndex: number, status: JobStatus | null, limit: number],
   BatchItemRow & { status: JobStatus | null; version: number | null; completed_at: Date | null }
 >(
   'list_batch_items',
-  `SELECT i.ord, i.idempotency_key, i.outcome, i.job_id, j.status, j.version, j.completed_at
+  `SELECT i.ord, i.idempotency_key, i.outcome, COALESCE(i.job_id, i.conflict_job_id) AS job_id, j.status, j.version,
+              j.completed_at
          FROM batch_items i LEFT JOIN jobs j ON j.id = i.job_id
         WHERE i.batch_id = $1 AND i.ord > $2 AND ($3::text IS NULL OR j.status = $3)
         ORDER BY i.ord LIMIT $4`,

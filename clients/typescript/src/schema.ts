@@ -87,7 +87,7 @@ export interface paths {
         put?: never;
         /**
          * Create up to 10,000 jobs in one request, idempotently, all or none
-         * @description Validated whole: a bad item answers 422 naming its index (`items[3].input.text`) and nothing is written. Written whole in one transaction. Per item: `created`, `replayed` (its key names a job of the same intent) or `conflict` (another intent: that job is untouched). Body limit: BATCH_BODY_LIMIT_BYTES (16 MiB by default). An owner with a budget has the batch's worst case reserved whole, or the batch refused whole (429).
+         * @description Validated whole: a bad item answers 422 naming its index (`items[3].input.text`) and nothing is written; each error has its own code (`unknown_operation`, `unknown_provider`, `validation_failed`), and the problem the one they share (else `validation_failed`). Written whole in one transaction. Per item: `created`, `replayed` (its key names a job of the same intent) or `conflict` (another intent: code `idempotency_key_reused`, `jobId` that job, untouched and no member of the batch). Body limit: BATCH_BODY_LIMIT_BYTES (16 MiB by default). An owner with a budget has the batch's worst case reserved whole, or the batch refused whole (429).
          */
         post: operations["createBatch"];
         delete?: never;
@@ -746,11 +746,16 @@ export interface components {
             status: "running" | "completed";
         };
         BatchItemView: {
+            /**
+             * @description A conflict's code, as POST /v1/jobs's 409 under the same key; absent on other items.
+             * @enum {string}
+             */
+            code?: "idempotency_key_reused";
             /** @description The item's index in the request. */
             index: number;
             /**
              * Format: uuid
-             * @description Null for a conflict.
+             * @description The item's job. For a conflict, the owner's job its key names: another intent, untouched and no member of the batch (null only for a conflict recorded before this was kept).
              */
             jobId: string | null;
             key: string;
@@ -766,13 +771,18 @@ export interface components {
             nextCursor: string | null;
         };
         BatchJobView: {
+            /**
+             * @description A conflict's code, as POST /v1/jobs's 409 under the same key; absent on other items.
+             * @enum {string}
+             */
+            code?: "idempotency_key_reused";
             /** Format: date-time */
             completedAt: string | null;
             /** @description The item's index in the request. */
             index: number;
             /**
              * Format: uuid
-             * @description Null for a conflict.
+             * @description The item's job. For a conflict, the owner's job its key names: another intent, untouched and no member of the batch (null only for a conflict recorded before this was kept).
              */
             jobId: string | null;
             key: string;
@@ -782,7 +792,7 @@ export interface components {
              */
             outcome: "created" | "replayed" | "conflict";
             /**
-             * @description The job's status now; null for a conflict.
+             * @description The job's status now; null for a conflict (its job is no member of the batch).
              * @enum {string|null}
              */
             status: "pending" | "running" | "unknown" | "succeeded" | "failed" | "cancelled" | null;
@@ -1389,6 +1399,8 @@ export interface components {
             code: string;
             detail: string;
             errors?: {
+                /** @description Where one request holds many refusals (POST /v1/batches's items): this field's own code. */
+                code?: string;
                 field: string;
                 message: string;
             }[];
@@ -2169,7 +2181,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description problem+json with code validation_failed */
+            /** @description problem+json with code validation_failed | unknown_operation | unknown_provider */
             422: {
                 headers: {
                     "X-Content-Type-Options": components["headers"]["XContentTypeOptions"];
