@@ -78,7 +78,15 @@ export async function startTestApp(
       if (found.length) violations.push(describeViolations(observed, found));
       return payload;
     });
-  await app.listen({ port: 0, host: '127.0.0.1' });
+  try {
+    await app.listen({ port: 0, host: '127.0.0.1' });
+  } catch (error) {
+    // A refused start (REQUIRE_SYNCHRONOUS_REPLICATION, a failed migration) has bootstrapped part of the app: its
+    // LISTEN session would go on reconnecting into later suites of this jest worker. main.ts exits instead.
+    await app.close().catch(() => undefined);
+    if (!database) await db.drop();
+    throw error;
+  }
   const address = app.getHttpServer().address();
   const baseUrl = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
   const dataSource = app.get(DataSource);
