@@ -303,6 +303,41 @@ describe('batches: thousands of intents in one request, each still exactly one j
     expect((await t.http().get(`/v1/batches/${id}/jobs`).set(bearer(operator))).body.items).toHaveLength(20);
   });
 
+  it('cancels only the jobs the batch created, never one it replayed', async () => {
+    const outside = await t
+      .http()
+      .post('/v1/jobs')
+      .set(bearer(key))
+      .set('Idempotency-Key', 'own-1')
+      .send({ operation: 'summarize', input: { text: 'document own 1' } });
+    expect(outside.status).toBe(201);
+    const first = await post('own-a', { items: items('own', 3) });
+    expect(first.body.items.map((i: { outcome: string }) => i.outcome)).toEqual(['created', 'replayed', 'created']);
+    // A second batch replays all three: the first batch's jobs and the single create's, none its own.
+    const second = await post('own-b', { items: [...items('own', 3), ...items('new', 1)] });
+    expect(second.body.items.map((i: { outcome: string }) => i.outcome)).toEqual([
+      'replayed',
+      'replayed',
+      'replayed',
+      'created',
+    ]);
+    const res = await t.http().post(`/v1/batches/${second.body.id}/cancel`).set(bearer(key));
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ status: 'running', liveJobs: 3, counts: { cancelled: 1, pending: 3 } });
+    const rows = await t.dataSource.query(`SELECT idempotency_key AS key, status FROM jobs ORDER BY idempotency_key`);
+    expect(rows).toEqual([
+      { key: 'new-0', status: 'cancelled' },
+      { key: 'own-0', status: 'pending' },
+      { key: 'own-1', status: 'pending' },
+      { key: 'own-2', status: 'pending' },
+    ]);
+    // The first batch's cancel takes its own two, and still not the single create's job it replayed.
+    const own = await t.http().post(`/v1/batches/${first.body.id}/cancel`).set(bearer(key));
+    expect(own.body).toMatchObject({ liveJobs: 1, counts: { cancelled: 2, pending: 1 } });
+    const [single] = await t.dataSource.query('SELECT status FROM jobs WHERE id = $1', [outside.body.id]);
+    expect(single.status).toBe('pending');
+  });
+
   it('cancels every live job of a batch, each a fence, and completes the batch', async () => {
     const created = await post('cancel', { items: items('z', 30) });
     const id = created.body.id;

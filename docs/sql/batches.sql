@@ -116,9 +116,10 @@ SELECT b.id, b.owner_id, b.idempotency_key, b.fingerprint, b.metadata, b.priorit
           AND ($3::uuid IS NULL OR (b.created_at, b.id) < (SELECT c.created_at, c.id FROM batches c WHERE c.id = $3))
         ORDER BY b.created_at DESC, b.id DESC LIMIT $2;
 
--- name: live_job_ids_of_batch
+-- name: live_created_job_ids_of_batch
 SELECT j.id FROM batch_items i JOIN jobs j ON j.id = i.job_id
-        WHERE i.batch_id = $1 AND j.status IN ('pending', 'running', 'unknown') ORDER BY j.id;
+        WHERE i.batch_id = $1 AND i.outcome = 'created' AND j.status IN ('pending', 'running', 'unknown')
+        ORDER BY j.id;
 
 -- name: lock_existing_jobs_of_keys
 SELECT j.id, j.idempotency_key, j.fingerprint, j.status FROM jobs j

@@ -209,8 +209,11 @@ export class BatchesController {
   @batchId
   @ApiEndpoint({
     operationId: 'cancelBatch',
-    summary: "Cancel every job of the batch that is not terminal (each a fence, as a job's cancel is)",
-    description: 'Terminal jobs are left as they are; a batch whose jobs are all terminal answers 200 unchanged.',
+    summary: "Cancel every job the batch created that is not terminal (each a fence, as a job's cancel is)",
+    description:
+      'Terminal jobs are left as they are; a batch whose jobs are all terminal answers 200 unchanged. Items ' +
+      '`replayed` name jobs another request created (a single create, another batch): they are not cancelled, ' +
+      'and the batch completes when they end (cancel them with POST /v1/jobs/{id}/cancel).',
     problems: [badQuery, { status: 404, codes: ['not_found'] }],
   })
   @ApiOkResponse({ type: BatchView })

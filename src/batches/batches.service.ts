@@ -197,13 +197,14 @@ export class BatchesService {
   }
 
   /**
-   * Cancels every job of the batch that is not terminal, each exactly as `POST /v1/jobs/:id/cancel` does (the
+   * Cancels every job the batch created that is not terminal, each exactly as `POST /v1/jobs/:id/cancel` does (the
    * fence: its version bumped, every in-flight result discarded), a chunk of jobs per transaction, each chunk
-   * locked in id order before any of it changes.
+   * locked in id order before any of it changes. A `replayed` member was created by another request (a single
+   * create, another batch), which still owns it: it is left live, and the batch completes when it ends.
    */
   async cancel(ownerId: string, id: string): Promise<BatchProgress> {
     await this.find(ownerId, id);
-    const ids = await this.batches.liveJobIds(id);
+    const ids = await this.batches.liveCreatedJobIds(id);
     for (let start = 0; start < ids.length; start += CANCEL_CHUNK) {
       await this.ledgers.run(async (ledger) => {
         for (const job of await ledger.lockJobs(ids.slice(start, start + CANCEL_CHUNK))) {

@@ -242,8 +242,8 @@ export class BatchesRepository {
     return rows.map(batchFromRow);
   }
 
-  /** The ids of the batch's jobs that are not terminal, in id order (the order the cancel locks them in). */
-  async liveJobIds(batchId: string): Promise<string[]> {
+  /** The ids of the jobs the batch created that are not terminal, in id order (the order the cancel locks them in). */
+  async liveCreatedJobIds(batchId: string): Promise<string[]> {
     const rows = await rowsOf(this.dataSource.manager, LIVE_JOB_IDS, [batchId]);
     return rows.map((r) => r.id);
   }

@@ -231,9 +231,14 @@ export const LIST_OWNED = statement<[ownerId: string, limit: number, afterId: st
         ORDER BY b.created_at DESC, b.id DESC LIMIT $2`,
 );
 
-/** The ids of the batch's jobs that are not terminal, in id order (the order the cancel locks them in). */
+/**
+ * The ids of the jobs the batch created that are not terminal, in id order (the order the cancel locks them in).
+ * A replayed member is a job some other request created (a single create, another batch): not this batch's to
+ * cancel.
+ */
 export const LIVE_JOB_IDS = statement<[batchId: string], { id: string }>(
-  'live_job_ids_of_batch',
+  'live_created_job_ids_of_batch',
   `SELECT j.id FROM batch_items i JOIN jobs j ON j.id = i.job_id
-        WHERE i.batch_id = $1 AND j.status IN ('pending', 'running', 'unknown') ORDER BY j.id`,
+        WHERE i.batch_id = $1 AND i.outcome = 'created' AND j.status IN ('pending', 'running', 'unknown')
+        ORDER BY j.id`,
 );

@@ -317,7 +317,7 @@ export class OnejobClient {
     return (await this.call<BatchPage>({ method: 'GET', path: '/v1/batches', query, repeatable: true })).body;
   }
 
-  /** Cancels every job of the batch that is not terminal. Repeatable: a second cancel changes nothing. */
+  /** Cancels every job the batch created that is not terminal (not those it replayed). Repeatable. */
   async cancelBatch(id: string): Promise<Batch> {
     const path = `/v1/batches/${encodeURIComponent(id)}/cancel`;
     return (await this.call<Batch>({ method: 'POST', path, repeatable: true })).body;

@@ -126,8 +126,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Cancel every job of the batch that is not terminal (each a fence, as a job's cancel is)
-         * @description Terminal jobs are left as they are; a batch whose jobs are all terminal answers 200 unchanged.
+         * Cancel every job the batch created that is not terminal (each a fence, as a job's cancel is)
+         * @description Terminal jobs are left as they are; a batch whose jobs are all terminal answers 200 unchanged. Items `replayed` name jobs another request created (a single create, another batch): they are not cancelled, and the batch completes when they end (cancel them with POST /v1/jobs/{id}/cancel).
          */
         post: operations["cancelBatch"];
         delete?: never;
