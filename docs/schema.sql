@@ -200,7 +200,8 @@ CREATE TABLE batches (
     item_count integer NOT NULL,
     live_jobs integer NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
-    completed_at timestamp with time zone
+    completed_at timestamp with time zone,
+    members integer NOT NULL
 );
 
 ALTER TABLE batches ADD CONSTRAINT "CHK_batches_completed_at" CHECK (((completed_at IS NULL) OR (live_jobs = 0)));
@@ -208,6 +209,8 @@ ALTER TABLE batches ADD CONSTRAINT "CHK_batches_completed_at" CHECK (((completed
 ALTER TABLE batches ADD CONSTRAINT "CHK_batches_item_count" CHECK (((item_count >= 1) AND (item_count <= 10000)));
 
 ALTER TABLE batches ADD CONSTRAINT "CHK_batches_live_jobs" CHECK ((live_jobs >= 0));
+
+ALTER TABLE batches ADD CONSTRAINT "CHK_batches_members" CHECK (((members >= live_jobs) AND (members <= item_count)));
 
 ALTER TABLE batches ADD CONSTRAINT "CHK_batches_priority" CHECK (((priority >= '-1000'::integer) AND (priority <= 1000)));
 

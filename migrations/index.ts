@@ -21,6 +21,7 @@ import { TokenPrincipals1795978950000 } from './1795978950000-TokenPrincipals.js
 import { IndexJobsCompletedBy1795979300000 } from './1795979300000-IndexJobsCompletedBy.js';
 import { KeepPurgedUsage1795979400000 } from './1795979400000-KeepPurgedUsage.js';
 import { NameConflictingJobs1795979510000 } from './1795979510000-NameConflictingJobs.js';
+import { CountBatchMembers1795979520000 } from './1795979520000-CountBatchMembers.js';
 
 /** Every migration, in order. Listed by class so the same list works from TypeScript sources and from dist/. */
 export const migrations = [
@@ -47,4 +48,5 @@ export const migrations = [
   IndexJobsCompletedBy1795979300000,
   KeepPurgedUsage1795979400000,
   NameConflictingJobs1795979510000,
+  CountBatchMembers1795979520000,
 ];

@@ -66,21 +66,22 @@ describe("a batch's live progress (GET /v1/batches/:id/events, Accept: text/even
     const ids = follower.messages.map((m) => Number(m.id));
     expect(ids).toEqual([...new Set(ids)].sort((a, b) => a - b));
     const last = follower.messages.at(-1)!;
-    expect(last).toMatchObject({ id: '9', event: 'batch.completed' });
+    // Ids (issue 33 item 10b): progress is terminal members + 1, batch.completed members + 2.
+    expect(last).toMatchObject({ id: '10', event: 'batch.completed' });
     expect((last.data as unknown as BatchData).counts).toMatchObject({ succeeded: 8, pending: 0, running: 0 });
     const progress = follower.messages.filter((m) => m.event === 'batch.progress');
     // Live, not one read at the end: several jobs ended while the stream was open.
     expect(progress.length).toBeGreaterThanOrEqual(3);
-    expect(progress.at(-1)).toMatchObject({ id: '8' });
-    for (const m of progress) expect((m.data as unknown as BatchData).counts.succeeded).toBe(Number(m.id));
+    expect(progress.at(-1)).toMatchObject({ id: '9' });
+    for (const m of progress) expect((m.data as unknown as BatchData).counts.succeeded).toBe(Number(m.id) - 1);
 
     // Resumed after a progress id: only what follows it.
     const resumed = follow(`${t.baseUrl}/v1/batches/${batchId}/events`, key, { lastEventId: '3' });
     await resumed.over;
     resumed.close();
     expect(resumed.messages.map((m) => [m.id, m.event])).toEqual([
-      ['8', 'batch.progress'],
-      ['9', 'batch.completed'],
+      ['9', 'batch.progress'],
+      ['10', 'batch.completed'],
     ]);
     // After its last message the stream is over: 204, nothing sent.
     const done = await t
@@ -88,7 +89,7 @@ describe("a batch's live progress (GET /v1/batches/:id/events, Accept: text/even
       .get(`/v1/batches/${batchId}/events`)
       .set(bearer(key))
       .set('Accept', 'text/event-stream')
-      .set('Last-Event-ID', '9');
+      .set('Last-Event-ID', '10');
     expect(done.status).toBe(204);
   }, 60_000);
 

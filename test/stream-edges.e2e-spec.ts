@@ -1,5 +1,9 @@
+import { RetentionRepository } from '../src/retention/retention.repository.js';
 import { postJob } from './factories/index.js';
 import { bearer, startTestApp, type TestApp } from './helpers/app.js';
+import { writeCatalog } from './helpers/catalog.js';
+import { follow, idsOf, readRaw } from './helpers/sse.js';
+import { sleep, waitFor } from './helpers/wait.js';
 
 /** Issue 33: the edges of the live streams (job timeline and batch progress, SSE and JSON forms). */
 describe('stream edges: Last-Event-ID and cursors are checked against the document (issue 33 item 4)', () => {
@@ -83,4 +87,105 @@ describe('stream edges: Last-Event-ID and cursors are checked against the docume
     expect(page.status).toBe(200);
     expect(page.body.items).toEqual([]);
   });
+});
+
+describe("stream edges: a batch's stream ids (issue 33 items 6 and 10b)", () => {
+  let t: TestApp;
+  let key: string;
+
+  beforeAll(async () => {
+    // sim-primary ends its jobs at once; sim-slow keeps one job of a batch live for a few seconds.
+    const catalogFile = writeCatalog((c) => {
+      c.providers.push({
+        name: 'sim-slow',
+        kind: 'simulated',
+        model: 'sim-slow',
+        timeoutMs: 20_000,
+        simulate: { latencyMs: 3000, outcome: 'success' },
+      });
+    });
+    t = await startTestApp({
+      role: 'all',
+      catalogFile,
+      workerPollMs: 20,
+      streamHeartbeatMs: 200,
+      jobRetentionDays: 1,
+      retentionIntervalMs: 3_600_000, // the test purges itself
+    });
+    key = await t.key('owner-batch-ids');
+  }, 60_000);
+
+  afterAll(async () => {
+    await t?.close();
+  });
+
+  const post = async (batchKey: string, providers: string[]) => {
+    const items = providers.map((p, i) => ({
+      key: `${batchKey}-${i}`,
+      operation: 'summarize',
+      input: { text: `${batchKey} ${i}` },
+      providers: [p],
+    }));
+    const res = await t.http().post('/v1/batches').set(bearer(key)).set('Idempotency-Key', batchKey).send({ items });
+    expect(res.status).toBe(201);
+    return res.body.id as string;
+  };
+  const url = (batchId: string) => `${t.baseUrl}/v1/batches/${batchId}/events`;
+  /** The stream's first message's id: where a client that read it stands. */
+  const firstId = async (batchId: string) => {
+    const raw = await readRaw(url(batchId), bearer(key), (text) => idsOf(text).length > 0);
+    expect(raw.status).toBe(200);
+    return idsOf(raw.text)[0];
+  };
+
+  it('resuming from the first message id (Last-Event-ID of the first message) does not resend it', async () => {
+    const batchId = await post('first-id', ['sim-slow']);
+    const first = await firstId(batchId);
+    // The stream's ids follow the document's pattern and the first one is not the "from the start" id.
+    expect(first).toMatch(/^[1-9]\d{0,18}$/);
+    const resumed = follow(url(batchId), key, { lastEventId: first });
+    await resumed.over;
+    resumed.close();
+    expect(resumed.messages.map((m) => m.id)).not.toContain(first);
+    expect(resumed.messages.at(-1)?.event).toBe('batch.completed');
+    for (const m of resumed.messages) expect(BigInt(m.id)).toBeGreaterThan(BigInt(first));
+  }, 30_000);
+
+  it('a purge of finished members does not take the ids back: a client holding one still gets batch.completed', async () => {
+    const batchId = await post('purged', ['sim-primary', 'sim-primary', 'sim-slow']);
+    await waitFor(
+      async () => (await t.http().get(`/v1/batches/${batchId}`).set(bearer(key))).body.counts.succeeded,
+      (n) => n === 2,
+    );
+    const held = await firstId(batchId);
+    // Settled three days ago, past JOB_RETENTION_DAYS=1: the purge takes the two finished members.
+    await t.dataSource.query(
+      `UPDATE jobs SET completed_at = completed_at - interval '3 days'
+        WHERE status = 'succeeded' AND id IN (SELECT job_id FROM batch_items WHERE batch_id = $1)`,
+      [batchId],
+    );
+    expect((await t.app.get(RetentionRepository).purgeBatch(1, 500)).jobs).toBe(2);
+
+    // A reconnect from the held id before the last member ends: the stream stays open (no 204) ...
+    const early = await readRaw(url(batchId), { ...bearer(key), 'Last-Event-ID': held }, () => false, 300);
+    expect(early.status).toBe(200);
+    // ... and the held id is still where the stream is: no message at or below it is sent again.
+    for (const id of idsOf(early.text)) expect(BigInt(id)).toBeGreaterThan(BigInt(held));
+
+    const resumed = follow(url(batchId), key, { lastEventId: held });
+    await resumed.over;
+    resumed.close();
+    expect(resumed.messages.at(-1)?.event).toBe('batch.completed');
+    for (const m of resumed.messages) expect(BigInt(m.id)).toBeGreaterThan(BigInt(held));
+    // Over after its last message: 204.
+    const lastId = resumed.messages.at(-1)!.id;
+    await sleep(50);
+    const done = await t
+      .http()
+      .get(`/v1/batches/${batchId}/events`)
+      .set(bearer(key))
+      .set('Accept', 'text/event-stream')
+      .set('Last-Event-ID', lastId);
+    expect(done.status).toBe(204);
+  }, 30_000);
 });

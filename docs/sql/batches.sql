@@ -37,11 +37,11 @@ WITH x AS (
 
 -- name: find_owned_batch_by_key
 SELECT b.id, b.owner_id, b.idempotency_key, b.fingerprint, b.metadata, b.priority, b.item_count,
-  b.live_jobs, b.created_at, b.completed_at FROM batches b WHERE b.owner_id = $1 AND b.idempotency_key = $2;
+  b.members, b.live_jobs, b.created_at, b.completed_at FROM batches b WHERE b.owner_id = $1 AND b.idempotency_key = $2;
 
 -- name: find_batch_progress
 SELECT b.id, b.owner_id, b.idempotency_key, b.fingerprint, b.metadata, b.priority, b.item_count,
-  b.live_jobs, b.created_at, b.completed_at,
+  b.members, b.live_jobs, b.created_at, b.completed_at,
   (SELECT json_object_agg(s.status, s.n) FROM (
      SELECT j.status, count(*)::int AS n FROM batch_items i JOIN jobs j ON j.id = i.job_id
       WHERE i.batch_id = b.id GROUP BY j.status) s) AS counts,
@@ -57,17 +57,19 @@ WITH m AS (
            CASE WHEN o.outcome = 'conflict' THEN o.job_id END, o.outcome
       FROM unnest($2::int[], $3::text[], $4::uuid[], $5::text[]) AS o(ord, idempotency_key, job_id, outcome)
   )
-  UPDATE batches SET live_jobs = $6, completed_at = CASE WHEN $6 = 0 THEN now() END WHERE id = $1
+  UPDATE batches SET live_jobs = $6, members = item_count - cardinality(array_positions($5::text[], 'conflict')),
+         completed_at = CASE WHEN $6 = 0 THEN now() END
+   WHERE id = $1
   RETURNING id, owner_id, idempotency_key, fingerprint, metadata, priority, item_count,
-  live_jobs, created_at, completed_at;
+  members, live_jobs, created_at, completed_at;
 
 -- name: insert_batch
 INSERT INTO batches
-  (owner_id, idempotency_key, fingerprint, metadata, priority, item_count, live_jobs)
-VALUES ($1, $2, $3, $4::jsonb, $5, $6, $6)
+  (owner_id, idempotency_key, fingerprint, metadata, priority, item_count, members, live_jobs)
+VALUES ($1, $2, $3, $4::jsonb, $5, $6, $6, $6)
 ON CONFLICT ON CONSTRAINT "UQ_batches_owner_idempotency_key" DO NOTHING
 RETURNING id, owner_id, idempotency_key, fingerprint, metadata, priority, item_count,
-  live_jobs, created_at, completed_at;
+  members, live_jobs, created_at, completed_at;
 
 -- name: insert_batch_jobs
 WITH x AS MATERIALIZED (
@@ -95,12 +97,9 @@ WITH x AS MATERIALIZED (
   SELECT x.ord, j.id FROM j JOIN x ON x.idempotency_key = j.idempotency_key;
 
 -- name: latest_batch_stream_ids
-SELECT b.id, (CASE WHEN b.completed_at IS NOT NULL THEN count(j.id) + 1
-                          ELSE count(j.id) FILTER (WHERE j.status IN ('succeeded', 'failed',
-                            'cancelled')) END)::text AS latest
-         FROM batches b LEFT JOIN batch_items i ON i.batch_id = b.id LEFT JOIN jobs j ON j.id = i.job_id
-        WHERE b.id = ANY ($1::uuid[])
-        GROUP BY b.id;
+SELECT b.id, (CASE WHEN b.completed_at IS NOT NULL THEN b.members + 2
+                      ELSE b.members - b.live_jobs + 1 END)::text AS latest
+     FROM batches b WHERE b.id = ANY ($1::uuid[]);
 
 -- name: list_batch_items
 SELECT i.ord, i.idempotency_key, i.outcome, COALESCE(i.job_id, i.conflict_job_id) AS job_id, j.status, j.version,
@@ -111,7 +110,7 @@ SELECT i.ord, i.idempotency_key, i.outcome, COALESCE(i.job_id, i.conflict_job_id
 
 -- name: list_owned_batches
 SELECT b.id, b.owner_id, b.idempotency_key, b.fingerprint, b.metadata, b.priority, b.item_count,
-  b.live_jobs, b.created_at, b.completed_at FROM batches b
+  b.members, b.live_jobs, b.created_at, b.completed_at FROM batches b
         WHERE b.owner_id = $1
           AND ($3::uuid IS NULL OR (b.created_at, b.id) < (SELECT c.created_at, c.id FROM batches c WHERE c.id = $3))
         ORDER BY b.created_at DESC, b.id DESC LIMIT $2;

@@ -1,23 +1,21 @@
-import type { BatchProgress } from '../ledger/batch.types.js';
+import type { Batch, BatchProgress } from '../ledger/batch.types.js';
 import { idAfter, type StreamMessage, type StreamSource } from '../streams/stream-source.js';
 import { toBatchView } from './batch.view.js';
 
 /**
- * A batch's stream ids (docs/design.md#live-streams): `batch.progress` carries the number of its jobs that are
- * terminal (it only grows: a job never leaves a terminal status), `batch.completed` the number of its jobs plus
- * one, after every progress id. So `Last-Event-ID` resumes a batch's stream like a job's: nothing repeated, and
- * the newest progress is never skipped.
+ * A batch's stream ids (docs/design.md#live-streams), read from the batch row's own counters, never from a join
+ * of its jobs (the retention purge deletes jobs, and ids must not go down): `batch.progress` carries its terminal
+ * members plus one (`members - liveJobs + 1`: it only grows, as the settlement trigger takes `live_jobs` down),
+ * `batch.completed` its members plus two, after every progress id. Every id is at least 1, so `Last-Event-ID: 0`
+ * (the start) never names a message, and a client that resumes from the first message's id gets what follows it.
  */
-export function batchStreamIds(batch: BatchProgress): { progress: string; completed: string } {
-  const c = batch.counts;
-  const terminal = c.succeeded + c.failed + c.cancelled;
-  const jobs = terminal + c.pending + c.running + c.unknown;
-  return { progress: String(terminal), completed: String(jobs + 1) };
+export function batchStreamIds(batch: Batch): { progress: string; completed: string } {
+  return { progress: String(batch.members - batch.liveJobs + 1), completed: String(batch.members + 2) };
 }
 
 /**
  * A batch's progress as a stream source: one `batch.progress` message (the batch as `GET /v1/batches/{id}`
- * answers it) whenever more of its jobs are terminal than the stream has said, then `batch.completed` once, and
+ * answers it) whenever more of its members are terminal than the stream has said, then `batch.completed` once, and
  * the end. Woken by the batch's own NOTIFY, which the trigger that counts its jobs down raises (migration
  * CreateBatches), and by the sweep.
  */

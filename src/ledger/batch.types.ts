@@ -12,6 +12,8 @@ export interface Batch {
   metadata: Record<string, unknown> | null;
   priority: number;
   itemCount: number;
+  /** The jobs its items name (created or replayed; a conflict names none), as the batch row records it. */
+  members: number;
   /** Member jobs not yet terminal; 0 once the batch is complete. */
   liveJobs: number;
   createdAt: Date;
@@ -51,6 +53,7 @@ export interface BatchRow {
   metadata: Record<string, unknown> | null;
   priority: number;
   item_count: number;
+  members: number;
   live_jobs: number;
   created_at: Date;
   completed_at: Date | null;
@@ -71,6 +74,7 @@ export function batchFromRow(row: BatchRow): Batch {
     metadata: row.metadata ?? null,
     priority: row.priority,
     itemCount: row.item_count,
+    members: row.members,
     liveJobs: row.live_jobs,
     createdAt: row.created_at,
     completedAt: row.completed_at ?? null,

@@ -10,7 +10,7 @@ import { spentSinceSql } from './spend.js';
  */
 
 const BATCH_COLUMNS = `b.id, b.owner_id, b.idempotency_key, b.fingerprint, b.metadata, b.priority, b.item_count,
-  b.live_jobs, b.created_at, b.completed_at`;
+  b.members, b.live_jobs, b.created_at, b.completed_at`;
 
 /** A batch's progress in one query: its members' jobs per status, its conflicts, the cost of every attempt. */
 const PROGRESS_COLUMNS = `${BATCH_COLUMNS},
@@ -47,8 +47,8 @@ export const INSERT_BATCH = statement<
 >(
   'insert_batch',
   `INSERT INTO batches
-  (owner_id, idempotency_key, fingerprint, metadata, priority, item_count, live_jobs)
-VALUES ($1, $2, $3, $4::jsonb, $5, $6, $6)
+  (owner_id, idempotency_key, fingerprint, metadata, priority, item_count, members, live_jobs)
+VALUES ($1, $2, $3, $4::jsonb, $5, $6, $6, $6)
 ON CONFLICT ON CONSTRAINT "UQ_batches_owner_idempotency_key" DO NOTHING
 RETURNING ${BATCH_COLUMNS.replace(/\bb\./g, '')}`,
 );
@@ -105,8 +105,9 @@ export const LOCK_EXISTING = statement<
 );
 
 /**
- * The items that did not create a job, and the batch's count of live members. A conflict's job id goes to
- * conflict_job_id, not job_id: job_id is membership (progress, the settlement trigger, the cancel).
+ * The items that did not create a job, the batch's members (its items but the conflicts) and its live ones. A
+ * conflict's job id goes to conflict_job_id, not job_id: job_id is membership (progress, the settlement trigger,
+ * the cancel).
  */
 export const FINISH_BATCH = statement<
   [
@@ -126,7 +127,9 @@ export const FINISH_BATCH = statement<
            CASE WHEN o.outcome = 'conflict' THEN o.job_id END, o.outcome
       FROM unnest($2::int[], $3::text[], $4::uuid[], $5::text[]) AS o(ord, idempotency_key, job_id, outcome)
   )
-  UPDATE batches SET live_jobs = $6, completed_at = CASE WHEN $6 = 0 THEN now() END WHERE id = $1
+  UPDATE batches SET live_jobs = $6, members = item_count - cardinality(array_positions($5::text[], 'conflict')),
+         completed_at = CASE WHEN $6 = 0 THEN now() END
+   WHERE id = $1
   RETURNING ${BATCH_COLUMNS.replace(/\bb\./g, '')}`,
 );
 
@@ -180,17 +183,15 @@ export const FIND_PROGRESS = statement<[id: string, ownerId: string | null], Bat
 );
 
 /**
- * The newest stream id of each of these batches (the live streams' sweep; ids that name no batch are skipped):
- * its jobs plus one once it is complete, else its terminal jobs (BatchProgressSource's ids).
+ * The newest stream id of each of these batches (the live streams' sweep; ids that name no batch are skipped), from
+ * the batch rows alone (BatchProgressSource's ids, batchStreamIds): its members plus two once it is complete, else
+ * its terminal members plus one.
  */
 export const LATEST_STREAM_IDS = statement<[ids: string[]], { id: string; latest: string }>(
   'latest_batch_stream_ids',
-  `SELECT b.id, (CASE WHEN b.completed_at IS NOT NULL THEN count(j.id) + 1
-                          ELSE count(j.id) FILTER (WHERE j.status IN ('succeeded', 'failed',
-                            'cancelled')) END)::text AS latest
-         FROM batches b LEFT JOIN batch_items i ON i.batch_id = b.id LEFT JOIN jobs j ON j.id = i.job_id
-        WHERE b.id = ANY ($1::uuid[])
-        GROUP BY b.id`,
+  `SELECT b.id, (CASE WHEN b.completed_at IS NOT NULL THEN b.members + 2
+                      ELSE b.members - b.live_jobs + 1 END)::text AS latest
+     FROM batches b WHERE b.id = ANY ($1::uuid[])`,
 );
 
 /** Every item of a batch, in order: the answer a replay repeats (a conflict with the job its key named). */
