@@ -163,6 +163,8 @@ ALTER TABLE attempts ADD CONSTRAINT attempts_pkey PRIMARY KEY (id);
 
 ALTER TABLE attempts ADD CONSTRAINT "FK_attempts_job" FOREIGN KEY (job_id) REFERENCES jobs(id);
 
+CREATE INDEX "IDX_attempts_in_flight" ON public.attempts USING btree (hard_deadline_at) WHERE (status = ANY (ARRAY['starting'::text, 'running'::text, 'unknown'::text, 'cancelled'::text]));
+
 CREATE INDEX "IDX_attempts_live_deadline" ON public.attempts USING btree (deadline_at) WHERE (status = ANY (ARRAY['starting'::text, 'running'::text, 'unknown'::text]));
 
 CREATE INDEX "IDX_attempts_provider_pending" ON public.attempts USING btree (provider_checked_at NULLS FIRST) WHERE (provider_status = ANY (ARRAY['queued'::text, 'in_progress'::text]));

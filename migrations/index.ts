@@ -22,6 +22,7 @@ import { IndexJobsCompletedBy1795979300000 } from './1795979300000-IndexJobsComp
 import { KeepPurgedUsage1795979400000 } from './1795979400000-KeepPurgedUsage.js';
 import { NameConflictingJobs1795979510000 } from './1795979510000-NameConflictingJobs.js';
 import { CountBatchMembers1795979520000 } from './1795979520000-CountBatchMembers.js';
+import { IndexAttemptsInFlight1795979537000 } from './1795979537000-IndexAttemptsInFlight.js';
 
 /** Every migration, in order. Listed by class so the same list works from TypeScript sources and from dist/. */
 export const migrations = [
@@ -49,4 +50,5 @@ export const migrations = [
   KeepPurgedUsage1795979400000,
   NameConflictingJobs1795979510000,
   CountBatchMembers1795979520000,
+  IndexAttemptsInFlight1795979537000,
 ];

@@ -1,4 +1,6 @@
 import { bearer, startTestApp, type TestApp } from './helpers/app.js';
+import { writeCatalog } from './helpers/catalog.js';
+import { waitFor } from './helpers/wait.js';
 
 /** Fair share settings (docs/design.md#fair-share): admins set them, with a record of who did; operators read the queues. */
 describe('PUT /v1/ops/owners/:owner and GET /v1/ops/owners', () => {
@@ -89,4 +91,70 @@ describe('PUT /v1/ops/owners/:owner and GET /v1/ops/owners', () => {
     expect((await t.http().get('/v1/ops/owners').set(bearer(operator))).status).toBe(200);
     expect((await t.http().get('/v1/ops/owners').set(bearer(owner))).status).toBe(403);
   });
+});
+
+/**
+ * An owner's cap counts calls in flight, not jobs `running`: a job between attempts (a retry's back-off) is `running`
+ * with no call, and must neither hold a slot of its owner's cap nor stop its own next attempt (issue 33, item 1).
+ */
+describe('an owner capped at 1 on a provider answering 500', () => {
+  let t: TestApp;
+
+  beforeAll(async () => {
+    const catalogFile = writeCatalog((c) =>
+      c.providers.push({
+        name: 'sim-500',
+        kind: 'simulated',
+        model: 'sim-500',
+        timeoutMs: 2000,
+        hardTimeoutMs: 5000,
+        maxAttempts: 3,
+        simulate: { latencyMs: 20, outcome: 'error' },
+      }),
+    );
+    t = await startTestApp({ role: 'all', catalogFile, workerPollMs: 50, reconcileIntervalMs: 200 });
+  });
+  afterAll(() => t.close());
+
+  it('retries both jobs to the end of their attempts, one call at a time: neither stays running nor pending', async () => {
+    const admin = await t.key('platform', ['owners:write', 'ops:read']);
+    const owner = await t.key('team-x', ['jobs:write', 'jobs:read']);
+    const set = await t.http().put('/v1/ops/owners/team-x').set(bearer(admin)).send({ weight: 1, maxConcurrency: 1 });
+    expect(set.status).toBe(200);
+    const ids: string[] = [];
+    for (const key of ['first', 'second']) {
+      const res = await t
+        .http()
+        .post('/v1/jobs')
+        .set(bearer(owner))
+        .set('Idempotency-Key', key)
+        .send({ operation: 'summarize', input: { text: key }, providers: ['sim-500'] });
+      expect(res.status).toBe(201);
+      ids.push(res.body.id);
+    }
+    const jobs = await waitFor(
+      () =>
+        t.dataSource.query(
+          `SELECT j.status, (SELECT count(*)::int FROM attempts a WHERE a.job_id = j.id AND a.status = 'failed') AS failed
+             FROM jobs j WHERE j.id = ANY($1) ORDER BY j.created_at`,
+          [ids],
+        ),
+      (rows: Array<{ status: string }>) => rows.every((r) => r.status === 'failed'),
+      20_000,
+    );
+    expect(jobs).toEqual([
+      { status: 'failed', failed: 3 },
+      { status: 'failed', failed: 3 },
+    ]);
+    // No two of the owner's calls overlapped: each attempt marked running (right before its call) after the one
+    // before had been settled (after its answer). Not claimed_at: a claim's transaction may begin just before the
+    // settlement it then sees.
+    const overlaps = await t.dataSource.query(
+      `SELECT count(*)::int AS n FROM attempts a JOIN attempts b ON a.id < b.id
+        WHERE a.job_id = ANY($1) AND b.job_id = ANY($1)
+          AND a.started_at < b.finished_at AND b.started_at < a.finished_at`,
+      [ids],
+    );
+    expect(overlaps[0].n).toBe(0);
+  }, 30_000);
 });

@@ -14,10 +14,14 @@ SELECT provider, count(*)::int AS jobs FROM (
         GROUP BY provider;
 
 -- name: backlog_top_owners
-SELECT owner_id AS owner, count(*) FILTER (WHERE status = 'pending')::int AS "queued",
-              count(*) FILTER (WHERE status = 'running')::int AS "inFlight"
-         FROM jobs WHERE status IN ('pending', 'running') GROUP BY owner_id
-        ORDER BY 2 DESC, 3 DESC, owner_id LIMIT $1;
+SELECT owner, sum(queued)::int AS "queued", sum(in_flight)::int AS "inFlight" FROM (
+         SELECT owner_id AS owner, count(*) AS queued, 0 AS in_flight FROM jobs WHERE status = 'pending'
+          GROUP BY owner_id
+         UNION ALL
+         SELECT r.owner_id, 0, count(*) FROM attempts a JOIN jobs r ON r.id = a.job_id WHERE a.status IN ('starting', 'running', 'unknown', 'cancelled')
+  AND a.hard_deadline_at > now()
+          GROUP BY r.owner_id
+       ) x GROUP BY owner ORDER BY 2 DESC, 3 DESC, owner LIMIT $1;
 
 -- name: backlog_waiting_by_provider
 WITH RECURSIVE waited_on AS (

@@ -45,9 +45,9 @@ WITH RECURSIVE free_owners AS (
            FROM (SELECT d.owner_id, COALESCE(s.weight, 1)::float8 AS weight, COALESCE(s.pass, 0) AS pass,
                         s.max_concurrency IS NOT NULL AS capped,
                         CASE WHEN s.max_concurrency IS NULL THEN $1::int
-                             ELSE LEAST($1::int, GREATEST(0, s.max_concurrency - (
-                                    SELECT count(*) FROM jobs r WHERE r.owner_id = d.owner_id
-                                      AND r.status = 'running')))::int
+                             ELSE LEAST($1::int, GREATEST(0, s.max_concurrency - (SELECT count(*) FROM attempts a JOIN jobs r ON r.id = a.job_id
+          WHERE a.status IN ('starting', 'running', 'unknown', 'cancelled')
+  AND a.hard_deadline_at > now() AND r.owner_id = d.owner_id)))::int
                         END AS headroom
                    FROM (SELECT DISTINCT owner_id FROM demand) d LEFT JOIN owner_shares s ON s.owner_id = d.owner_id) o
        ), quotas AS MATERIALIZED (
@@ -252,6 +252,12 @@ WITH x AS (
     LEFT JOIN j ON j.owner_id = x.owner_id AND j.idempotency_key = x.idempotency_key
    ORDER BY x.ord;
 
+-- name: in_flight_by_owner
+-- prepared: oj_in_flight_by_owner (DB_PREPARED_STATEMENTS)
+SELECT o.owner_id, (SELECT count(*) FROM attempts a JOIN jobs r ON r.id = a.job_id
+          WHERE a.status IN ('starting', 'running', 'unknown', 'cancelled')
+  AND a.hard_deadline_at > now() AND r.owner_id = o.owner_id)::int AS in_flight FROM unnest($1::text[]) AS o(owner_id);
+
 -- name: job_cursor
 SELECT 1 FROM jobs WHERE id = $1 AND owner_id = $2;
 
@@ -300,11 +306,6 @@ UPDATE jobs SET waiting_for = $2 WHERE id = ANY($1::uuid[]) AND waiting_for IS D
 -- name: release_waits_outside
 UPDATE jobs SET waiting_for = NULL
   WHERE waiting_for IS NOT NULL AND NOT (waiting_for = ANY($1::text[])) RETURNING id;
-
--- name: running_by_owner
--- prepared: oj_running_by_owner (DB_PREPARED_STATEMENTS)
-SELECT owner_id, count(*)::int AS running FROM jobs
-  WHERE owner_id = ANY($1::text[]) AND status = 'running' GROUP BY owner_id;
 
 -- name: update_job_bookkeeping
 UPDATE jobs SET status = $2, updated_at = now(),

@@ -22,6 +22,7 @@ import {
   DEFER_ON,
   FIND_OWNED_BY_ID,
   FIND_OWNED_BY_KEY,
+  IN_FLIGHT_BY_OWNER,
   INSERT_JOB,
   INSERT_JOBS,
   INSERT_JOBS_WITHIN_BUDGET,
@@ -36,7 +37,6 @@ import {
   LOCK_OWNED_JOB,
   MARK_WAITING,
   RELEASE_WAITS_OUTSIDE,
-  RUNNING_BY_OWNER,
   UPDATE_BOOKKEEPING,
 } from './jobs.sql.js';
 import { DuplicateIdempotencyKeyError, OverBudgetError } from './ledger.errors.js';
@@ -388,12 +388,13 @@ export class JobsRepository {
   }
 
   /**
-   * Jobs `running` (an attempt starting or running) per owner: a capped owner's calls in flight, read after its lock.
+   * A capped owner's calls in flight (IN_FLIGHT_BY_OWNER: live attempts until their hard deadline, not jobs
+   * `running`), read after its row lock.
    */
-  async runningByOwner(ownerIds: string[], manager: Queryable): Promise<Map<string, number>> {
+  async inFlightByOwner(ownerIds: string[], manager: Queryable): Promise<Map<string, number>> {
     if (!ownerIds.length) return new Map();
-    const rows = await rowsOf<{ owner_id: string; running: number }>(manager, RUNNING_BY_OWNER, [ownerIds]);
-    return new Map(rows.map((r) => [r.owner_id, r.running]));
+    const rows = await rowsOf<{ owner_id: string; in_flight: number }>(manager, IN_FLIGHT_BY_OWNER, [ownerIds]);
+    return new Map(rows.map((r) => [r.owner_id, r.in_flight]));
   }
 
   /**

@@ -1,4 +1,5 @@
 import { dynamic, prepared, statement } from '../database/prepared-statements.js';
+import { CALL_IN_FLIGHT } from './in-flight.js';
 import { JOB_COLUMNS, listedJobColumns } from './job-columns.js';
 import { spentSinceSql } from './spend.js';
 
@@ -124,6 +125,10 @@ export const JOB_STATUSES = prepared('job_statuses', 'SELECT id, status FROM job
  */
 export const FAIR_CREDIT = 4;
 
+/** An owner's calls in flight (CALL_IN_FLIGHT), as a scalar subquery on the owner named by `owner`. */
+const IN_FLIGHT_OF = (owner: string) => `(SELECT count(*) FROM attempts a JOIN jobs r ON r.id = a.job_id
+          WHERE ${CALL_IN_FLIGHT} AND r.owner_id = ${owner})`;
+
 /** A due job (the index predicates of IDX_jobs_due_owner and IDX_jobs_waiting_owner, and the due time). */
 export const DUE = `next_attempt_at IS NOT NULL AND next_attempt_at <= now()
   AND status IN ('pending', 'running', 'unknown')`;
@@ -171,9 +176,7 @@ export const CLAIM_DUE = prepared(
            FROM (SELECT d.owner_id, COALESCE(s.weight, 1)::float8 AS weight, COALESCE(s.pass, 0) AS pass,
                         s.max_concurrency IS NOT NULL AS capped,
                         CASE WHEN s.max_concurrency IS NULL THEN $1::int
-                             ELSE LEAST($1::int, GREATEST(0, s.max_concurrency - (
-                                    SELECT count(*) FROM jobs r WHERE r.owner_id = d.owner_id
-                                      AND r.status = 'running')))::int
+                             ELSE LEAST($1::int, GREATEST(0, s.max_concurrency - ${IN_FLIGHT_OF('d.owner_id')}))::int
                         END AS headroom
                    FROM (SELECT DISTINCT owner_id FROM demand) d LEFT JOIN owner_shares s ON s.owner_id = d.owner_id) o
        ), quotas AS MATERIALIZED (
@@ -289,10 +292,10 @@ export const CHARGE_OWNERS = prepared(
      SET pass = GREATEST(s.pass + (SELECT c.inc FROM c WHERE c.owner_id = s.owner_id), EXCLUDED.pass)
   RETURNING s.owner_id, s.max_concurrency`,
 );
-export const RUNNING_BY_OWNER = prepared(
-  'running_by_owner',
-  `SELECT owner_id, count(*)::int AS running FROM jobs
-  WHERE owner_id = ANY($1::text[]) AND status = 'running' GROUP BY owner_id`,
+/** Calls in flight per owner (as IN_FLIGHT_OF counts them), for Ledger.shareOut after the owners' row locks. */
+export const IN_FLIGHT_BY_OWNER = prepared(
+  'in_flight_by_owner',
+  `SELECT o.owner_id, ${IN_FLIGHT_OF('o.owner_id')}::int AS in_flight FROM unnest($1::text[]) AS o(owner_id)`,
 );
 
 // The rest of the jobs table's statements, sent unnamed.

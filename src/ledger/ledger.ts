@@ -93,7 +93,7 @@ export class Ledger {
 
   /**
    * A claim's jobs, less those over their owner's maxConcurrency: the claim's charges are recorded (when it served
-   * more than one owner) and capped owners' rows locked, then their jobs running are counted under that lock, so
+   * more than one owner) and capped owners' rows locked, then their calls in flight are counted under that lock, so
    * two replicas never both fill one owner's last slot.
    */
   async shareOut(claim: FairClaim): Promise<JobWithAttempts[]> {
@@ -103,8 +103,8 @@ export class Ledger {
       .map((s) => ({ owner_id: s.ownerId, start: s.start, inc: shared ? s.jobs / s.weight : 0 }));
     const caps = await this.repos.jobs.chargeOwners(charges, this.manager);
     if (!caps.size) return claim.jobs;
-    const running = await this.repos.jobs.runningByOwner([...caps.keys()], this.manager);
-    const left = new Map([...caps].map(([owner, cap]) => [owner, cap - (running.get(owner) ?? 0)]));
+    const inFlight = await this.repos.jobs.inFlightByOwner([...caps.keys()], this.manager);
+    const left = new Map([...caps].map(([owner, cap]) => [owner, cap - (inFlight.get(owner) ?? 0)]));
     return claim.jobs.filter((job) => {
       const room = left.get(job.ownerId);
       if (room === undefined) return true;

@@ -56,8 +56,9 @@ export class BacklogRepository {
   }
 
   /**
-   * The `top` owners by jobs queued (pending), with their jobs running: one pass over the live jobs by
-   * IDX_jobs_owner_status_created, so it grows with the backlog (about 30 ms for 100,000 live jobs), every 10 s.
+   * The `top` owners by jobs queued (pending), with their calls in flight (CALL_IN_FLIGHT, as maxConcurrency counts
+   * them): one pass over the pending jobs by IDX_jobs_owner_status_created, so it grows with the backlog (about 30 ms
+   * for 100,000 live jobs), and one over the calls open now (IDX_attempts_in_flight), every 10 s.
    */
   ownerLoads(top: number): Promise<OwnerLoad[]> {
     return rowsOf<OwnerLoad>(this.dataSource.manager, TOP_OWNERS, [top]);

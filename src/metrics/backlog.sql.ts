@@ -1,6 +1,7 @@
 import { statement } from '../database/prepared-statements.js';
+import { CALL_IN_FLIGHT } from '../ledger/in-flight.js';
 
-/** The backlog metrics' statements (docs/sql/backlog.sql): reads of the jobs table only. */
+/** The backlog metrics' statements (docs/sql/backlog.sql): reads of the jobs, and of the calls in flight. */
 
 export const READY_BY_PROVIDER = statement(
   'backlog_ready_by_provider',
@@ -36,8 +37,11 @@ export const WAITING_BY_PROVIDER = statement(
 
 export const TOP_OWNERS = statement(
   'backlog_top_owners',
-  `SELECT owner_id AS owner, count(*) FILTER (WHERE status = 'pending')::int AS "queued",
-              count(*) FILTER (WHERE status = 'running')::int AS "inFlight"
-         FROM jobs WHERE status IN ('pending', 'running') GROUP BY owner_id
-        ORDER BY 2 DESC, 3 DESC, owner_id LIMIT $1`,
+  `SELECT owner, sum(queued)::int AS "queued", sum(in_flight)::int AS "inFlight" FROM (
+         SELECT owner_id AS owner, count(*) AS queued, 0 AS in_flight FROM jobs WHERE status = 'pending'
+          GROUP BY owner_id
+         UNION ALL
+         SELECT r.owner_id, 0, count(*) FROM attempts a JOIN jobs r ON r.id = a.job_id WHERE ${CALL_IN_FLIGHT}
+          GROUP BY r.owner_id
+       ) x GROUP BY owner ORDER BY 2 DESC, 3 DESC, owner LIMIT $1`,
 );

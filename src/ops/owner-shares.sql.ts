@@ -1,4 +1,5 @@
 import { statement } from '../database/prepared-statements.js';
+import { CALL_IN_FLIGHT } from '../ledger/in-flight.js';
 
 /** The owners' weights and caps: their statements (docs/sql/owner-shares.sql). */
 
@@ -7,10 +8,14 @@ const OWNERS = `SELECT * FROM (
          COALESCE(l.queued, 0)::int AS queued, COALESCE(l.in_flight, 0)::int AS in_flight, COALESCE(l.unknown,
            0)::int AS unknown,
          s.updated_at
-    FROM (SELECT owner_id, count(*) FILTER (WHERE status = 'pending') AS queued,
-                 count(*) FILTER (WHERE status = 'running') AS in_flight,
+    FROM (SELECT owner_id, sum(queued) AS queued, sum(in_flight) AS in_flight, sum(unknown) AS unknown FROM (
+            SELECT owner_id, count(*) FILTER (WHERE status = 'pending') AS queued, 0 AS in_flight,
                    count(*) FILTER (WHERE status = 'unknown') AS unknown
-            FROM jobs WHERE status IN ('pending', 'running', 'unknown') GROUP BY owner_id) l
+              FROM jobs WHERE status IN ('pending', 'unknown') GROUP BY owner_id
+            UNION ALL
+            -- Calls in flight, as maxConcurrency counts them.
+            SELECT r.owner_id, 0, count(*), 0 FROM attempts a JOIN jobs r ON r.id = a.job_id
+             WHERE ${CALL_IN_FLIGHT} GROUP BY r.owner_id) x GROUP BY owner_id) l
     FULL JOIN owner_shares s ON s.owner_id = l.owner_id
 ) o`;
 

@@ -21,7 +21,7 @@ export class OwnersController {
   @ApiEndpoint({
     operationId: 'setOwnerShare',
     summary:
-      "Set an owner's weight and maxConcurrency (admins): its share of contended slots, and its cap on jobs running",
+      "Set an owner's weight and maxConcurrency (admins): its share of contended slots, and its cap on calls in flight",
     description:
       'Every replica claims with it from its commit (the claim statement reads it). Recorded with the acting key ' +
       'in owner_share_changes. Setting weight 1 and no cap restores the default.',

@@ -13,13 +13,16 @@ export class OwnerShareView {
   @ApiProperty({
     type: 'integer',
     minimum: 0,
-    description: 'Jobs running (an attempt starting or running): what maxConcurrency bounds.',
+    description:
+      'Calls in flight: attempts starting or running, and unknown or cancelled ones before their hard deadline ' +
+      '(the worker still follows the call). What maxConcurrency bounds; a job between attempts holds none.',
   })
   inFlight!: number;
   @ApiProperty({
     type: 'integer',
     minimum: 0,
-    description: 'Jobs whose attempt is unknown (not counted against maxConcurrency).',
+    description:
+      'Jobs whose attempt is unknown: in inFlight (and against maxConcurrency) only until its hard deadline.',
   })
   unknown!: number;
   @ApiProperty({

@@ -143,6 +143,35 @@ describe('JobsRepository (real PostgreSQL, no app)', () => {
       expect(taken.shares).toEqual([expect.objectContaining({ ownerId: 'a', capped: true })]);
     });
 
+    it("counts a capped owner's calls in flight against its cap, not its jobs running", async () => {
+      await m.dataSource.query(`INSERT INTO owner_shares (owner_id, max_concurrency) VALUES ('a', 3)`);
+      // Between attempts (its first failed, a retry due): `running`, but no call. It must be claimable.
+      const retrying = await createJob(m.dataSource, { ownerId: 'a' });
+      await createAttempt(m.dataSource, retrying, { status: 'failed' });
+      await m.dataSource.query(
+        `UPDATE jobs SET status = 'running', next_attempt_at = now() - interval '1 hour' WHERE id = $1`,
+        [retrying.id],
+      );
+      // Calls still followed until their hard deadline: an unknown attempt, and a cancelled job's cancelled one.
+      await createAttempt(m.dataSource, await createJob(m.dataSource, { ownerId: 'a' }), {
+        status: 'unknown',
+        hardDeadlineInMs: 60_000,
+      });
+      await createAttempt(m.dataSource, await createJob(m.dataSource, { ownerId: 'a', status: 'cancelled' }), {
+        status: 'cancelled',
+        hardDeadlineInMs: 60_000,
+      });
+      // Unknown past its hard deadline (held for an operator): the worker gave its call up. Not counted.
+      await createAttempt(m.dataSource, await createJob(m.dataSource, { ownerId: 'a' }), {
+        status: 'unknown',
+        hardDeadlineInMs: -1_000,
+      });
+      for (let i = 0; i < 3; i++) await createJob(m.dataSource, { ownerId: 'a' });
+      // 3 - 2 calls in flight: room for one job, the retry (the oldest due).
+      const taken = await claim(10);
+      expect(taken.jobs.map((j) => j.id)).toEqual([retrying.id]);
+    });
+
     it('locks nothing when nothing is due, and never hands one job to two concurrent claims', async () => {
       expect(await claim(4)).toEqual(expect.objectContaining({ jobs: [], sole: true, ownersPresent: 0 }));
       const due = await Promise.all(Array.from({ length: 10 }, () => createJob(m.dataSource, { ownerId: 'a' })));

@@ -34,6 +34,9 @@ const itFull = (name: string, fn: () => Promise<void>, timeoutMs: number) =>
 describeLocal(`race suite: fair share between owners across ${WORKERS} worker processes`, () => {
   let capped: FakeOpenAiServer;
   let open: FakeOpenAiServer;
+  /** Uncapped providers for the per-owner cap's cases: one that fails and is retried, one that answers late. */
+  let flaky: FakeOpenAiServer;
+  let late: FakeOpenAiServer;
   let database: TestDatabase;
   let pool: pg.Pool;
   let api: ServiceProcess;
@@ -44,6 +47,8 @@ describeLocal(`race suite: fair share between owners across ${WORKERS} worker pr
   beforeAll(async () => {
     capped = await new FakeOpenAiServer().start();
     open = await new FakeOpenAiServer().start();
+    flaky = await new FakeOpenAiServer().start();
+    late = await new FakeOpenAiServer().start();
     capped.latencyMs(CALL_MS);
     open.latencyMs(CALL_MS);
     const openai = (name: string, fake: FakeOpenAiServer, extra: Record<string, unknown>) => ({
@@ -60,7 +65,14 @@ describeLocal(`race suite: fair share between owners across ${WORKERS} worker pr
       ...extra,
     });
     const catalogFile = writeCatalog((c) => {
-      c.providers.push(openai('fair-five', capped, { maxConcurrency: CAP }), openai('fair-open', open, {}));
+      c.providers.push(
+        openai('fair-five', capped, { maxConcurrency: CAP }),
+        openai('fair-open', open, {}),
+        // 500 is retryable: the same provider again after a back-off, up to 3 attempts.
+        openai('fair-flaky', flaky, { maxAttempts: 3 }),
+        // Unknown at 300 ms, the call still followed (and answered) before its hard deadline.
+        openai('fair-late', late, { timeoutMs: 300, hardTimeoutMs: 4000 }),
+      );
     }, RACE_CATALOG);
     database = await createTestDatabase();
     pool = new pg.Pool({ connectionString: database.url, max: 4 });
@@ -74,7 +86,7 @@ describeLocal(`race suite: fair share between owners across ${WORKERS} worker pr
     await waitUntilReady(api, 60_000);
     workers = await Promise.all(Array.from({ length: WORKERS }, () => spawnService({ ...env, ROLE: 'worker' })));
     await Promise.all(workers.map((w) => waitUntilReady(w, 60_000)));
-    for (const owner of ['team-a', 'team-b', 'team-c', 'team-d']) {
+    for (const owner of ['team-a', 'team-b', 'team-c', 'team-d', 'team-e']) {
       keys[owner] = createKey(database.url, owner, 'jobs:write,jobs:read');
     }
     admin = createKey(database.url, 'platform', 'owners:write,ops:read');
@@ -89,6 +101,8 @@ describeLocal(`race suite: fair share between owners across ${WORKERS} worker pr
     await database?.drop();
     await capped?.stop();
     await open?.stop();
+    await flaky?.stop();
+    await late?.stop();
   });
 
   beforeEach(() => {
@@ -96,6 +110,8 @@ describeLocal(`race suite: fair share between owners across ${WORKERS} worker pr
     capped.latencyMs(CALL_MS);
     open.reset();
     open.latencyMs(CALL_MS);
+    flaky.reset();
+    late.reset();
   });
 
   const query = async (sql: string, params: unknown[] = []): Promise<Row[]> => (await pool.query(sql, params)).rows;
@@ -196,7 +212,7 @@ describeLocal(`race suite: fair share between owners across ${WORKERS} worker pr
     await query(`UPDATE jobs SET status = 'cancelled', version = version + 1, next_attempt_at = NULL, completed_at = now(), updated_at = now()
                   WHERE status IN ('pending', 'running', 'unknown')`);
     await waitFor(
-      async () => capped.inFlight + open.inFlight,
+      async () => capped.inFlight + open.inFlight + flaky.inFlight + late.inFlight,
       (n) => n === 0,
       15_000,
     );
@@ -337,6 +353,47 @@ describeLocal(`race suite: fair share between owners across ${WORKERS} worker pr
     } finally {
       await call('PUT', '/v1/ops/owners/team-d', admin, { weight: 1, maxConcurrency: null });
     }
+  }, 60_000);
+
+  /** Sets team-e's cap for `fn`, and lifts it after. */
+  const withCap = async (maxConcurrency: number, fn: () => Promise<void>) => {
+    expect((await call('PUT', '/v1/ops/owners/team-e', admin, { weight: 1, maxConcurrency })).status).toBe(200);
+    try {
+      await fn();
+    } finally {
+      await call('PUT', '/v1/ops/owners/team-e', admin, { weight: 1, maxConcurrency: null });
+    }
+  };
+
+  it('an owner capped at 1 whose jobs fail and retry has them all settled, never more than 1 call at the provider: a job between attempts holds no slot', async () => {
+    await withCap(1, async () => {
+      // The first two calls answer 500, whichever jobs they are: at most two failures for one job (of its 3 attempts).
+      flaky.latencyMs(CALL_MS).script({ kind: 'status', status: 500 }, { kind: 'status', status: 500 });
+      const ids = await createJobs('team-e', 3, 'fair-flaky');
+      await untilSucceeded(ids, 30_000);
+      const statuses = flaky.requests.map((r) => r.status);
+      figures('cap with retries', { statuses, peak: flaky.maxInFlight });
+      expect(statuses).toEqual([500, 500, 200, 200, 200]);
+      expect(flaky.maxInFlight).toBe(1);
+    });
+  }, 60_000);
+
+  it('an owner capped at 1 whose call went unknown at its deadline has no other call sent while that call is still followed', async () => {
+    await withCap(1, async () => {
+      // Each call answers at 1.2 s: past the 300 ms deadline (unknown), before the 4 s hard deadline (it wins).
+      late.latencyMs(1200);
+      const ids = await createJobs('team-e', 2, 'fair-late');
+      await untilSucceeded(ids, 30_000);
+      const unknownFirst = await query(
+        `SELECT count(*)::int AS n FROM job_events WHERE job_id = ANY($1) AND subject = 'attempt' AND to_status = 'unknown'`,
+        [ids],
+      );
+      figures('cap with unknown', { peak: late.maxInFlight, unknown: unknownFirst[0].n, calls: late.requests.length });
+      // Both calls went unknown before their answers, and still the provider saw one at a time.
+      expect(unknownFirst[0].n).toBe(2);
+      expect(late.requests).toHaveLength(2);
+      expect(late.maxInFlight).toBe(1);
+    });
   }, 60_000);
 
   it("priorities order one owner's jobs, highest first, without jumping another owner's turn", async () => {

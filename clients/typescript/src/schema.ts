@@ -449,7 +449,7 @@ export interface paths {
         };
         get?: never;
         /**
-         * Set an owner's weight and maxConcurrency (admins): its share of contended slots, and its cap on jobs running
+         * Set an owner's weight and maxConcurrency (admins): its share of contended slots, and its cap on calls in flight
          * @description Every replica claims with it from its commit (the claim statement reads it). Recorded with the acting key in owner_share_changes. Setting weight 1 and no cap restores the default.
          */
         put: operations["setOwnerShare"];
@@ -1376,7 +1376,7 @@ export interface components {
             items: components["schemas"]["OwnerShareView"][];
         };
         OwnerShareView: {
-            /** @description Jobs running (an attempt starting or running): what maxConcurrency bounds. */
+            /** @description Calls in flight: attempts starting or running, and unknown or cancelled ones before their hard deadline (the worker still follows the call). What maxConcurrency bounds; a job between attempts holds none. */
             inFlight: number;
             /** @example null */
             maxConcurrency: number | null;
@@ -1384,7 +1384,7 @@ export interface components {
             ownerId: string;
             /** @description Jobs pending: due, scheduled for a retry, or waiting for capacity. */
             queued: number;
-            /** @description Jobs whose attempt is unknown (not counted against maxConcurrency). */
+            /** @description Jobs whose attempt is unknown: in inFlight (and against maxConcurrency) only until its hard deadline. */
             unknown: number;
             /**
              * Format: date-time
