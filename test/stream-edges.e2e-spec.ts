@@ -1,3 +1,4 @@
+import { BatchesRepository } from '../src/ledger/batches.repository.js';
 import { RetentionRepository } from '../src/retention/retention.repository.js';
 import { postJob } from './factories/index.js';
 import { bearer, startTestApp, type TestApp } from './helpers/app.js';
@@ -188,4 +189,74 @@ describe("stream edges: a batch's stream ids (issue 33 items 6 and 10b)", () => 
       .set('Last-Event-ID', lastId);
     expect(done.status).toBe(204);
   }, 30_000);
+});
+
+describe("stream edges: a batch's streams share one progress read per change (issue 33 item 7)", () => {
+  it('N streams of one batch cost one progress read per member commit, not N', async () => {
+    // One worker slot and a steady provider: the batch's jobs settle one by one, each its own commit.
+    const catalogFile = writeCatalog((c) => {
+      c.providers.push({
+        name: 'sim-steady',
+        kind: 'simulated',
+        model: 'sim-steady',
+        timeoutMs: 5000,
+        simulate: { latencyMs: 200, outcome: 'success' },
+      });
+    });
+    const t = await startTestApp({
+      role: 'all',
+      catalogFile,
+      workerPollMs: 20,
+      workerConcurrency: 1,
+      streamHeartbeatMs: 1000,
+      maxStreamsPerOwner: 50,
+    });
+    try {
+      const key = await t.key('owner-fan-out');
+      const JOBS = 12;
+      const STREAMS = 20;
+      const items = Array.from({ length: JOBS }, (_, i) => ({
+        key: `fan-${i}`,
+        operation: 'summarize',
+        input: { text: `fan ${i}` },
+        providers: ['sim-steady'],
+      }));
+      const created = await t.http().post('/v1/batches').set(bearer(key)).set('Idempotency-Key', 'fan').send({ items });
+      expect(created.status).toBe(201);
+      const batchId = created.body.id as string;
+      // The database really answers every read counted here: the repository's own statement, run on the pool.
+      const repository = t.app.get(BatchesRepository);
+      const findProgress = repository.findProgress.bind(repository);
+      let reads = 0;
+      repository.findProgress = (...args) => {
+        reads++;
+        return findProgress(...args);
+      };
+      const followers = Array.from({ length: STREAMS }, () => follow(`${t.baseUrl}/v1/batches/${batchId}/events`, key));
+      // Every stream open and past its first read (each stream's own): from here on, count.
+      await waitFor(
+        async () => followers.every((f) => f.messages.length > 0),
+        (open) => open,
+      );
+      reads = 0;
+      const seen = followers.map((f) => f.messages.length);
+      // Until every stream has batch.completed (a client's reconnect after it, answered 204, is no fan-out).
+      await waitFor(
+        async () => followers.every((f) => f.messages.at(-1)?.event === 'batch.completed'),
+        (done) => done,
+        30_000,
+      );
+      const counted = reads;
+      await Promise.all(followers.map((f) => f.over));
+      for (const f of followers) f.close();
+      // The changes every stream was told of after the count began (the fewest any stream got).
+      const changes = Math.min(...followers.map((f, i) => f.messages.length - seen[i]));
+      expect(changes).toBeGreaterThanOrEqual(3);
+      // Per change at most one shared read, and one more for a wake-up that raced it (and the stream's last read
+      // at its end); the old fan-out read once per stream per change: STREAMS times as many.
+      expect(counted).toBeLessThanOrEqual(2 * changes + 3);
+    } finally {
+      await t.close();
+    }
+  }, 60_000);
 });

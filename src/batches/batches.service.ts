@@ -1,4 +1,4 @@
-import { Injectable } from '@nestjs/common';
+import { Injectable, type OnModuleDestroy } from '@nestjs/common';
 
 import { CredentialWatch } from '../auth/credential-watch.js';
 import type { Principal } from '../auth/scopes.js';
@@ -45,8 +45,17 @@ const indexCursor = (index: number) => Buffer.from(String(index), 'utf8').toStri
  * the size; a key already bound to the same intent is that job, to another a conflict that leaves it untouched.
  */
 @Injectable()
-export class BatchesService {
+export class BatchesService implements OnModuleDestroy {
   private readonly catalogView: BatchCatalog;
+  /**
+   * The progress read in flight per batch, shared by every stream of the batch (issue 33): a member's commit wakes
+   * all of them at once, and the aggregate (its jobs per status, its cost: thousands of index probes at 10,000
+   * items) is read once for all, not once per stream. A wake-up for the batch (its NOTIFY, or the LISTEN session
+   * changing state) forgets the read in flight, so whoever reads after it gets a read that started after the
+   * commit: no stream woken by a commit is answered from a read that started before it.
+   */
+  private readonly sharedReads = new Map<string, Promise<BatchProgress | undefined>>();
+  private readonly unsubscribe: () => void;
 
   constructor(
     private readonly batches: BatchesRepository,
@@ -61,6 +70,10 @@ export class BatchesService {
     private readonly credentials: CredentialWatch,
   ) {
     streams.addSweep((topics) => this.batches.latestStreamIds(topics));
+    this.unsubscribe = signals.onEvents((ids) => {
+      if (ids === null) this.sharedReads.clear();
+      else for (const id of ids) this.sharedReads.delete(id);
+    });
     this.catalogView = {
       hasOperation: (name) => this.catalog.operation(name) !== undefined,
       hasProvider: (name) => this.catalog.provider(name) !== undefined,
@@ -162,7 +175,7 @@ export class BatchesService {
     const batch = await this.find(ownerId, id);
     const after = lastEventId === '0' ? undefined : lastEventId;
     if (batch.completedAt && !idAfter(batchStreamIds(batch).completed, after)) return undefined;
-    const source = new BatchProgressSource(id, () => this.find(ownerId, id));
+    const source = new BatchProgressSource(id, () => this.sharedProgress(ownerId, id));
     return this.streams.start(principal.ownerId, source, after, this.credentials.until(principal));
   }
 
@@ -213,6 +226,27 @@ export class BatchesService {
       });
     }
     return this.find(ownerId, id);
+  }
+
+  onModuleDestroy(): void {
+    this.unsubscribe();
+  }
+
+  /** `find` for the streams: the read in flight for the batch if no wake-up came since it started, else a new one. */
+  private async sharedProgress(ownerId: string | null, id: string): Promise<BatchProgress> {
+    let read = this.sharedReads.get(id);
+    if (!read) {
+      const fresh = this.batches.findProgress(id, null);
+      const forget = () => {
+        if (this.sharedReads.get(id) === fresh) this.sharedReads.delete(id);
+      };
+      fresh.then(forget, forget);
+      this.sharedReads.set(id, fresh);
+      read = fresh;
+    }
+    const batch = await read;
+    if (!batch || (ownerId !== null && batch.ownerId !== ownerId)) throw new NotFoundError('Batch');
+    return batch;
   }
 
   private asProgress(batch: Batch): BatchProgress {
