@@ -40,7 +40,7 @@ WITH RECURSIVE free_owners AS (
          SELECT provider, room, owner_id FROM waiting_owners WHERE owner_id IS NOT NULL
        ), owners AS MATERIALIZED (
          SELECT o.owner_id, o.weight, o.headroom, o.capped,
-                GREATEST(o.pass, max(o.pass) OVER () - 4) AS start,
+                GREATEST(o.pass, max(o.pass) OVER () - 4 / o.weight) AS start,
                 count(*) OVER () AS present, random() AS coin
            FROM (SELECT d.owner_id, COALESCE(s.weight, 1)::float8 AS weight, COALESCE(s.pass, 0) AS pass,
                         s.max_concurrency IS NOT NULL AS capped,

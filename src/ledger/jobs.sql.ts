@@ -119,9 +119,11 @@ export const FIND_OWNED_BY_KEY = prepared(
 export const JOB_STATUSES = prepared('job_statuses', 'SELECT id, status FROM jobs WHERE id = ANY($1::uuid[])');
 
 /**
- * How far behind the furthest owner present an owner's pass may lag, in slots per unit of weight: the credit an
- * owner back from idle (or new) may spend before the others' turns, and the slack that absorbs the jobs two
- * replicas' concurrent claims give one owner from the same snapshot (docs/design.md#fair-share).
+ * How far behind the furthest owner present an owner's pass may lag, in that owner's own slots (FAIR_CREDIT /
+ * weight in pass units, which count slots per unit of weight): the credit an owner back from idle (or new) may
+ * spend before the others' turns, and the slack that absorbs the jobs two replicas' concurrent claims give one
+ * owner from the same snapshot (docs/design.md#fair-share). In pass units it would be FAIR_CREDIT * weight slots:
+ * 400 for a newcomer of weight 100.
  */
 export const FAIR_CREDIT = 4;
 
@@ -142,8 +144,9 @@ export const DUE = `next_attempt_at IS NOT NULL AND next_attempt_at <= now()
  *    SKIP LOCKED, at most its quota: its weighted share of the room plus one, within its cap's headroom
  *    (approximate here, from this snapshot; exact in Ledger.shareOut);
  * 3. stride scheduling: the n-th job of an owner gets the tag start + n / weight, where start is the owner's pass
- *    (slots served per unit of weight, owner_shares) raised to within FAIR_CREDIT of the furthest owner present,
- *    so an owner back from idle (or new) has little credit to spend; ties go by a coin per owner and claim, so
+ *    (slots served per unit of weight, owner_shares) raised to within FAIR_CREDIT of its own slots (FAIR_CREDIT /
+ *    weight in pass units) of the furthest owner present, so an owner back from idle (or new) has at most
+ *    FAIR_CREDIT slots of credit to spend, whatever its weight; ties go by a coin per owner and claim, so
  *    concurrent claims from one snapshot spread over the tied owners;
  * 4. the smallest tags fill each set's room, then the worker's window across sets, in tag order.
  * `more` is true when an owner's quota, not the room, stopped its share: more is due than one claim took.
@@ -171,7 +174,7 @@ export const CLAIM_DUE = prepared(
          SELECT provider, room, owner_id FROM waiting_owners WHERE owner_id IS NOT NULL
        ), owners AS MATERIALIZED (
          SELECT o.owner_id, o.weight, o.headroom, o.capped,
-                GREATEST(o.pass, max(o.pass) OVER () - ${FAIR_CREDIT}) AS start,
+                GREATEST(o.pass, max(o.pass) OVER () - ${FAIR_CREDIT} / o.weight) AS start,
                 count(*) OVER () AS present, random() AS coin
            FROM (SELECT d.owner_id, COALESCE(s.weight, 1)::float8 AS weight, COALESCE(s.pass, 0) AS pass,
                         s.max_concurrency IS NOT NULL AS capped,

@@ -1,6 +1,7 @@
 import { fingerprintOf } from '../../src/common/fingerprint.js';
 import type { WaitingRoom } from '../../src/ledger/jobs.repository.js';
 import { JobsRepository, type NewJob } from '../../src/ledger/jobs.repository.js';
+import { FAIR_CREDIT } from '../../src/ledger/jobs.sql.js';
 import { DuplicateIdempotencyKeyError } from '../../src/ledger/ledger.errors.js';
 import { createAttempt, createJob } from '../factories/index.js';
 import { type MigratedDatabase, migratedDatabase } from './database.js';
@@ -170,6 +171,35 @@ describe('JobsRepository (real PostgreSQL, no app)', () => {
       // 3 - 2 calls in flight: room for one job, the retry (the oldest due).
       const taken = await claim(10);
       expect(taken.jobs.map((j) => j.id)).toEqual([retrying.id]);
+    });
+
+    it('gives a newcomer with a high weight at most FAIR_CREDIT of its own slots ahead of an owner of the same weight', async () => {
+      // Both weight 100; A has been served (pass 50), B is new (pass 0). In pass units a credit of FAIR_CREDIT is
+      // FAIR_CREDIT * 100 of B's slots; in slots, FAIR_CREDIT.
+      await m.dataSource.query(
+        `INSERT INTO owner_shares (owner_id, weight, pass) VALUES ('a', 100, 50), ('b', 100, 0)`,
+      );
+      for (let i = 0; i < 15; i++) {
+        await createJob(m.dataSource, { ownerId: 'a' });
+        await createJob(m.dataSource, { ownerId: 'b' });
+      }
+      const order: string[] = [];
+      for (let i = 0; i < 8; i++) {
+        await m.dataSource.transaction(async (tx) => {
+          const taken = await jobs.claimDue(2, NO_WAITING, tx);
+          // The charges Ledger.shareOut records, and the jobs taken out of the queue as a start would.
+          await jobs.chargeOwners(
+            taken.shares.map((x) => ({ owner_id: x.ownerId, start: x.start, inc: x.jobs / x.weight })),
+            tx,
+          );
+          await tx.query(`UPDATE jobs SET next_attempt_at = NULL WHERE id = ANY($1)`, [taken.jobs.map((j) => j.id)]);
+          order.push(...taken.jobs.map((j) => j.ownerId));
+        });
+      }
+      // B's credit, then turns by tag: one more of B's on the tie that follows (the coin).
+      expect(order.indexOf('a')).toBeGreaterThanOrEqual(0);
+      expect(order.indexOf('a')).toBeLessThanOrEqual(FAIR_CREDIT + 1);
+      expect(order.filter((o) => o === 'a').length).toBeGreaterThanOrEqual((order.length - FAIR_CREDIT) / 2 - 1);
     });
 
     it('locks nothing when nothing is due, and never hands one job to two concurrent claims', async () => {
