@@ -21,6 +21,7 @@ import { JobsRepository } from '../src/ledger/jobs.repository.js';
 import { DuplicateIdempotencyKeyError } from '../src/ledger/ledger.errors.js';
 import { SettlementRepository } from '../src/ledger/settlement.repository.js';
 import { batchCase, type BatchRow, batchTable } from './batch.js';
+import { batchAdmissionCase, type BatchAdmissionRow, batchAdmissionTable } from './batch-admission.js';
 import { capacityCase, type CapacityRow, capacityTable } from './capacity.js';
 import { claimCase, type ClaimRow, claimTable } from './claim.js';
 import { postgresCpuSeconds, postmasterPid, processCpuSeconds } from './cpu.js';
@@ -45,6 +46,7 @@ const CASES = [
   'capacity',
   'fairness',
   'batch',
+  'batch-admission',
   'resolution',
   'sse',
   'claim',
@@ -55,7 +57,7 @@ const CASES = [
 ] as const;
 type Case = (typeof CASES)[number];
 /** Cases that take minutes to tens of minutes (10 million rows, a 30-minute soak, 30 failovers): run only when named. */
-const ON_REQUEST: readonly Case[] = ['history', 'retention', 'soak', 'failover'];
+const ON_REQUEST: readonly Case[] = ['history', 'retention', 'soak', 'failover', 'batch-admission'];
 
 interface Measure {
   rps: number;
@@ -436,6 +438,7 @@ async function main(): Promise<void> {
   let capacity: CapacityRow | undefined;
   let fairness: FairnessRow | undefined;
   let batch: BatchRow | undefined;
+  let batchAdmission: BatchAdmissionRow[] | undefined;
   let resolution: ResolutionRow[] | undefined;
   let sse: SseRow | undefined;
   let claim: ClaimRow[] | undefined;
@@ -490,6 +493,7 @@ async function main(): Promise<void> {
         name === 'capacity' ||
         name === 'fairness' ||
         name === 'batch' ||
+        name === 'batch-admission' ||
         name === 'resolution' ||
         name === 'sse' ||
         name === 'claim' ||
@@ -611,6 +615,15 @@ async function main(): Promise<void> {
     if (cases.includes('batch')) batch = await batchCase({ pool, databaseUrl, run, headers, service });
     const apiPeak = peakRssMb(service.child);
     await service.stop();
+
+    if (cases.includes('batch-admission')) {
+      batchAdmission = await batchAdmissionCase({
+        run,
+        seconds: duration,
+        createKey: (owner) => apiKey(databaseUrl, owner, 'jobs:write,jobs:read'),
+        startService: (extraEnv) => startService(databaseUrl, 'api', extraEnv),
+      });
+    }
 
     if (cases.includes('pipeline')) {
       // Workers on: jobs created and settled per second, end to end.
@@ -855,6 +868,10 @@ async function main(): Promise<void> {
     );
   }
   if (batch) process.stdout.write(`\nbatch (ROLE=api, same run, same PostgreSQL)\n\n${batchTable(batch)}\n`);
+  if (batchAdmission) {
+    const what = `one ROLE=api process; 12 owners × 2 senders of 10,000-item batches; another owner's creates, 4 loops`;
+    process.stdout.write(`\nbatch-admission (${what})\n\n${batchAdmissionTable(batchAdmission)}\n`);
+  }
   if (resolution) {
     const what =
       'OpenAI Responses in background mode (fake), timeout 1 s, answers at 3 s, RECONCILE_INTERVAL_MS 500, one ROLE=all process';
@@ -889,7 +906,7 @@ async function main(): Promise<void> {
   }
   writeFileSync(
     file,
-    `${JSON.stringify({ at: new Date().toISOString(), connections, duration, cores: cpus().length, node: process.version, postgres: serverVersion, rows, oneSecond, capacity, fairness, batch, resolution, sse, claim, history, failover, soak }, null, 2)}\n`,
+    `${JSON.stringify({ at: new Date().toISOString(), connections, duration, cores: cpus().length, node: process.version, postgres: serverVersion, rows, oneSecond, capacity, fairness, batch, batchAdmission, resolution, sse, claim, history, failover, soak }, null, 2)}\n`,
   );
   process.stdout.write(`\nwritten to ${file}\n`);
 }

@@ -7,6 +7,7 @@ import { DocumentBuilder, type OpenAPIObject, SwaggerModule } from '@nestjs/swag
 import type { FastifyReply, FastifyRequest, RawServerDefault } from 'fastify';
 
 import { AppModule } from './app.module.js';
+import { BatchAdmission } from './batches/batch-admission.js';
 import { completeDocument } from './common/api-docs.js';
 import { DomainError, type FieldError, ValidationFailedError } from './common/domain.errors.js';
 import {
@@ -154,6 +155,15 @@ export async function configureApp(app: NestFastifyApplication): Promise<void> {
       throw new DomainError('not_found', 404, 'This process runs ROLE=worker: it serves /health and /metrics only.');
     }
   });
+  // A batch create takes its process slot before its body (up to BATCH_BODY_LIMIT_BYTES) is read and parsed, and
+  // gives it back when its response ends, however it ends (batches/batch-admission.ts).
+  const admission = app.get(BatchAdmission, { strict: false });
+  if (admission) {
+    fastify.addHook('onRequest', async (request, reply) => {
+      if (!isBatchCreate(request.method, request.routeOptions?.url)) return;
+      reply.raw.once('close', admission.admitRequest());
+    });
+  }
   // The default JSON parser decodes with replacement characters: invalid UTF-8 would be stored as U+FFFD.
   const parseJsonText = fastify.getDefaultJsonParser('error', 'error');
   const bodyLimit = fastify.initialConfig.bodyLimit;

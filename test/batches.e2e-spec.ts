@@ -18,7 +18,8 @@ describe('batches: thousands of intents in one request, each still exactly one j
   let key: string;
 
   beforeAll(async () => {
-    t = await startTestApp();
+    // Twenty concurrent batches of one owner: I10's race, past the admission bound (test/batches-admission).
+    t = await startTestApp({ maxConcurrentBatches: 32, maxConcurrentBatchesPerOwner: 32 });
   }, 60_000);
   afterAll(async () => {
     await t.close();

@@ -70,7 +70,9 @@ export class BatchesController {
       '`created`, `replayed` (its key names a job of the same intent) or `conflict` (another intent: code ' +
       '`idempotency_key_reused`, `jobId` that job, untouched and no member of the batch). ' +
       'Body limit: BATCH_BODY_LIMIT_BYTES (16 MiB by default). ' +
-      "An owner with a budget has the batch's worst case reserved whole, or the batch refused whole (429).",
+      "An owner with a budget has the batch's worst case reserved whole, or the batch refused whole (429). " +
+      'At most MAX_CONCURRENT_BATCHES batches are written at once per process, MAX_CONCURRENT_BATCHES_PER_OWNER ' +
+      'per owner: one more is 503 `service_unavailable` with Retry-After, and nothing is written.',
     problems: [
       { status: 400, codes: ['idempotency_key_missing', 'idempotency_key_invalid', 'validation_failed'] },
       { status: 409, codes: ['idempotency_key_reused'] },

@@ -23,6 +23,7 @@ import { LiveStreams } from '../streams/live-streams.js';
 import { idAfter } from '../streams/stream-source.js';
 import { currentTraceparent } from '../telemetry/tracing.js';
 import { BudgetsService, worstCaseTokens } from '../usage/budgets.service.js';
+import { BatchAdmission } from './batch-admission.js';
 import { batchFingerprint } from './batch-fingerprint.js';
 import { BatchProgressSource, batchStreamIds } from './batch-progress-source.js';
 import { type BatchCatalog, type BatchCommand, batchErrorCode, validateBatch } from './batch-validation.js';
@@ -68,6 +69,7 @@ export class BatchesService implements OnModuleDestroy {
     private readonly streams: LiveStreams,
     private readonly streamTokens: StreamTokensService,
     private readonly credentials: CredentialWatch,
+    private readonly admission: BatchAdmission,
   ) {
     streams.addSweep((topics) => this.batches.latestStreamIds(topics));
     this.unsubscribe = signals.onEvents((ids) => {
@@ -83,9 +85,19 @@ export class BatchesService implements OnModuleDestroy {
 
   /**
    * A plain INSERT of the batch row, no lookup first; when its key is taken, DuplicateIdempotencyKeyError, which
-   * the route's IdempotencyInterceptor answers (BatchesIdempotency: the stored batch replays, or 409).
+   * the route's IdempotencyInterceptor answers (BatchesIdempotency: the stored batch replays, or 409). Admitted
+   * first (BatchAdmission: 503 past MAX_CONCURRENT_BATCHES_PER_OWNER; the process's bound was taken on arrival).
    */
   async submit(ownerId: string, idempotencyKey: string, body: unknown): Promise<SubmittedBatch> {
+    const release = this.admission.admitOwner(ownerId);
+    try {
+      return await this.submitAdmitted(ownerId, idempotencyKey, body);
+    } finally {
+      release();
+    }
+  }
+
+  private async submitAdmitted(ownerId: string, idempotencyKey: string, body: unknown): Promise<SubmittedBatch> {
     const { command, errors } = validateBatch(body, this.catalogView);
     if (!command) throw new ValidationFailedError(errors, 422, batchErrorCode(errors));
     const fingerprints = command.items.map((item) => fingerprintOf(item));

@@ -71,6 +71,14 @@ describe('parseEnv', () => {
     expect(() => parseEnv({ PORT: '9464', METRICS_PORT: '9464' })).toThrow(/METRICS_PORT: must differ from PORT/);
   });
 
+  it('reads the batch admission bounds with their documented defaults, and names a bad one', () => {
+    expect(parseEnv({})).toMatchObject({ maxConcurrentBatches: 4, maxConcurrentBatchesPerOwner: 2 });
+    expect(parseEnv({ MAX_CONCURRENT_BATCHES: '8' }).maxConcurrentBatches).toBe(8);
+    for (const name of ['MAX_CONCURRENT_BATCHES', 'MAX_CONCURRENT_BATCHES_PER_OWNER']) {
+      expect(() => parseEnv({ [name]: '0' })).toThrow(new RegExp(name));
+    }
+  });
+
   it('reads the live streams settings with their documented defaults, and names a bad one', () => {
     expect(parseEnv({})).toMatchObject({
       maxStreams: 2000,

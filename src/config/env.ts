@@ -35,6 +35,12 @@ export interface Env {
   bodyLimitBytes: number;
   /** The body limit of POST /v1/batches alone (10,000 items); every other route keeps bodyLimitBytes. */
   batchBodyLimitBytes: number;
+  /**
+   * Batch creates one process runs at once, and one owner runs in one process: each holds a pool connection, its
+   * new keys and its FOR SHARE locks for its whole transaction (503 beyond).
+   */
+  maxConcurrentBatches: number;
+  maxConcurrentBatchesPerOwner: number;
   logLevel: LogLevel;
   /** `host:port` (or a bare host: default ports only) a webhook may name over http, skipping the address checks. */
   webhookAllowedHosts: string[];
@@ -222,6 +228,9 @@ export function parseEnv(source: Source): Env {
     requireSynchronousReplication: bool(source, 'REQUIRE_SYNCHRONOUS_REPLICATION', false),
     bodyLimitBytes: integer(source, 'BODY_LIMIT_BYTES', 1_048_576, 1024, 104_857_600),
     batchBodyLimitBytes: integer(source, 'BATCH_BODY_LIMIT_BYTES', 16_777_216, 1024, 268_435_456),
+    // A fifth of the default pool: single creates, claims and settlements keep the rest.
+    maxConcurrentBatches: integer(source, 'MAX_CONCURRENT_BATCHES', 4, 1, 1000),
+    maxConcurrentBatchesPerOwner: integer(source, 'MAX_CONCURRENT_BATCHES_PER_OWNER', 2, 1, 1000),
     logLevel: oneOf(source, 'LOG_LEVEL', 'info', [
       'fatal',
       'error',

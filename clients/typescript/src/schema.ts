@@ -87,7 +87,7 @@ export interface paths {
         put?: never;
         /**
          * Create up to 10,000 jobs in one request, idempotently, all or none
-         * @description Validated whole: a bad item answers 422 naming its index (`items[3].input.text`) and nothing is written; each error has its own code (`unknown_operation`, `unknown_provider`, `validation_failed`), and the problem the one they share (else `validation_failed`). Written whole in one transaction. Per item: `created`, `replayed` (its key names a job of the same intent) or `conflict` (another intent: code `idempotency_key_reused`, `jobId` that job, untouched and no member of the batch). Body limit: BATCH_BODY_LIMIT_BYTES (16 MiB by default). An owner with a budget has the batch's worst case reserved whole, or the batch refused whole (429).
+         * @description Validated whole: a bad item answers 422 naming its index (`items[3].input.text`) and nothing is written; each error has its own code (`unknown_operation`, `unknown_provider`, `validation_failed`), and the problem the one they share (else `validation_failed`). Written whole in one transaction. Per item: `created`, `replayed` (its key names a job of the same intent) or `conflict` (another intent: code `idempotency_key_reused`, `jobId` that job, untouched and no member of the batch). Body limit: BATCH_BODY_LIMIT_BYTES (16 MiB by default). An owner with a budget has the batch's worst case reserved whole, or the batch refused whole (429). At most MAX_CONCURRENT_BATCHES batches are written at once per process, MAX_CONCURRENT_BATCHES_PER_OWNER per owner: one more is 503 `service_unavailable` with Retry-After, and nothing is written.
          */
         post: operations["createBatch"];
         delete?: never;
