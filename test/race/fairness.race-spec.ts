@@ -1,6 +1,7 @@
 import pg from 'pg';
 
 import { FakeOpenAiServer } from '../../bench/fake-openai.server.js';
+import { FAIR_CREDIT } from '../../src/ledger/jobs.sql.js';
 import { writeCatalog } from '../helpers/catalog.js';
 import { createTestDatabase, type TestDatabase } from '../helpers/database.js';
 import { type ServiceProcess, spawnService, waitUntilReady } from '../helpers/process.js';
@@ -416,7 +417,16 @@ describeLocal(`race suite: fair share between owners across ${WORKERS} worker pr
     // The high-priority jobs, created after the low ones, went first: only lows claimed before they existed came earlier.
     expect(order.filter((o) => o === 'high')).toHaveLength(10);
     expect(lowBeforeLastHigh).toBeLessThanOrEqual(15);
-    // And B still had its turn: about half of the calls while both had work, not a tenth.
-    expect(counts['team-b'] / total).toBeGreaterThan(0.4);
+    // And B still had its turn: counted over the calls while both had work (B's first to its last), A got at most
+    // B's calls plus FAIR_CREDIT plus one. Why that bound (stride scheduling, docs/design.md#fair-share): when B's
+    // jobs arrive, A's start is its pass raised to within FAIR_CREDIT of its own slots of the furthest pass present,
+    // so A may be up to FAIR_CREDIT slots of credit ahead of B (the passes earlier cases left, B's well above A's
+    // after the cap case: A's credit is then all FAIR_CREDIT); from there every claim fills its slots with the
+    // smallest tags (start + n / weight, equal weights here) and charges them, so the two alternate, and a tie
+    // between their tags goes by a coin: one call of slack. A share bound (B over 40 %) is not guaranteed: with
+    // B's 10 calls, A's 4 of credit and the tie give 15 to 10, exactly 0.4, and that was seen. If a priority could
+    // jump B's turn, A's 10 high ones would all come before B's and A would be 10 ahead.
+    expect(counts['team-b']).toBe(other.length);
+    expect(counts['team-a']).toBeLessThanOrEqual(counts['team-b'] + FAIR_CREDIT + 1);
   }, 60_000);
 });
