@@ -1,3 +1,5 @@
+import { get } from 'node:http';
+
 import { BatchesRepository } from '../src/ledger/batches.repository.js';
 import { RetentionRepository } from '../src/retention/retention.repository.js';
 import { postJob } from './factories/index.js';
@@ -257,6 +259,45 @@ describe("stream edges: a batch's streams share one progress read per change (is
       expect(counted).toBeLessThanOrEqual(2 * changes + 3);
     } finally {
       await t.close();
+    }
+  }, 60_000);
+});
+
+describe('stream edges: shutdown ends a stream whose client stopped reading (issue 33 item 10a)', () => {
+  it('closes the app in time while a stream waits on a client that reads nothing', async () => {
+    const t = await startTestApp({ role: 'api', streamHeartbeatMs: 1000 });
+    let req: ReturnType<typeof get> | undefined;
+    try {
+      const key = await t.key('owner-stalled');
+      const jobId = (await postJob(t, key)).id;
+      // A timeline of ~20 MB: far more than the socket buffers hold, so the stream's write waits on the client.
+      await t.dataSource.query(
+        `INSERT INTO job_events (job_id, subject, from_status, to_status, reason, detail)
+         SELECT $1, 'job', NULL, 'pending', 'created', jsonb_build_object('pad', repeat('x', 4000))
+           FROM generate_series(1, 5000)`,
+        [jobId],
+      );
+      const status = await new Promise<number>((resolve, reject) => {
+        const headers = { ...bearer(key), Accept: 'text/event-stream' };
+        req = get(`${t.baseUrl}/v1/jobs/${jobId}/events`, { headers, agent: false }, (res) => {
+          res.pause(); // the client stops reading
+          resolve(res.statusCode ?? 0);
+        });
+        req.on('error', reject);
+      });
+      expect(status).toBe(200);
+      await sleep(1500);
+      const started = Date.now();
+      let timer: NodeJS.Timeout | undefined;
+      const closed = await Promise.race([
+        t.close().then(() => 'closed'),
+        new Promise((resolve) => (timer = setTimeout(() => resolve('still open'), 15_000))),
+      ]);
+      clearTimeout(timer);
+      expect(closed).toBe('closed');
+      expect(Date.now() - started).toBeLessThan(10_000);
+    } finally {
+      req?.destroy();
     }
   }, 60_000);
 });

@@ -98,12 +98,24 @@ export class LiveStreams implements OnModuleDestroy, BeforeApplicationShutdown {
     return stream;
   }
 
-  /** SIGTERM: every stream ends now (its client resumes elsewhere with Last-Event-ID), before the server closes. */
+  /**
+   * SIGTERM: every stream ends now (its client resumes elsewhere with Last-Event-ID), before the server closes. A
+   * stream whose client stopped reading waits in a write that `stop()` cannot wake: after STOP_BOUND_MS its body is
+   * destroyed, which ends the write and takes the client's connection with it (sendEventStream), so shutdown never
+   * waits on a client.
+   */
   async beforeApplicationShutdown(): Promise<void> {
     this.stopping = true;
     const streams = [...this.byTopic.values()].flatMap((set) => [...set]);
     for (const stream of streams) stream.stop();
-    await Promise.all(streams.map((stream) => stream.ended()));
+    const all = Promise.all(streams.map((stream) => stream.ended()));
+    let timer: NodeJS.Timeout | undefined;
+    const bound = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), STOP_BOUND_MS)));
+    const late = (await Promise.race([all, bound])) === 'late';
+    clearTimeout(timer);
+    if (!late) return;
+    for (const stream of streams) if (!stream.body.destroyed) stream.body.destroy();
+    await all;
   }
 
   onModuleDestroy(): void {
@@ -127,5 +139,7 @@ export class LiveStreams implements OnModuleDestroy, BeforeApplicationShutdown {
   }
 }
 
+/** How long shutdown lets a stream finish the write it is in before it destroys the stream's connection. */
+const STOP_BOUND_MS = 1000;
 /** What EventSource is told to wait before it reconnects after a drop (`retry:`). */
 const RECONNECT_MS = 1000;
