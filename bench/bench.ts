@@ -29,6 +29,14 @@ import { failoverCase, type FailoverRow, failoverTable } from './failover.js';
 import { fairnessCase, type FairnessRow, fairnessTable } from './fairness.js';
 import { historyCase, type HistoryResult, historyTable, retentionTable } from './history.js';
 import { benchIssuer } from './jwt-issuer.js';
+import {
+  claimOwnersCase,
+  type ClaimOwnersRow,
+  claimOwnersTable,
+  drainOwnersCase,
+  type DrainOwnersRow,
+  drainOwnersTable,
+} from './owners.js';
 import { type OneSecondRow, oneSecondTable, pipelineOneSecond } from './pipeline-1s.js';
 import { resolutionCase, type ResolutionRow, resolutionTable } from './resolution.js';
 import { soakCase, type SoakResult, soakTable } from './soak.js';
@@ -54,6 +62,8 @@ const CASES = [
   'retention',
   'soak',
   'failover',
+  'claim-owners',
+  'drain-owners',
 ] as const;
 type Case = (typeof CASES)[number];
 /** Cases that take minutes to tens of minutes (10 million rows, a 30-minute soak, 30 failovers): run only when named. */
@@ -443,6 +453,8 @@ async function main(): Promise<void> {
   let sse: SseRow | undefined;
   let claim: ClaimRow[] | undefined;
   let history: HistoryResult | undefined;
+  let claimOwners: ClaimOwnersRow[] | undefined;
+  let drainOwners: DrainOwnersRow[] | undefined;
   const pool = new pg.Pool({ connectionString: databaseUrl, max: connections });
   pool.on('error', () => undefined); // idle clients dropped by DROP DATABASE ... WITH (FORCE) at the end
   const jobs = new JobsRepository(pool as never);
@@ -500,7 +512,9 @@ async function main(): Promise<void> {
         name === 'history' ||
         name === 'retention' ||
         name === 'soak' ||
-        name === 'failover'
+        name === 'failover' ||
+        name === 'claim-owners' ||
+        name === 'drain-owners'
       ) {
         continue;
       }
@@ -794,6 +808,17 @@ async function main(): Promise<void> {
         await admin.query(`DROP DATABASE IF EXISTS ${dbName}_soak WITH (FORCE)`);
       }
     }
+    if (cases.includes('claim-owners') || cases.includes('drain-owners')) {
+      const ownersContext = {
+        admin,
+        serverUrl: adminUrl,
+        run,
+        startService,
+        log: (line: string) => process.stderr.write(`${line}\n`),
+      };
+      if (cases.includes('claim-owners')) claimOwners = await claimOwnersCase(ownersContext);
+      if (cases.includes('drain-owners')) drainOwners = await drainOwnersCase(ownersContext);
+    }
     if (cases.includes('history') || cases.includes('retention')) {
       history = await historyCase(
         {
@@ -885,6 +910,14 @@ async function main(): Promise<void> {
     const what = "the claim's first statement alone on 100,000 due jobs, 290 measured runs each, interleaved";
     process.stdout.write(`\nclaim (${what})\n\n${claimTable(claim)}\n`);
   }
+  if (claimOwners) {
+    const what = 'the fair claim, window 64, no waiting sets, in a rolled-back transaction, p50 of 7 runs';
+    process.stdout.write(`\nclaim-owners (${what})\n\n${claimOwnersTable(claimOwners)}\n`);
+  }
+  if (drainOwners) {
+    const what = 'one ROLE=worker process, default concurrency, bench-zero (answers at once)';
+    process.stdout.write(`\ndrain-owners (${what})\n\n${drainOwnersTable(drainOwners)}\n`);
+  }
   if (history?.rows.length) {
     const what = `10,000 creates (ROLE=api, ${connections} connections), the claim of 64 alone, the drain and the pipeline (ROLE=all, ${duration} s)`;
     process.stdout.write(`\nhistory (${what})\n\n${historyTable(history)}\n`);
@@ -906,7 +939,7 @@ async function main(): Promise<void> {
   }
   writeFileSync(
     file,
-    `${JSON.stringify({ at: new Date().toISOString(), connections, duration, cores: cpus().length, node: process.version, postgres: serverVersion, rows, oneSecond, capacity, fairness, batch, batchAdmission, resolution, sse, claim, history, failover, soak }, null, 2)}\n`,
+    `${JSON.stringify({ at: new Date().toISOString(), connections, duration, cores: cpus().length, node: process.version, postgres: serverVersion, rows, oneSecond, capacity, fairness, batch, batchAdmission, resolution, sse, claim, claimOwners, drainOwners, history, failover, soak }, null, 2)}\n`,
   );
   process.stdout.write(`\nwritten to ${file}\n`);
 }

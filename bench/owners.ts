@@ -1,0 +1,213 @@
+/**
+ * `claim-owners` and `drain-owners` (issue 34): what the claim costs as the number of owners with due work grows.
+ *
+ * claim-owners: a database of its own with the migrations, due jobs seeded by SQL (owners × due jobs each), the
+ * ledger's fair claim (JobsRepository.claimDue: claim_due, docs/sql/jobs.sql) with a window of 64 and no waiting
+ * sets, each run in a transaction rolled back: p50 of 7 runs (after 2 not counted, which warm the caches).
+ *
+ * drain-owners: one ROLE=worker process (default concurrency) on bench-zero (a simulated provider that answers at
+ * once), 100,000 due jobs of one owner, then 100,000 over 20,000 owners (5 each), each on a database of its own:
+ * jobs/s from the moment they were made due to the last one's settlement.
+ */
+import type { ChildProcess } from 'node:child_process';
+
+import pg from 'pg';
+
+import type { Queryable } from '../src/database/transactions.js';
+import { JobsRepository } from '../src/ledger/jobs.repository.js';
+import { sleep } from './load.js';
+
+interface Service {
+  child: ChildProcess;
+  url: string;
+  stop: () => Promise<void>;
+}
+
+export interface OwnersContext {
+  admin: pg.Client;
+  serverUrl: string;
+  run: string;
+  startService: (
+    databaseUrl: string,
+    role: 'api' | 'worker' | 'all',
+    extraEnv?: Record<string, string>,
+  ) => Promise<Service>;
+  log: (line: string) => void;
+}
+
+export interface ClaimOwnersRow {
+  owners: number;
+  dueEach: number;
+  rows: number;
+  claimed: number;
+  p50: number;
+  runsMs: number[];
+}
+
+export interface DrainOwnersRow {
+  owners: number;
+  jobs: number;
+  seconds: number;
+  jobsPerSecond: number;
+}
+
+const CLAIM_SHAPES: Array<[owners: number, dueEach: number]> = [
+  [1, 100_000],
+  [10, 1_000],
+  [100, 1_000],
+  [1_000, 100],
+  [10_000, 100],
+  [30_000, 10],
+];
+const CLAIM_RUNS = 7;
+const DRAIN_JOBS = 100_000;
+const DRAIN_SHAPES = [1, 20_000];
+
+async function freshDatabase(ctx: OwnersContext, label: string): Promise<string> {
+  const name = `onejob_owners_${label}_${ctx.run}`.replace(/\W/g, '_');
+  await ctx.admin.query(`CREATE DATABASE ${name}`);
+  const url = new URL(ctx.serverUrl);
+  url.pathname = `/${name}`;
+  // A ROLE=api start runs the migrations.
+  const service = await ctx.startService(url.toString(), 'api');
+  await service.stop();
+  return url.toString();
+}
+
+async function dropDatabase(ctx: OwnersContext, databaseUrl: string): Promise<void> {
+  await ctx.admin.query(`DROP DATABASE IF EXISTS ${new URL(databaseUrl).pathname.slice(1)} WITH (FORCE)`);
+}
+
+/**
+ * `owners × each` jobs of owners `own-0 …`, in one INSERT (the way a backlog of creates would leave them: pending,
+ * oldest first), due `dueIn` from now (negative: already due). Then VACUUM ANALYZE, as autovacuum would have by then.
+ */
+async function seed(pool: pg.Pool, owners: number, each: number, dueIn: string): Promise<void> {
+  await pool.query(
+    `INSERT INTO jobs (owner_id, idempotency_key, fingerprint, operation, input, providers, next_attempt_at, created_at)
+     SELECT 'own-' || (i % $1), 'k-' || i, repeat('f', 64), 'summarize', '{"text":"owners"}'::jsonb, '{bench-zero}',
+            now() + $3::interval + i * interval '1 microsecond', now() - interval '1 hour' + i * interval '1 microsecond'
+       FROM generate_series(0, $2::int - 1) i`,
+    [owners, owners * each, dueIn],
+  );
+  await pool.query('VACUUM ANALYZE jobs');
+}
+
+function manager(client: pg.ClientBase): Queryable {
+  return { query: async (sql: string, params?: unknown[]) => (await client.query(sql, params)).rows } as Queryable;
+}
+
+export async function claimOwnersCase(ctx: OwnersContext): Promise<ClaimOwnersRow[]> {
+  const databaseUrl = await freshDatabase(ctx, 'claim');
+  const pool = new pg.Pool({ connectionString: databaseUrl, max: 2 });
+  pool.on('error', () => undefined);
+  const jobs = new JobsRepository(pool as never);
+  const rows: ClaimOwnersRow[] = [];
+  try {
+    for (const [owners, each] of CLAIM_SHAPES) {
+      await pool.query('TRUNCATE jobs CASCADE');
+      const seeded = Date.now();
+      await seed(pool, owners, each, '-1 hour');
+      ctx.log(`claim-owners: ${owners} × ${each} seeded in ${((Date.now() - seeded) / 1000).toFixed(1)} s`);
+      const client = await pool.connect();
+      const times: number[] = [];
+      let claimed = 0;
+      try {
+        for (let run = 0; run < CLAIM_RUNS + 2; run++) {
+          await client.query('BEGIN');
+          const t0 = performance.now();
+          const claim = await jobs.claimDue(64, { providers: [], rooms: [] }, manager(client), false);
+          const elapsed = performance.now() - t0;
+          await client.query('ROLLBACK');
+          if (run >= 2) times.push(elapsed);
+          claimed = claim.jobs.length;
+        }
+      } finally {
+        client.release();
+      }
+      const sorted = [...times].sort((a, b) => a - b);
+      const row = {
+        owners,
+        dueEach: each,
+        rows: owners * each,
+        claimed,
+        p50: Math.round(sorted[Math.floor(sorted.length / 2)] * 10) / 10,
+        runsMs: times.map((t) => Math.round(t * 10) / 10),
+      };
+      ctx.log(`claim-owners: ${owners} × ${each}: p50 ${row.p50} ms, ${claimed} claimed`);
+      rows.push(row);
+    }
+  } finally {
+    await pool.end();
+    await dropDatabase(ctx, databaseUrl);
+  }
+  return rows;
+}
+
+export async function drainOwnersCase(ctx: OwnersContext): Promise<DrainOwnersRow[]> {
+  const rows: DrainOwnersRow[] = [];
+  for (const owners of DRAIN_SHAPES) {
+    const databaseUrl = await freshDatabase(ctx, `drain_${owners}`);
+    const pool = new pg.Pool({ connectionString: databaseUrl, max: 2 });
+    pool.on('error', () => undefined);
+    let worker: Service | undefined;
+    try {
+      // Not due yet: the worker starts on an idle queue; then they all become due at once.
+      await seed(pool, owners, DRAIN_JOBS / owners, '1 day');
+      worker = await ctx.startService(databaseUrl, 'worker');
+      await sleep(1000);
+      const { rows: due } = await pool.query<{ at: Date }>(
+        `WITH u AS (
+           UPDATE jobs SET next_attempt_at = now() - interval '1 hour' + (next_attempt_at - now() - interval '1 day')
+            WHERE status = 'pending' RETURNING 1
+         ) SELECT now() AS at, count(*)::int AS n FROM u`,
+      );
+      const started = due[0].at;
+      const deadline = Date.now() + 900_000;
+      for (;;) {
+        const { rows: live } = await pool.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM jobs WHERE status IN ('pending', 'running', 'unknown')`,
+        );
+        if (live[0].n === 0) break;
+        if (Date.now() > deadline) throw new Error(`drain-owners: ${live[0].n} jobs left after 900 s`);
+        await sleep(200);
+      }
+      const { rows: last } = await pool.query<{ at: Date; failed: number }>(
+        `SELECT max(completed_at) AS at, count(*) FILTER (WHERE status <> 'succeeded')::int AS failed FROM jobs`,
+      );
+      if (last[0].failed) throw new Error(`drain-owners: ${last[0].failed} jobs did not succeed`);
+      const seconds = (last[0].at.getTime() - started.getTime()) / 1000;
+      const row = { owners, jobs: DRAIN_JOBS, seconds, jobsPerSecond: Math.round(DRAIN_JOBS / seconds) };
+      ctx.log(`drain-owners: ${owners} owners: ${row.jobsPerSecond} jobs/s (${seconds.toFixed(1)} s)`);
+      rows.push(row);
+    } finally {
+      await worker?.stop();
+      await pool.end();
+      await dropDatabase(ctx, databaseUrl);
+    }
+  }
+  return rows;
+}
+
+export function claimOwnersTable(rows: ClaimOwnersRow[]): string {
+  return [
+    '| owners with due work | due jobs each | rows | claimed | claim p50 ms |',
+    '|---:|---:|---:|---:|---:|',
+    ...rows.map(
+      (r) =>
+        `| ${r.owners.toLocaleString('en')} | ${r.dueEach.toLocaleString('en')} | ${r.rows.toLocaleString('en')} | ${r.claimed} | ${r.p50} |`,
+    ),
+  ].join('\n');
+}
+
+export function drainOwnersTable(rows: DrainOwnersRow[]): string {
+  const one = rows.find((r) => r.owners === 1);
+  return [
+    '| owners | due jobs | seconds | jobs/s | of 1 owner |',
+    '|---:|---:|---:|---:|---:|',
+    ...rows.map(
+      (r) =>
+        `| ${r.owners.toLocaleString('en')} | ${r.jobs.toLocaleString('en')} | ${r.seconds.toFixed(1)} | ${r.jobsPerSecond} | ${one ? `${(r.jobsPerSecond / one.jobsPerSecond).toFixed(2)}×` : ''} |`,
+    ),
+  ].join('\n');
+}
