@@ -67,7 +67,15 @@ const CASES = [
 ] as const;
 type Case = (typeof CASES)[number];
 /** Cases that take minutes to tens of minutes (10 million rows, a 30-minute soak, 30 failovers): run only when named. */
-const ON_REQUEST: readonly Case[] = ['history', 'retention', 'soak', 'failover', 'batch-admission'];
+const ON_REQUEST: readonly Case[] = [
+  'history',
+  'retention',
+  'soak',
+  'failover',
+  'batch-admission',
+  'claim-owners',
+  'drain-owners',
+];
 
 interface Measure {
   rps: number;
