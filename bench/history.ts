@@ -23,6 +23,7 @@ import { JobsRepository } from '../src/ledger/jobs.repository.js';
 import { CLAIM_DUE, FIND_OWNED_BY_KEY, INSERT_JOB } from '../src/ledger/jobs.sql.js';
 import { TOP_OWNERS } from '../src/metrics/backlog.sql.js';
 import { ALLOW_PURGE, PURGE_BATCH } from '../src/retention/retention.sql.js';
+import { dropDatabase, freshDatabase } from './databases.js';
 import { seedHistory, type SeedResult, tableSizesMb } from './history-seed.js';
 import { pacedCreates, sleep } from './load.js';
 
@@ -96,21 +97,6 @@ async function until(check: () => Promise<boolean>, timeoutMs: number, what: str
     if (Date.now() > deadline) throw new Error(`history: ${what} did not happen in time`);
     await sleep(200);
   }
-}
-
-/** A database of the case's own, with the migrations applied (a ROLE=api start runs them). */
-async function freshDatabase(ctx: HistoryContext, label: string): Promise<string> {
-  const name = `onejob_history_${label}_${ctx.run}`;
-  await ctx.admin.query(`CREATE DATABASE ${name}`);
-  const url = new URL(ctx.serverUrl);
-  url.pathname = `/${name}`;
-  const service = await ctx.startService(url.toString(), 'api');
-  await service.stop();
-  return url.toString();
-}
-
-async function dropDatabase(ctx: HistoryContext, databaseUrl: string): Promise<void> {
-  await ctx.admin.query(`DROP DATABASE IF EXISTS ${new URL(databaseUrl).pathname.slice(1)} WITH (FORCE)`);
 }
 
 const ms = (values: number[]) => {
@@ -364,12 +350,12 @@ export async function historyCase(
   const made: string[] = [];
   try {
     if (which.history) {
-      const empty = await freshDatabase(ctx, 'empty');
+      const empty = await freshDatabase(ctx, 'history', 'empty');
       made.push(empty);
       result.rows.push(await measure(ctx, empty, 'empty', 0));
       await dropDatabase(ctx, empty);
     }
-    const seeded = await freshDatabase(ctx, 'seeded');
+    const seeded = await freshDatabase(ctx, 'history', 'seeded');
     made.push(seeded);
     result.seed = await seedHistory(seeded, ctx.historyJobs, DAYS, ctx.log);
     ctx.log(`history: ${ctx.historyJobs.toLocaleString('en')} jobs seeded in ${result.seed.seconds} s`);
@@ -377,7 +363,7 @@ export async function historyCase(
     if (which.retention) result.retention = await retention(ctx, seeded, ctx.historyJobs);
     await dropDatabase(ctx, seeded);
     if (which.history) {
-      const again = await freshDatabase(ctx, 'empty2');
+      const again = await freshDatabase(ctx, 'history', 'empty2');
       made.push(again);
       result.rows.push(await measure(ctx, again, 'empty, again', 0));
     }

@@ -15,6 +15,7 @@ import pg from 'pg';
 
 import type { Queryable } from '../src/database/transactions.js';
 import { JobsRepository } from '../src/ledger/jobs.repository.js';
+import { dropDatabase, freshDatabase } from './databases.js';
 import { sleep } from './load.js';
 
 interface Service {
@@ -63,21 +64,6 @@ const CLAIM_RUNS = 7;
 const DRAIN_JOBS = 100_000;
 const DRAIN_SHAPES = [1, 20_000];
 
-async function freshDatabase(ctx: OwnersContext, label: string): Promise<string> {
-  const name = `onejob_owners_${label}_${ctx.run}`.replace(/\W/g, '_');
-  await ctx.admin.query(`CREATE DATABASE ${name}`);
-  const url = new URL(ctx.serverUrl);
-  url.pathname = `/${name}`;
-  // A ROLE=api start runs the migrations.
-  const service = await ctx.startService(url.toString(), 'api');
-  await service.stop();
-  return url.toString();
-}
-
-async function dropDatabase(ctx: OwnersContext, databaseUrl: string): Promise<void> {
-  await ctx.admin.query(`DROP DATABASE IF EXISTS ${new URL(databaseUrl).pathname.slice(1)} WITH (FORCE)`);
-}
-
 /**
  * `owners × each` jobs of owners `own-0 …`, in one INSERT (the way a backlog of creates would leave them: pending,
  * oldest first), due `dueIn` from now (negative: already due). Then VACUUM ANALYZE, as autovacuum would have by then.
@@ -98,7 +84,7 @@ function manager(client: pg.ClientBase): Queryable {
 }
 
 export async function claimOwnersCase(ctx: OwnersContext): Promise<ClaimOwnersRow[]> {
-  const databaseUrl = await freshDatabase(ctx, 'claim');
+  const databaseUrl = await freshDatabase(ctx, 'owners', 'claim');
   const pool = new pg.Pool({ connectionString: databaseUrl, max: 2 });
   pool.on('error', () => undefined);
   const jobs = new JobsRepository(pool as never);
@@ -147,7 +133,7 @@ export async function claimOwnersCase(ctx: OwnersContext): Promise<ClaimOwnersRo
 export async function drainOwnersCase(ctx: OwnersContext): Promise<DrainOwnersRow[]> {
   const rows: DrainOwnersRow[] = [];
   for (const owners of DRAIN_SHAPES) {
-    const databaseUrl = await freshDatabase(ctx, `drain_${owners}`);
+    const databaseUrl = await freshDatabase(ctx, 'owners', `drain_${owners}`);
     const pool = new pg.Pool({ connectionString: databaseUrl, max: 2 });
     pool.on('error', () => undefined);
     let worker: Service | undefined;
