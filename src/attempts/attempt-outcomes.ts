@@ -93,12 +93,17 @@ export class AttemptOutcomes {
   /**
    * A claimed attempt that was never sent (its worker vanished between claim and call, or its hard deadline
    * passed before the call): `failed` with reason not_sent (I4), not counted against maxAttempts, and the job
-   * goes on by itself. Only a `starting` attempt qualifies: `running` means the call may have been made.
+   * goes on by itself. Only a `starting` attempt qualifies: `running` means the call may have been made, except to
+   * the worker that marked it (`workerId`), which knows it sent nothing (AttemptRunner.begin): `running`, or
+   * `unknown` since, is not sent either when that worker says so.
    */
-  async notSent(attemptId: string, jobId: string, why: string): Promise<boolean> {
+  async notSent(attemptId: string, jobId: string, why: string, workerId?: string): Promise<boolean> {
     return this.ledgers.run(async (ledger) => {
       const { job, attempt } = (await ledger.lockPair(jobId, attemptId))!;
-      if (attempt.status !== 'starting') return false;
+      const unsent =
+        attempt.status === 'starting' ||
+        (workerId !== undefined && attempt.workerId === workerId && ['running', 'unknown'].includes(attempt.status));
+      if (!unsent) return false;
       await ledger.moveAttempt(attempt, 'failed', NOT_SENT, {
         error: { reason: NOT_SENT, message: why, retryable: true },
         finished: true,

@@ -7,6 +7,7 @@ import type { ProviderSpec } from '../config/catalog.types.js';
 import { DatabaseOutage } from '../database/outage.js';
 import { isDatabaseUnavailable, isRetryableTransactionError } from '../database/pg-errors.js';
 import type { Attempt } from '../ledger/attempt.types.js';
+import type { CallStart } from '../ledger/attempts.repository.js';
 import type { Job } from '../ledger/job.types.js';
 import { JobSignals } from '../ledger/job-signals.js';
 import { LedgerFactory } from '../ledger/ledger.js';
@@ -33,6 +34,12 @@ export interface Claimed {
 export interface Ready extends Claimed {
   prompt: RenderedPrompt;
 }
+
+const NOT_SENT_AFTER_LOST_ANSWER =
+  'Its worker lost the answer to starting -> running and found it given up when it asked again: never sent.';
+
+/** The latest hard deadline of a claimed batch: its outcomes are worth recording until then. */
+const until = (claimed: Claimed[]) => new Date(Math.max(...claimed.map((c) => c.attempt.hardDeadlineAt.getTime())));
 
 const sleep = (ms: number, signal: AbortSignal) =>
   new Promise<void>((resolve) => {
@@ -64,7 +71,7 @@ export class AttemptRunner {
    * Renders each claimed attempt's prompt and marks the batch `running` in one statement, deadlines counted
    * from this moment (a claim that waited keeps its full timeout). Returns the attempts that may be sent.
    */
-  async begin(claimed: Claimed[]): Promise<Map<string, Ready>> {
+  async begin(claimed: Claimed[], shutdown: AbortSignal = new AbortController().signal): Promise<Map<string, Ready>> {
     const rendered: Ready[] = [];
     for (const one of claimed) {
       const { job, attempt } = one;
@@ -84,14 +91,56 @@ export class AttemptRunner {
       const spec = this.catalog.provider(attempt.provider)!;
       return { id: attempt.id, timeoutMs: spec.timeoutMs, hardTimeoutMs: spec.hardTimeoutMs };
     });
-    const running = new Map((await this.ledgers.markRunning(calls)).map((a) => [a.id, a]));
+    const marked = await this.markRunning(calls, claimed, shutdown);
+    const running = new Map(marked.attempts.map((a) => [a.id, a]));
     const ready = new Map<string, Ready>();
     for (const r of rendered) {
       const attempt = running.get(r.attempt.id);
-      if (attempt) ready.set(attempt.id, { ...r, attempt });
-      else if (r.leased) void this.capacity.release(r.attempt.id); // given up before the call: its capacity is free
+      if (attempt) {
+        ready.set(attempt.id, { ...r, attempt });
+        continue;
+      }
+      if (r.leased) void this.capacity.release(r.attempt.id); // given up before the call: its capacity is free
+      // Marked `running` by the answer that was lost, and since past its deadline (`unknown`, where a held policy
+      // would keep it for good): only this worker knows it was never sent.
+      if (marked.answerLost && r.attempt.workerId) {
+        const { id, jobId, workerId } = r.attempt;
+        await this.persist(
+          () => this.outcomes.notSent(id, jobId, NOT_SENT_AFTER_LOST_ANSWER, workerId),
+          until(claimed),
+          shutdown,
+          {
+            jobId,
+            attemptId: id,
+          },
+        );
+      }
     }
     return ready;
+  }
+
+  /**
+   * starting -> running through an outage. Its answer can be lost after it committed (a failover cuts the session
+   * while COMMIT waits for the standby, docs/operations.md#failover): the attempts are then `running` with nothing
+   * sent, and left so they would be `unknown` at their deadline, for good where the provider's policy holds. Asked
+   * again, the statement also returns what this worker marked already: only this call marks these attempts, and it
+   * has sent nothing yet.
+   */
+  private async markRunning(
+    calls: CallStart[],
+    claimed: Claimed[],
+    shutdown: AbortSignal,
+  ): Promise<{ attempts: Attempt[]; answerLost: boolean }> {
+    if (!calls.length) return { attempts: [], answerLost: false };
+    const workerId = claimed[0].attempt.workerId ?? undefined;
+    let asked = 0;
+    const attempts = await this.persist(
+      () => this.ledgers.markRunning(calls, asked++ ? workerId : undefined),
+      until(claimed),
+      shutdown,
+      { attempts: calls.length },
+    );
+    return { attempts, answerLost: asked > 1 };
   }
 
   /** Calls the provider and records the outcome; `callEnded` runs as soon as the call itself is over. */

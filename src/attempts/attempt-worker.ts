@@ -169,7 +169,7 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
   }
 
   private launch(claimed: Claimed[], claimStartedAt: number): void {
-    const ready = this.runner.begin(claimed);
+    const ready = this.runner.begin(claimed, this.shutdown.signal);
     for (const { job, attempt } of claimed) {
       this.calls++;
       let calling = true;

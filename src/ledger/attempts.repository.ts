@@ -137,15 +137,17 @@ export class AttemptsRepository {
   /**
    * Right before the provider calls: `starting` -> `running` for a batch, with deadlines counted from now, in
    * one statement with its events. An attempt already given up (the reconciler found it not sent), or whose
-   * hard deadline passed while it waited, is not returned: it must not be sent.
+   * hard deadline passed while it waited, is not returned: it must not be sent. `again`: the worker's id, when
+   * it asks again after losing the answer: the attempts it marked `running` already are returned as well.
    */
-  async markRunning(calls: CallStart[], manager: Queryable): Promise<Attempt[]> {
+  async markRunning(calls: CallStart[], manager: Queryable, again?: string): Promise<Attempt[]> {
     if (!calls.length) return [];
     const rows = await rowsOf<AttemptRow>(manager, MARK_RUNNING, [
       calls.map((c) => c.id),
       calls.map((c) => c.timeoutMs),
       calls.map((c) => c.hardTimeoutMs),
       LEASE_SLACK_MS,
+      again ?? null,
     ]);
     return rows.map(attemptFromRow);
   }

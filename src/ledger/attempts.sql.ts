@@ -66,7 +66,12 @@ export const MARK_RUNNING = prepared(
          UPDATE provider_leases l SET expires_at = m.hard_deadline_at + ${interval('$4')} FROM m
            WHERE l.attempt_id = m.id
        )
-       SELECT ${ATTEMPT_COLUMNS} FROM m`,
+       SELECT ${ATTEMPT_COLUMNS} FROM m
+       UNION ALL
+       -- Asked again after an answer was lost ($5, the worker's id): what that worker marked already, unsent.
+       SELECT ${ATTEMPT_COLUMNS} FROM attempts a
+        WHERE $5::text IS NOT NULL AND a.id IN (SELECT id FROM p) AND a.status = 'running' AND a.worker_id = $5
+          AND a.hard_deadline_at > now()`,
 );
 
 /**

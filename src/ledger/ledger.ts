@@ -432,10 +432,11 @@ export class LedgerFactory {
   /**
    * `starting` -> `running` for a batch about to be called, deadlines counted from now, in one autocommit
    * statement (each attempt changes alone, guarded by its status: no job lock needed). Returns the attempts that
-   * may be sent; the rest were given up meanwhile or their hard deadline passed.
+   * may be sent; the rest were given up meanwhile or their hard deadline passed. `again`: the worker's id when it
+   * asks again after losing the answer (AttemptRunner.begin).
    */
-  async markRunning(calls: CallStart[]): Promise<Attempt[]> {
-    const running = await this.repos.attempts.markRunning(calls, this.dataSource.manager);
+  async markRunning(calls: CallStart[], again?: string): Promise<Attempt[]> {
+    const running = await this.repos.attempts.markRunning(calls, this.dataSource.manager, again);
     for (const attempt of running) this.metrics.attempts.inc({ provider: attempt.provider, status: 'running' });
     this.signals.eventsWritten(running.map((attempt) => attempt.jobId));
     return running;
