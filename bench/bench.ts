@@ -22,6 +22,7 @@ import { DuplicateIdempotencyKeyError } from '../src/ledger/ledger.errors.js';
 import { SettlementRepository } from '../src/ledger/settlement.repository.js';
 import { batchCase, type BatchRow, batchTable } from './batch.js';
 import { batchAdmissionCase, type BatchAdmissionRow, batchAdmissionTable } from './batch-admission.js';
+import { batchStreamsCase, type BatchStreamsRow, batchStreamsTable } from './batch-streams.js';
 import { capacityCase, type CapacityRow, capacityTable } from './capacity.js';
 import { claimCase, type ClaimRow, claimTable } from './claim.js';
 import { postgresCpuSeconds, postmasterPid, processCpuSeconds } from './cpu.js';
@@ -55,6 +56,7 @@ const CASES = [
   'fairness',
   'batch',
   'batch-admission',
+  'batch-streams',
   'resolution',
   'sse',
   'claim',
@@ -73,6 +75,7 @@ const ON_REQUEST: readonly Case[] = [
   'soak',
   'failover',
   'batch-admission',
+  'batch-streams',
   'claim-owners',
   'drain-owners',
 ];
@@ -113,6 +116,8 @@ const { values: args } = parseArgs({
     'soak-retention-minutes': { type: 'string', default: '5' },
     'history-jobs': { type: 'string', default: '10000000' },
     out: { type: 'string' },
+    // The service's tree (its dist/ and bench catalog): another checkout, built, for a before/after in one run.
+    'service-dir': { type: 'string', default: '.' },
     // failover: failovers of each kind on each engine (bench/failover.ts).
     failovers: { type: 'string', default: '5' },
   },
@@ -330,12 +335,13 @@ async function startService(
   databaseUrl: string,
   role: 'api' | 'worker' | 'all',
   extraEnv: Record<string, string> = {},
-  script = 'dist/src/main.js',
+  script = join(args['service-dir']!, 'dist/src/main.js'),
 ): Promise<{ child: ChildProcess; url: string; stop: () => Promise<void> }> {
   const port = await freePort();
   // BENCH_CPU_PROF=1: a V8 CPU profile of the service per phase, in bench/profiles/ (open it in Chrome DevTools).
   const profile = process.env.BENCH_CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir=bench/profiles'] : [];
   const child = spawn(process.execPath, [...profile, script], {
+    cwd: args['service-dir'],
     env: {
       PATH: process.env.PATH ?? '',
       DATABASE_URL: databaseUrl,
@@ -457,6 +463,7 @@ async function main(): Promise<void> {
   let fairness: FairnessRow | undefined;
   let batch: BatchRow | undefined;
   let batchAdmission: BatchAdmissionRow[] | undefined;
+  let batchStreams: BatchStreamsRow[] | undefined;
   let resolution: ResolutionRow[] | undefined;
   let sse: SseRow | undefined;
   let claim: ClaimRow[] | undefined;
@@ -514,6 +521,7 @@ async function main(): Promise<void> {
         name === 'fairness' ||
         name === 'batch' ||
         name === 'batch-admission' ||
+        name === 'batch-streams' ||
         name === 'resolution' ||
         name === 'sse' ||
         name === 'claim' ||
@@ -644,6 +652,18 @@ async function main(): Promise<void> {
         seconds: duration,
         createKey: (owner) => apiKey(databaseUrl, owner, 'jobs:write,jobs:read'),
         startService: (extraEnv) => startService(databaseUrl, 'api', extraEnv),
+      });
+    }
+
+    if (cases.includes('batch-streams')) {
+      batchStreams = await batchStreamsCase({
+        pool,
+        run,
+        headers,
+        createKey: (owner) => apiKey(databaseUrl, owner, 'jobs:write,jobs:read'),
+        startService: (role, extraEnv) => startService(databaseUrl, role, extraEnv),
+        processCpuSeconds,
+        postgresCpuSeconds: () => (postmaster ? pgCpu() : undefined),
       });
     }
 
@@ -905,6 +925,10 @@ async function main(): Promise<void> {
     const what = `one ROLE=api process; 12 owners × 2 senders of 10,000-item batches; another owner's creates, 4 loops`;
     process.stdout.write(`\nbatch-admission (${what})\n\n${batchAdmissionTable(batchAdmission)}\n`);
   }
+  if (batchStreams) {
+    const what = `one ROLE=api process serves the streams, a ROLE=worker settles a 10,000-item batch; another owner's creates, 4 loops`;
+    process.stdout.write(`\nbatch-streams (${what})\n\n${batchStreamsTable(batchStreams)}\n`);
+  }
   if (resolution) {
     const what =
       'OpenAI Responses in background mode (fake), timeout 1 s, answers at 3 s, RECONCILE_INTERVAL_MS 500, one ROLE=all process';
@@ -947,7 +971,7 @@ async function main(): Promise<void> {
   }
   writeFileSync(
     file,
-    `${JSON.stringify({ at: new Date().toISOString(), connections, duration, cores: cpus().length, node: process.version, postgres: serverVersion, rows, oneSecond, capacity, fairness, batch, batchAdmission, resolution, sse, claim, claimOwners, drainOwners, history, failover, soak }, null, 2)}\n`,
+    `${JSON.stringify({ at: new Date().toISOString(), connections, duration, cores: cpus().length, node: process.version, postgres: serverVersion, rows, oneSecond, capacity, fairness, batch, batchAdmission, batchStreams, resolution, sse, claim, claimOwners, drainOwners, history, failover, soak }, null, 2)}\n`,
   );
   process.stdout.write(`\nwritten to ${file}\n`);
 }

@@ -55,7 +55,7 @@ interface Held {
 /** One stream over node:http: `onMessage` with each message's data and its arrival time. */
 type OnMessage = (data: { at: string; reason: string; to: string }, at: number) => void;
 
-function hold(url: string, headers: Record<string, string>, onMessage: OnMessage): Promise<Held> {
+export function hold(url: string, headers: Record<string, string>, onMessage: OnMessage): Promise<Held> {
   return new Promise((resolve, reject) => {
     const options = { headers: { ...headers, accept: 'text/event-stream' }, agent: false };
     const req = get(url, options, (res: IncomingMessage) => {
