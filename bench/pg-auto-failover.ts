@@ -62,7 +62,9 @@ export interface Formation {
   /**
    * The primary's WAL sender frozen (SIGSTOP) until the returned function is called: a standby that lags, as one
    * does on a slow network or disk, so that with asynchronous replication a lost primary takes its last commits.
-   * (Freezing the standby's receiver instead loses nothing here: what was sent waits in its socket buffer.)
+   * (Freezing the standby's receiver instead loses nothing here: what was sent waits in its socket buffer.) A `kill`
+   * of that primary meanwhile kills the frozen sender first, as a lost machine takes it along: woken by the kill's
+   * SIGCONT it would otherwise send what it held on the other core before its SIGKILL lands, and nothing is lost.
    */
   pauseReplication(primary: FormationNode): Promise<() => void>;
   sql<T = Record<string, unknown>>(node: FormationNode, text: string, values?: unknown[]): Promise<T[]>;
@@ -149,6 +151,8 @@ export async function startFormation(options: { database?: string } = {}): Promi
       await client.end().catch(() => undefined);
     }
   };
+  /** WAL senders frozen by pauseReplication, per primary: `kill` kills them first. */
+  const frozenSenders = new Map<FormationNode, number[]>();
   const until = async (what: string, check: () => Promise<boolean>, timeoutMs: number) => {
     const end = Date.now() + timeoutMs;
     for (;;) {
@@ -259,6 +263,14 @@ export async function startFormation(options: { database?: string } = {}): Promi
       await ctl(['perform', 'failover', '--pgdata', monitorData, '--wait', '60']);
     },
     kill: async (node) => {
+      for (const pid of frozenSenders.get(node) ?? []) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          // gone already
+        }
+      }
+      frozenSenders.delete(node);
       await stopGroup(node.child, 'SIGKILL');
       // The postmaster's children notice it gone; wait until the port is free for the restart.
       await until('the killed node to let go of its port', async () => !(await listening(node.port)), 30_000);
@@ -278,7 +290,9 @@ export async function startFormation(options: { database?: string } = {}): Promi
     pauseReplication: async (primary) => {
       const [{ pid }] = await sqlAt<{ pid: number }>(urlOf(primary), 'SELECT pid FROM pg_stat_replication');
       process.kill(pid, 'SIGSTOP');
+      frozenSenders.set(primary, [...(frozenSenders.get(primary) ?? []), pid]);
       return () => {
+        frozenSenders.delete(primary);
         try {
           process.kill(pid, 'SIGCONT');
         } catch {

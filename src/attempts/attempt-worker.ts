@@ -186,10 +186,11 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
           return one && inJobTrace(job, info, () => this.runner.call(one, this.shutdown.signal, callEnded));
         })
         .catch((error: Error) =>
-          // A job purged by retention while its call was out: nothing is left to reconcile, so not an error.
+          // A job purged by retention while its call was out, or an attempt whose claim was lost with an
+          // asynchronous primary (docs/operations.md#failover): nothing is left to reconcile, so not an error.
           isPurgedJobError(error)
             ? this.logger.warn({
-                msg: 'late result dropped: its job was purged by retention',
+                msg: 'late result dropped: its attempt is gone (purged by retention, or lost with the primary)',
                 jobId: job.id,
                 attemptId: attempt.id,
               })

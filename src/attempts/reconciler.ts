@@ -23,9 +23,13 @@ const BATCH = 100;
 
 /**
  * An attempt is looked up again once this share of a reconcile period has passed since its last look-up: a pass
- * that starts a little early (timer jitter) still finds it due, and two look-ups of it are never closer than that.
+ * that starts early (LOOKUP_JITTER, and the timer's own) still finds it due, and two look-ups of it are never
+ * closer than that.
  */
-const LOOKUP_PERIOD_SHARE = 0.9;
+const LOOKUP_PERIOD_SHARE = 0.7;
+
+/** A look-ups pass waits a reconcile period, give or take this share of it (Reconciler.onApplicationBootstrap). */
+const LOOKUP_JITTER = 0.25;
 
 /** Look-ups claimed per pass: every unknown attempt of a busy provider within one period. */
 const LOOKUP_BATCH = 1000;
@@ -77,22 +81,32 @@ export class Reconciler implements OnApplicationBootstrap, BeforeApplicationShut
         .finally(() => (this.running = undefined));
     }, this.config.reconcileIntervalMs);
     this.timer.unref();
-    // Look-ups on a timer of their own: a slow housekeeping pass (many overdue attempts) never delays them.
-    this.lookupTimer = setInterval(() => {
-      if (this.lookingUp || !this.outage.retryDue()) return;
-      this.lookingUp = this.lookups()
-        .then(recovered, failed)
-        .finally(() => (this.lookingUp = undefined));
-    }, this.config.reconcileIntervalMs);
-    this.lookupTimer.unref();
+    // Look-ups on a timer of their own: a slow housekeeping pass (many overdue attempts) never delays them. Each
+    // wait is jittered: replicas on fixed intervals keep their phase, so one would claim every look-up for good, and
+    // an answer only the calling process can give (the simulated adapter's memory) would never be asked of it.
+    const lookupsLater = () => {
+      this.lookupTimer = setTimeout(
+        () => {
+          if (!this.lookingUp && this.outage.retryDue()) {
+            this.lookingUp = this.lookups()
+              .then(recovered, failed)
+              .finally(() => (this.lookingUp = undefined));
+          }
+          if (!this.stopped) lookupsLater();
+        },
+        this.config.reconcileIntervalMs * (1 - LOOKUP_JITTER + 2 * LOOKUP_JITTER * Math.random()),
+      );
+      this.lookupTimer.unref();
+    };
+    lookupsLater();
     // A request given up in this process is cancelled at its provider at once, not a period later.
     this.outcomes.onGivenUp(() => this.lookupsNow(failed));
   }
 
   async beforeApplicationShutdown(): Promise<void> {
     clearInterval(this.timer);
-    clearInterval(this.lookupTimer);
     this.stopped = true;
+    clearTimeout(this.lookupTimer);
     await Promise.all([this.running, this.lookingUp]);
   }
 

@@ -303,6 +303,9 @@ interface Pair {
       `failover case async: ${acknowledged.length} acknowledged, ${lost.length} lost, ${replaced.length} answered ` +
         `with a job id the new primary does not hold (re-created by a retry), ${rerun.length} jobs run again\n`,
     );
+    // The window is real: the standby lagged for the last 1.5 s, and a primary lost with its WAL sender takes the
+    // creates it acknowledged in them (about 20 at 15/s) along.
+    expect(lost.length).toBeGreaterThan(0);
     // What the documentation promises a client whose 201 was lost with the primary: its retry with the same key
     // makes the job again, once.
     const retried = await Promise.all(
