@@ -1,6 +1,6 @@
 import { type DynamicModule, Module } from '@nestjs/common';
 import { ConfigModule, registerAs } from '@nestjs/config';
-import { APP_FILTER, APP_PIPE } from '@nestjs/core';
+import { APP_FILTER, APP_INTERCEPTOR, APP_PIPE } from '@nestjs/core';
 
 import { AttemptsModule } from './attempts/attempts.module.js';
 import { AuthModule } from './auth/auth.module.js';
@@ -11,6 +11,7 @@ import { createValidationPipe } from './common/validation.js';
 import { type Env, parseEnv } from './config/env.js';
 import { DatabaseModule } from './database/database.module.js';
 import { NotificationsModule } from './database/notifications.module.js';
+import { ReadRetryInterceptor } from './database/read-retry.interceptor.js';
 import { HealthModule } from './health/health.module.js';
 import { JobsModule } from './jobs/jobs.module.js';
 import { MetricsModule } from './metrics/metrics.module.js';
@@ -51,6 +52,7 @@ export class AppModule {
       providers: [
         { provide: APP_FILTER, useClass: ProblemDetailsFilter },
         { provide: APP_PIPE, useFactory: createValidationPipe },
+        { provide: APP_INTERCEPTOR, useClass: ReadRetryInterceptor },
       ],
     };
   }
