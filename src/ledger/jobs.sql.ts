@@ -1,5 +1,5 @@
+import { CALL_IN_FLIGHT } from '../common/calls-in-flight.js';
 import { dynamic, prepared, statement } from '../database/prepared-statements.js';
-import { CALL_IN_FLIGHT } from './in-flight.js';
 import { JOB_COLUMNS, listedJobColumns } from './job-columns.js';
 import { spentSinceSql } from './spend.js';
 

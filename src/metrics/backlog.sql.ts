@@ -1,5 +1,5 @@
+import { CALL_IN_FLIGHT } from '../common/calls-in-flight.js';
 import { statement } from '../database/prepared-statements.js';
-import { CALL_IN_FLIGHT } from '../ledger/in-flight.js';
 
 /** The backlog metrics' statements (docs/sql/backlog.sql): reads of the jobs, and of the calls in flight. */
 

@@ -1,5 +1,5 @@
+import { CALL_IN_FLIGHT } from '../common/calls-in-flight.js';
 import { statement } from '../database/prepared-statements.js';
-import { CALL_IN_FLIGHT } from '../ledger/in-flight.js';
 
 /** The owners' weights and caps: their statements (docs/sql/owner-shares.sql). */
 
