@@ -68,6 +68,8 @@ export interface Formation {
    */
   pauseReplication(primary: FormationNode): Promise<() => void>;
   sql<T = Record<string, unknown>>(node: FormationNode, text: string, values?: unknown[]): Promise<T[]>;
+  /** The monitor's events since `since`, one line each (time, node, reported and goal state, description). */
+  events(since: Date): Promise<string[]>;
   output(): string;
   stop(): Promise<void>;
 }
@@ -80,7 +82,18 @@ const asRoot = process.getuid?.() === 0;
  * seconds. pg_autoctl and PostgreSQL refuse to run as root: as root, they run as `postgres`. Every process is
  * stopped by `stop` (by its process group); the folder is removed.
  */
-export async function startFormation(options: { database?: string } = {}): Promise<Formation> {
+export async function startFormation(
+  options: {
+    database?: string;
+    /**
+     * The monitor's health checks: a check's timeout, and how long a node may be silent before it is unhealthy.
+     * Short (the default: 500 ms, 2 s) fails a lost primary over in seconds; on a loaded machine a standby may then
+     * be marked unhealthy while it is only slow, and the primary drops synchronous replication (wait_primary).
+     */
+    healthCheckTimeoutMs?: number;
+    unhealthyAfterMs?: number;
+  } = {},
+): Promise<Formation> {
   const database = options.database ?? 'onejob';
   const dir = mkdtempSync(join(tmpdir(), 'onejob-paf-'));
   chmodSync(dir, 0o777);
@@ -302,6 +315,16 @@ export async function startFormation(options: { database?: string } = {}): Promi
     },
     sql: (node, textSql, values) => sqlAt(urlOf(node), textSql, values),
     output: () => text,
+    events: async (since) =>
+      (
+        await sqlAt<{ line: string }>(
+          adminOf(monitorPort, 'pg_auto_failover'),
+          `SELECT concat_ws(' ', to_char(eventtime, 'HH24:MI:SS.MS'), nodename, reportedstate || '->' || goalstate,
+                  description) AS line
+             FROM pgautofailover.event WHERE eventtime >= $1 ORDER BY eventid`,
+          [since],
+        )
+      ).map((r) => r.line),
     stop: async () => {
       for (const node of nodes) await stopGroup(node.child, 'SIGTERM');
       await stopGroup(monitor, 'SIGTERM');
@@ -321,10 +344,10 @@ export async function startFormation(options: { database?: string } = {}): Promi
     // Health checks every 500 ms; a node silent for 2 s is unhealthy: a lost primary fails over in seconds.
     for (const [name, value] of [
       ['pgautofailover.health_check_period', '500'],
-      ['pgautofailover.health_check_timeout', '500'],
+      ['pgautofailover.health_check_timeout', String(options.healthCheckTimeoutMs ?? 500)],
       ['pgautofailover.health_check_max_retries', '1'],
       ['pgautofailover.health_check_retry_delay', '200'],
-      ['pgautofailover.node_considered_unhealthy_timeout', '2000'],
+      ['pgautofailover.node_considered_unhealthy_timeout', String(options.unhealthyAfterMs ?? 2000)],
       // The wait for a lost primary to demote itself before its standby is promoted (30 s by default): the node is
       // gone here, whole.
       ['pgautofailover.primary_demote_timeout', '2000'],
