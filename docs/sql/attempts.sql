@@ -93,6 +93,14 @@ WITH j AS MATERIALIZED (SELECT * FROM jobs WHERE id = $1 FOR UPDATE)
        SELECT row_to_json(j) AS job, row_to_json(a) AS attempt
          FROM j, LATERAL (SELECT * FROM attempts WHERE id = $2 AND job_id = j.id FOR UPDATE) a;
 
+-- name: marked_by_worker
+SELECT id, job_id, number, provider, status, outcome, job_version, deadline_at,
+  hard_deadline_at, claimed_at, worker_id,
+  provider_request_id, provider_status, provider_checked_at, resolved_by, usage, error, result_digest, started_at,
+    finished_at,
+  cost, cost_currency FROM attempts
+    WHERE id = ANY ($1::uuid[]) AND status = 'running' AND worker_id = $2 AND hard_deadline_at > now();
+
 -- name: mark_running
 -- prepared: oj_mark_running (DB_PREPARED_STATEMENTS)
 WITH p AS (
@@ -118,16 +126,7 @@ WITH p AS (
   hard_deadline_at, claimed_at, worker_id,
   provider_request_id, provider_status, provider_checked_at, resolved_by, usage, error, result_digest, started_at,
     finished_at,
-  cost, cost_currency FROM m
-       UNION ALL
-       -- Asked again after an answer was lost ($5, the worker's id): what that worker marked already, unsent.
-       SELECT id, job_id, number, provider, status, outcome, job_version, deadline_at,
-  hard_deadline_at, claimed_at, worker_id,
-  provider_request_id, provider_status, provider_checked_at, resolved_by, usage, error, result_digest, started_at,
-    finished_at,
-  cost, cost_currency FROM attempts a
-        WHERE $5::text IS NOT NULL AND a.id IN (SELECT id FROM p) AND a.status = 'running' AND a.worker_id = $5
-          AND a.hard_deadline_at > now();
+  cost, cost_currency FROM m;
 
 -- name: note_provider_status
 UPDATE attempts SET provider_status = CASE WHEN $2::text IS NULL OR ($2::text IN ('queued', 'in_progress') AND provider_status IS NOT NULL

@@ -123,7 +123,7 @@ export class AttemptRunner {
    * starting -> running through an outage. Its answer can be lost after it committed (a failover cuts the session
    * while COMMIT waits for the standby, docs/operations.md#failover): the attempts are then `running` with nothing
    * sent, and left so they would be `unknown` at their deadline, for good where the provider's policy holds. Asked
-   * again, the statement also returns what this worker marked already: only this call marks these attempts, and it
+   * again, it also reads back what this worker marked already (MARKED_BY_WORKER): only this call marks them, and it
    * has sent nothing yet.
    */
   private async markRunning(

@@ -27,6 +27,7 @@ import {
   LIST_ATTEMPTS_OF_JOB,
   LOCK_JOB_AND_ATTEMPT,
   MARK_RUNNING,
+  MARKED_BY_WORKER,
   NOTE_PROVIDER_STATUS,
   OPERATION_OF_JOB,
   RECORD_PROVIDER_REQUEST,
@@ -147,8 +148,12 @@ export class AttemptsRepository {
       calls.map((c) => c.timeoutMs),
       calls.map((c) => c.hardTimeoutMs),
       LEASE_SLACK_MS,
-      again ?? null,
     ]);
+    if (again) {
+      const marked = new Set(rows.map((r) => r.id));
+      const before = await rowsOf<AttemptRow>(manager, MARKED_BY_WORKER, [calls.map((c) => c.id), again]);
+      rows.push(...before.filter((r) => !marked.has(r.id)));
+    }
     return rows.map(attemptFromRow);
   }
 

@@ -66,12 +66,17 @@ export const MARK_RUNNING = prepared(
          UPDATE provider_leases l SET expires_at = m.hard_deadline_at + ${interval('$4')} FROM m
            WHERE l.attempt_id = m.id
        )
-       SELECT ${ATTEMPT_COLUMNS} FROM m
-       UNION ALL
-       -- Asked again after an answer was lost ($5, the worker's id): what that worker marked already, unsent.
-       SELECT ${ATTEMPT_COLUMNS} FROM attempts a
-        WHERE $5::text IS NOT NULL AND a.id IN (SELECT id FROM p) AND a.status = 'running' AND a.worker_id = $5
-          AND a.hard_deadline_at > now()`,
+       SELECT ${ATTEMPT_COLUMNS} FROM m`,
+);
+
+/**
+ * After the answer to MARK_RUNNING was lost (AttemptRunner.begin): what that worker ($2) marked `running` already.
+ * Only that worker marks them, and it has sent nothing yet. Off the hot path: MARK_RUNNING stays as it was.
+ */
+export const MARKED_BY_WORKER = statement(
+  'marked_by_worker',
+  `SELECT ${ATTEMPT_COLUMNS} FROM attempts
+    WHERE id = ANY ($1::uuid[]) AND status = 'running' AND worker_id = $2 AND hard_deadline_at > now()`,
 );
 
 /**
