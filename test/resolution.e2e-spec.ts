@@ -530,7 +530,15 @@ describe('unknown attempts resolved at the provider (OpenAI Responses, backgroun
 
   it("hold: a failed or incomplete response fails the attempt with the provider's reason", async () => {
     fake.background({ afterMs: 1500, outcome: 'failed' }, { afterMs: 1500, outcome: 'incomplete' });
+    // The fake hands its outcomes out in the order the requests reach it: the second job is created once the
+    // first one's request has reached it, or one claim may send the two in either order.
     const failed = await create(['oa-hold']);
+    await waitFor(
+      () => job(failed.id),
+      (j) => Boolean(j.attempts[0]?.providerRequestId),
+      10_000,
+      50,
+    );
     const incomplete = await create(['oa-hold']);
     const [a, b] = await allTerminal([failed.id, incomplete.id], 15_000);
     expect(a.attempts[0]).toMatchObject({
