@@ -66,7 +66,8 @@ const DRAIN_SHAPES = [1, 20_000];
 
 /**
  * `owners × each` jobs of owners `own-0 …`, in one INSERT (the way a backlog of creates would leave them: pending,
- * oldest first), due `dueIn` from now (negative: already due). Then VACUUM ANALYZE, as autovacuum would have by then.
+ * oldest first), due `dueIn` from now (negative: already due). Then VACUUM ANALYZE of the jobs and the owner queue
+ * their triggers filled, as autovacuum would have by then.
  */
 async function seed(pool: pg.Pool, owners: number, each: number, dueIn: string): Promise<void> {
   await pool.query(
@@ -76,7 +77,7 @@ async function seed(pool: pg.Pool, owners: number, each: number, dueIn: string):
        FROM generate_series(0, $2::int - 1) i`,
     [owners, owners * each, dueIn],
   );
-  await pool.query('VACUUM ANALYZE jobs');
+  await pool.query('VACUUM ANALYZE jobs, owner_queue');
 }
 
 function manager(client: pg.ClientBase): Queryable {
@@ -91,7 +92,8 @@ export async function claimOwnersCase(ctx: OwnersContext): Promise<ClaimOwnersRo
   const rows: ClaimOwnersRow[] = [];
   try {
     for (const [owners, each] of CLAIM_SHAPES) {
-      await pool.query('TRUNCATE jobs CASCADE');
+      // The owner queue's rows go with the jobs (no key ties them).
+      await pool.query('TRUNCATE jobs, owner_queue CASCADE');
       const seeded = Date.now();
       await seed(pool, owners, each, '-1 hour');
       ctx.log(`claim-owners: ${owners} × ${each} seeded in ${((Date.now() - seeded) / 1000).toFixed(1)} s`);

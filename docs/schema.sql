@@ -105,6 +105,99 @@ AS $function$
         RAISE EXCEPTION 'job_events is append-only' USING ERRCODE = 'insufficient_privilege';
       END $function$;
 
+CREATE OR REPLACE FUNCTION public.onejob_queue_owner()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+      DECLARE
+        q text := COALESCE(NEW.waiting_for, '');
+        l boolean := NEW.next_attempt_at > now();
+        due timestamptz := CASE WHEN NEW.next_attempt_at > now() THEN NEW.next_attempt_at ELSE '-infinity' END;
+        held timestamptz;
+      BEGIN
+        LOOP
+          SELECT due_at INTO held FROM owner_queue WHERE queue = q AND owner_id = NEW.owner_id AND later = l
+             FOR KEY SHARE;
+          IF FOUND THEN
+            -- Held: no tidy moves it until this transaction ends. Only a later row due after this job needs a write
+            -- (LEAST: of the row as another create may have left it, once this one waited for it).
+            IF held > due THEN
+              UPDATE owner_queue SET due_at = LEAST(due_at, due) WHERE queue = q AND owner_id = NEW.owner_id AND later = l;
+            END IF;
+            RETURN NULL;
+          END IF;
+          INSERT INTO owner_queue (queue, owner_id, later, due_at, pass)
+          VALUES (q, NEW.owner_id, l, due, COALESCE((SELECT pass FROM owner_shares WHERE owner_id = NEW.owner_id), 0))
+          ON CONFLICT DO NOTHING;
+          -- Inserted, and so held; or another transaction's insert committed meanwhile: hold that one.
+          IF FOUND THEN
+            RETURN NULL;
+          END IF;
+        END LOOP;
+      END $function$;
+
+CREATE OR REPLACE FUNCTION public.onejob_tidy_owner_queue(queues text[], owners text[])
+ RETURNS integer
+ LANGUAGE plpgsql
+AS $function$
+      DECLARE
+        q text;
+        o text;
+        due boolean;
+        next timestamptz;
+        first timestamptz;
+        now_held boolean;
+        later_held boolean;
+        later_free boolean;
+        tidied integer := 0;
+      BEGIN
+        FOR q, o IN SELECT * FROM unnest(queues, owners) LOOP
+          -- The rows first, each skipped if a create or a claim holds it; then the jobs, in statements of their own.
+          PERFORM 1 FROM owner_queue WHERE queue = q AND owner_id = o AND NOT later FOR UPDATE SKIP LOCKED;
+          now_held := FOUND;
+          PERFORM 1 FROM owner_queue WHERE queue = q AND owner_id = o AND later FOR UPDATE SKIP LOCKED;
+          later_held := FOUND;
+          later_free := NOT later_held
+            AND NOT EXISTS (SELECT 1 FROM owner_queue WHERE queue = q AND owner_id = o AND later);
+          CONTINUE WHEN NOT now_held AND NOT later_held AND NOT later_free;
+          -- Two statements, one per partial index (IDX_jobs_due_owner, IDX_jobs_waiting_owner).
+          IF q = '' THEN
+            SELECT bool_or(next_attempt_at <= now()), min(next_attempt_at) FILTER (WHERE next_attempt_at > now()),
+                   min(next_attempt_at)
+              INTO due, next, first FROM jobs
+             WHERE owner_id = o AND waiting_for IS NULL AND next_attempt_at IS NOT NULL
+               AND status IN ('pending', 'running', 'unknown');
+          ELSE
+            SELECT bool_or(next_attempt_at <= now()), min(next_attempt_at) FILTER (WHERE next_attempt_at > now()),
+                   min(next_attempt_at)
+              INTO due, next, first FROM jobs
+             WHERE waiting_for = q AND owner_id = o AND next_attempt_at IS NOT NULL
+               AND status IN ('pending', 'running', 'unknown');
+          END IF;
+          IF now_held AND NOT COALESCE(due, false) THEN
+            DELETE FROM owner_queue WHERE queue = q AND owner_id = o AND NOT later;
+          END IF;
+          -- The later row covers what the now row does not: the future only while a now row stays (kept here for
+          -- work due, or held by another transaction, whose own tidy recounts it); else everything, due or not.
+          IF NOT ((now_held AND COALESCE(due, false)) OR (NOT now_held AND EXISTS (
+                    SELECT 1 FROM owner_queue WHERE queue = q AND owner_id = o AND NOT later))) THEN
+            next := first;
+          END IF;
+          IF later_held AND next IS NULL THEN
+            DELETE FROM owner_queue WHERE queue = q AND owner_id = o AND later;
+          ELSIF later_held THEN
+            UPDATE owner_queue SET due_at = next WHERE queue = q AND owner_id = o AND later;
+          ELSIF later_free AND next IS NOT NULL THEN
+            -- Saying more than there is is safe: a create's row, inserted meanwhile, stays as it is.
+            INSERT INTO owner_queue (queue, owner_id, later, due_at, pass)
+            VALUES (q, o, true, next, COALESCE((SELECT pass FROM owner_shares WHERE owner_id = o), 0))
+            ON CONFLICT DO NOTHING;
+          END IF;
+          tidied := tidied + 1;
+        END LOOP;
+        RETURN tidied;
+      END $function$;
+
 CREATE TABLE api_keys (
     id uuid DEFAULT gen_random_uuid() NOT NULL,
     owner_id text NOT NULL,
@@ -322,6 +415,10 @@ CREATE INDEX "IDX_jobs_waiting" ON public.jobs USING btree (waiting_for, next_at
 
 CREATE INDEX "IDX_jobs_waiting_owner" ON public.jobs USING btree (waiting_for, owner_id, priority DESC, next_attempt_at) WHERE ((next_attempt_at IS NOT NULL) AND (waiting_for IS NOT NULL));
 
+CREATE TRIGGER "TRG_jobs_queue_insert" AFTER INSERT ON public.jobs FOR EACH ROW WHEN ((new.next_attempt_at IS NOT NULL)) EXECUTE FUNCTION onejob_queue_owner();
+
+CREATE TRIGGER "TRG_jobs_queue_update" AFTER UPDATE OF next_attempt_at, waiting_for ON public.jobs FOR EACH ROW WHEN (((new.next_attempt_at IS NOT NULL) AND ((old.next_attempt_at IS NULL) OR (new.next_attempt_at < old.next_attempt_at) OR (new.waiting_for IS DISTINCT FROM old.waiting_for)))) EXECUTE FUNCTION onejob_queue_owner();
+
 CREATE TRIGGER "TRG_jobs_settle_batches" AFTER UPDATE ON public.jobs REFERENCING OLD TABLE AS settled_old NEW TABLE AS settled_new FOR EACH STATEMENT EXECUTE FUNCTION batches_on_jobs_settled();
 
 CREATE TABLE migrations (
@@ -342,6 +439,20 @@ CREATE TABLE owner_budgets (
 ALTER TABLE owner_budgets ADD CONSTRAINT "CHK_owner_budgets_limit" CHECK ((monthly_limit >= (0)::numeric));
 
 ALTER TABLE owner_budgets ADD CONSTRAINT owner_budgets_pkey PRIMARY KEY (owner_id);
+
+CREATE TABLE owner_queue (
+    queue text NOT NULL,
+    owner_id text NOT NULL,
+    later boolean NOT NULL,
+    due_at timestamp with time zone NOT NULL,
+    pass double precision DEFAULT 0 NOT NULL
+);
+
+ALTER TABLE owner_queue ADD CONSTRAINT "PK_owner_queue" PRIMARY KEY (owner_id, queue, later);
+
+CREATE INDEX "IDX_owner_queue_later" ON public.owner_queue USING btree (queue, due_at) WHERE later;
+
+CREATE INDEX "IDX_owner_queue_pass" ON public.owner_queue USING btree (queue, pass, owner_id) WHERE (NOT later);
 
 CREATE TABLE owner_share_changes (
     id bigint DEFAULT nextval('owner_share_changes_id_seq'::regclass) NOT NULL,

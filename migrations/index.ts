@@ -23,6 +23,7 @@ import { KeepPurgedUsage1795979400000 } from './1795979400000-KeepPurgedUsage.js
 import { NameConflictingJobs1795979510000 } from './1795979510000-NameConflictingJobs.js';
 import { CountBatchMembers1795979520000 } from './1795979520000-CountBatchMembers.js';
 import { IndexAttemptsInFlight1795979537000 } from './1795979537000-IndexAttemptsInFlight.js';
+import { CreateOwnerQueue1795979600000 } from './1795979600000-CreateOwnerQueue.js';
 
 /** Every migration, in order. Listed by class so the same list works from TypeScript sources and from dist/. */
 export const migrations = [
@@ -51,4 +52,5 @@ export const migrations = [
   NameConflictingJobs1795979510000,
   CountBatchMembers1795979520000,
   IndexAttemptsInFlight1795979537000,
+  CreateOwnerQueue1795979600000,
 ];

@@ -6,42 +6,59 @@
 -- prepared: oj_charge_owners (DB_PREPARED_STATEMENTS)
 WITH c AS (
     SELECT * FROM jsonb_to_recordset($1::jsonb) AS c(owner_id text, start float8, inc float8)
+  ), s AS (
+    INSERT INTO owner_shares AS s (owner_id, pass)
+    SELECT owner_id, start + inc FROM c ORDER BY owner_id
+    ON CONFLICT (owner_id) DO UPDATE
+       SET pass = GREATEST(s.pass + (SELECT c.inc FROM c WHERE c.owner_id = s.owner_id), EXCLUDED.pass)
+    RETURNING s.owner_id, s.max_concurrency, s.pass
+  ), q AS (
+    UPDATE owner_queue q SET pass = s.pass FROM s
+     WHERE q.ctid IN (SELECT x.ctid FROM owner_queue x JOIN unnest($2::text[], $3::text[]) AS h(queue, owner_id)
+                        ON x.queue = h.queue AND x.owner_id = h.owner_id FOR NO KEY UPDATE OF x SKIP LOCKED)
+       AND s.owner_id = q.owner_id
   )
-  INSERT INTO owner_shares AS s (owner_id, pass)
-  SELECT owner_id, start + inc FROM c ORDER BY owner_id
-  ON CONFLICT (owner_id) DO UPDATE
-     SET pass = GREATEST(s.pass + (SELECT c.inc FROM c WHERE c.owner_id = s.owner_id), EXCLUDED.pass)
-  RETURNING s.owner_id, s.max_concurrency;
+  SELECT owner_id, max_concurrency FROM s;
 
 -- name: claim_due
 -- prepared: oj_claim_due (DB_PREPARED_STATEMENTS)
-WITH RECURSIVE free_owners AS (
-         SELECT (SELECT min(owner_id) FROM jobs WHERE waiting_for IS NULL AND next_attempt_at IS NOT NULL AND next_attempt_at <= now()
-  AND status IN ('pending', 'running', 'unknown')) AS owner_id
+WITH sets AS (
+         SELECT NULL::text AS provider, ''::text AS queue, $1::int AS room
          UNION ALL
-         SELECT (SELECT min(j.owner_id) FROM jobs j
-                  WHERE j.waiting_for IS NULL AND j.owner_id > f.owner_id AND next_attempt_at IS NOT NULL AND next_attempt_at <= now()
-  AND status IN ('pending', 'running', 'unknown'))
-           FROM free_owners f WHERE f.owner_id IS NOT NULL
-       ), waiting_owners AS (
-         SELECT q.provider, q.room,
-                (SELECT min(owner_id) FROM jobs WHERE waiting_for = q.provider AND next_attempt_at IS NOT NULL AND next_attempt_at <= now()
-  AND status IN ('pending', 'running', 'unknown')) AS owner_id
-           FROM unnest($2::text[], $3::int[]) AS q(provider, room) WHERE q.room > 0
+         SELECT q.provider, q.provider, q.room FROM unnest($2::text[], $3::int[]) AS q(provider, room) WHERE q.room > 0
+       ), held AS MATERIALIZED (
+         SELECT s.provider, s.queue, s.room, r.owner_id
+           FROM sets s CROSS JOIN LATERAL (
+             SELECT owner_id FROM owner_queue WHERE queue = s.queue AND NOT later
+              ORDER BY pass, owner_id LIMIT $4 FOR NO KEY UPDATE SKIP LOCKED
+           ) r
          UNION ALL
-         SELECT w.provider, w.room,
-                (SELECT min(j.owner_id) FROM jobs j
-                  WHERE j.waiting_for = w.provider AND j.owner_id > w.owner_id AND next_attempt_at IS NOT NULL AND next_attempt_at <= now()
-  AND status IN ('pending', 'running', 'unknown'))
-           FROM waiting_owners w WHERE w.owner_id IS NOT NULL
-       ), demand AS (
-         SELECT NULL::text AS provider, $1::int AS room, owner_id FROM free_owners WHERE owner_id IS NOT NULL
+         SELECT s.provider, s.queue, s.room, r.owner_id
+           FROM sets s CROSS JOIN LATERAL (
+             SELECT owner_id FROM owner_queue WHERE queue = s.queue AND later AND due_at <= now()
+              ORDER BY due_at LIMIT $4 FOR NO KEY UPDATE SKIP LOCKED
+           ) r
+       ), seen AS MATERIALIZED (
+         SELECT provider, queue, room, owner_id, true AS held FROM held
          UNION ALL
-         SELECT provider, room, owner_id FROM waiting_owners WHERE owner_id IS NOT NULL
+         SELECT s.provider, s.queue, s.room, r.owner_id, false
+           FROM sets s CROSS JOIN LATERAL (
+             SELECT q.owner_id FROM owner_queue q WHERE q.queue = s.queue AND NOT q.later
+                AND NOT EXISTS (SELECT 1 FROM held h WHERE h.queue = s.queue AND h.owner_id = q.owner_id)
+              ORDER BY q.pass, q.owner_id LIMIT $4
+           ) r
+          WHERE (SELECT count(*) FROM held h WHERE h.queue = s.queue) < $4
+       ), demand AS MATERIALIZED (
+         SELECT provider, queue, room, owner_id, bool_or(held) AS held
+           FROM seen GROUP BY provider, queue, room, owner_id
+       ), top AS (
+         SELECT max(x.pass) AS pass FROM sets s CROSS JOIN LATERAL (
+           SELECT pass FROM owner_queue WHERE queue = s.queue AND NOT later ORDER BY pass DESC LIMIT 1) x
        ), owners AS MATERIALIZED (
          SELECT o.owner_id, o.weight, o.headroom, o.capped,
-                GREATEST(o.pass, max(o.pass) OVER () - 4 / o.weight) AS start,
-                count(*) OVER () AS present, random() AS coin
+                GREATEST(o.pass, GREATEST(max(o.pass) OVER (), COALESCE((SELECT pass FROM top), 0))
+                                 - 4 / o.weight) AS start,
+                random() AS coin
            FROM (SELECT d.owner_id, COALESCE(s.weight, 1)::float8 AS weight, COALESCE(s.pass, 0) AS pass,
                         s.max_concurrency IS NOT NULL AS capped,
                         CASE WHEN s.max_concurrency IS NULL THEN $1::int
@@ -54,17 +71,18 @@ WITH RECURSIVE free_owners AS (
          SELECT r.*, LEAST(r.room, r.headroom,
                            ceil(r.room * r.weight / sum(r.weight) OVER (PARTITION BY r.provider))::int + 1) AS quota,
                 LEAST(r.room, r.headroom) AS bound, count(*) OVER (PARTITION BY r.provider) < r.owners AS cut
-           FROM (SELECT d.provider, d.room, d.owner_id, o.start, o.weight, o.capped, o.headroom, o.coin,
+           FROM (SELECT d.provider, d.queue, d.room, d.owner_id, d.held,
+                        o.start, o.weight, o.capped, o.headroom, o.coin,
                         row_number() OVER (PARTITION BY d.provider ORDER BY o.start + 1 / o.weight, o.coin) AS place,
                         count(*) OVER (PARTITION BY d.provider) AS owners
                    FROM demand d JOIN owners o ON o.owner_id = d.owner_id WHERE o.headroom > 0) r
           WHERE r.place <= r.room
-       ), candidates AS (
+       ), candidates AS MATERIALIZED (
          SELECT q.provider, q.room, q.owner_id, q.start, q.weight, q.coin, q.quota, q.bound,
                 c.id, c.priority, c.next_attempt_at
            FROM quotas q CROSS JOIN LATERAL (
              SELECT id, priority, next_attempt_at FROM jobs
-              WHERE owner_id = q.owner_id AND waiting_for IS NULL AND next_attempt_at IS NOT NULL AND next_attempt_at <= now()
+              WHERE owner_id = q.owner_id AND waiting_for IS NULL AND next_attempt_at IS NOT NULL AND next_attempt_at + interval '0' <= now()
   AND status IN ('pending', 'running', 'unknown')
               ORDER BY priority DESC, next_attempt_at LIMIT q.quota FOR UPDATE SKIP LOCKED
            ) c WHERE q.provider IS NULL
@@ -73,7 +91,7 @@ WITH RECURSIVE free_owners AS (
                 c.id, c.priority, c.next_attempt_at
            FROM quotas q CROSS JOIN LATERAL (
              SELECT id, priority, next_attempt_at FROM jobs
-              WHERE waiting_for = q.provider AND owner_id = q.owner_id AND next_attempt_at IS NOT NULL AND next_attempt_at <= now()
+              WHERE waiting_for = q.provider AND owner_id = q.owner_id AND next_attempt_at IS NOT NULL AND next_attempt_at + interval '0' <= now()
   AND status IN ('pending', 'running', 'unknown')
               ORDER BY priority DESC, next_attempt_at LIMIT q.quota FOR UPDATE SKIP LOCKED
            ) c WHERE q.provider IS NOT NULL
@@ -95,14 +113,25 @@ WITH RECURSIVE free_owners AS (
        ), more AS (
          SELECT EXISTS (SELECT 1 FROM quotas q WHERE q.cut)
              OR EXISTS (SELECT 1 FROM candidates c WHERE c.quota < c.bound GROUP BY c.provider, c.owner_id, c.quota
-                         HAVING count(*) >= c.quota) AS more
+                         HAVING count(*) >= c.quota)
+             OR EXISTS (SELECT 1 FROM seen GROUP BY queue HAVING count(*) FILTER (WHERE held) >= $4) AS more
+       ), tidy AS (
+         SELECT array_agg(q.queue) FILTER (WHERE q.empty) AS queues,
+                array_agg(q.owner_id) FILTER (WHERE q.empty) AS owners,
+                array_agg(q.queue) AS held_queues, array_agg(q.owner_id) AS held_owners
+           FROM (SELECT q.queue, q.owner_id, COALESCE(n.n, 0) < q.quota AS empty
+                   FROM quotas q LEFT JOIN (SELECT COALESCE(provider, '') AS queue, owner_id, count(*) AS n
+                                              FROM candidates GROUP BY 1, 2) n
+                     ON n.queue = q.queue AND n.owner_id = q.owner_id
+                  WHERE q.held) q
        )
        SELECT j.id, j.owner_id, j.idempotency_key, j.fingerprint, j.operation, j.input, j.providers,
   j.status, j.version,
   j.result, j.error, j.completed_by, j.created_at, j.updated_at, j.completed_at, j.trace_context, j.priority, COALESCE((SELECT json_agg(a ORDER BY a.number) FROM attempts a WHERE a.job_id = j.id),
   '[]'::json) AS attempts, p.start, p.weight, o.capped,
-              (SELECT present FROM owners LIMIT 1)::int AS owners_present, (SELECT more FROM more) AS more
-         FROM picked p JOIN jobs j ON j.id = p.id JOIN owners o ON o.owner_id = p.owner_id
+              (SELECT count(DISTINCT owner_id) FROM demand)::int AS owners_present, (SELECT more FROM more) AS more,
+              t.queues AS tidy_queues, t.owners AS tidy_owners, t.held_queues, t.held_owners
+         FROM tidy t LEFT JOIN (picked p JOIN jobs j ON j.id = p.id JOIN owners o ON o.owner_id = p.owner_id) ON true
         ORDER BY p.tag, p.coin;
 
 -- name: claim_sole
@@ -127,14 +156,14 @@ WITH sets AS MATERIALIZED (
             AND NOT EXISTS (SELECT 1 FROM owner_shares o WHERE o.owner_id = s.lo AND o.max_concurrency IS NOT NULL)
        ), free AS (
          SELECT id, priority, next_attempt_at FROM jobs
-          WHERE owner_id = (SELECT owner_id FROM sole) AND waiting_for IS NULL AND next_attempt_at IS NOT NULL AND next_attempt_at <= now()
+          WHERE owner_id = (SELECT owner_id FROM sole) AND waiting_for IS NULL AND next_attempt_at IS NOT NULL AND next_attempt_at + interval '0' <= now()
   AND status IN ('pending', 'running', 'unknown')
           ORDER BY priority DESC, next_attempt_at LIMIT $1 FOR UPDATE SKIP LOCKED
        ), waiting AS (
          SELECT w.id, w.priority, w.next_attempt_at FROM unnest($2::text[], $3::int[]) AS q(provider, room)
           CROSS JOIN LATERAL (
             SELECT id, priority, next_attempt_at FROM jobs
-             WHERE waiting_for = q.provider AND owner_id = (SELECT owner_id FROM sole) AND next_attempt_at IS NOT NULL AND next_attempt_at <= now()
+             WHERE waiting_for = q.provider AND owner_id = (SELECT owner_id FROM sole) AND next_attempt_at IS NOT NULL AND next_attempt_at + interval '0' <= now()
   AND status IN ('pending', 'running', 'unknown')
              ORDER BY priority DESC, next_attempt_at LIMIT q.room FOR UPDATE SKIP LOCKED
           ) w
@@ -306,6 +335,9 @@ UPDATE jobs SET waiting_for = $2 WHERE id = ANY($1::uuid[]) AND waiting_for IS D
 -- name: release_waits_outside
 UPDATE jobs SET waiting_for = NULL
   WHERE waiting_for IS NOT NULL AND NOT (waiting_for = ANY($1::text[])) RETURNING id;
+
+-- name: tidy_owner_queue
+SELECT onejob_tidy_owner_queue($1::text[], $2::text[]) AS tidied;
 
 -- name: update_job_bookkeeping
 UPDATE jobs SET status = $2, updated_at = now(),

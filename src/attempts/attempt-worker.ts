@@ -22,6 +22,7 @@ import { type Attempt, NOT_SENT } from '../ledger/attempt.types.js';
 import type { ClaimedStart } from '../ledger/attempts.repository.js';
 import type { JobWithAttempts } from '../ledger/job.types.js';
 import { JobSignals } from '../ledger/job-signals.js';
+import type { QueueRows } from '../ledger/jobs.repository.js';
 import { type Ledger, LedgerFactory } from '../ledger/ledger.js';
 import { CatalogService } from '../providers/catalog.service.js';
 import { renderPrompt } from '../providers/prompt.js';
@@ -63,6 +64,9 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
   private moreDue = false;
   /** The last claim saw at most one owner, uncapped: the next starts with the sole-owner claim (CLAIM_SOLE). */
   private soleOwner = false;
+  /** The owner queue's rows the last committed claim found empty; the tidy of them in flight (one at a time). */
+  private toTidy?: QueueRows;
+  private tidying?: Promise<void>;
   /** When the emptiest rate bucket that held back a job last has room again (epoch ms); Infinity when none did. */
   private refilledAt = Infinity;
 
@@ -126,6 +130,7 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
       }
     }
     await this.capacity.releaseSpares(); // no claim will take them any more
+    await this.tidying;
   }
 
   /** Attempts running in this process now. */
@@ -236,7 +241,10 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
     const refreshed = this.capacity.refresh();
     refreshed.catch(() => undefined);
     try {
-      return await this.claimInTransaction(limit, refreshed);
+      this.toTidy = undefined;
+      const claimed = await this.claimInTransaction(limit, refreshed);
+      this.tidy();
+      return claimed;
     } catch (error) {
       // A pooler refused a named statement: nothing ran, naming is off now, and the claim runs again unnamed.
       if (!again && isRefusedNamedStatement(error)) return this.claimBatch(limit, true);
@@ -256,6 +264,7 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
         const claim = await ledger.claimDue(limit, rooms, this.soleOwner);
         this.moreDue = claim.more;
         this.soleOwner = claim.ownersPresent <= 1 && !claim.shares.some((s) => s.capped);
+        this.toTidy = claim.tidy;
         const jobs = await ledger.shareOut(claim);
         const candidates: Candidate[] = [];
         for (const job of jobs) {
@@ -300,6 +309,22 @@ export class AttemptWorker implements OnApplicationBootstrap, BeforeApplicationS
       },
       { once: true },
     );
+  }
+
+  /**
+   * The owner queue's rows the claim just committed found empty, recomputed beside the calls it starts
+   * (LedgerFactory.tidyOwnerQueue). One at a time: rows skipped now are found empty again by a later claim.
+   */
+  private tidy(): void {
+    const rows = this.toTidy;
+    if (!rows?.owners.length || this.tidying) return;
+    this.tidying = this.ledgers
+      .tidyOwnerQueue(rows)
+      .then(() => undefined)
+      .catch((error: unknown) => {
+        this.logger.warn({ msg: 'owner queue tidy failed; a later claim tidies again', ...safeErrorFields(error) });
+      })
+      .finally(() => (this.tidying = undefined));
   }
 
   /** Plans one locked job: a queued attempt to take over, or a new attempt to start, if capacity allows. */

@@ -36,7 +36,9 @@ import {
   LOCK_JOBS,
   LOCK_OWNED_JOB,
   MARK_WAITING,
+  ownersPerSet,
   RELEASE_WAITS_OUTSIDE,
+  TIDY_OWNER_QUEUE,
   UPDATE_BOOKKEEPING,
 } from './jobs.sql.js';
 import { DuplicateIdempotencyKeyError, OverBudgetError } from './ledger.errors.js';
@@ -103,13 +105,23 @@ export interface JobPageQuery {
   afterId?: string;
 }
 
-/** What CLAIM_DUE adds to each claimed job's row. */
+/** What CLAIM_DUE adds to each claimed job's row (and to its one row when it picked nothing). */
 interface ClaimShareRow {
   start: number;
   weight: number;
   capped: boolean;
   owners_present: number;
   more: boolean;
+  tidy_queues: string[] | null;
+  tidy_owners: string[] | null;
+  held_queues: string[] | null;
+  held_owners: string[] | null;
+}
+
+/** Rows of the owner queue, by queue ('' for free jobs, else a provider) and owner: two arrays of one length. */
+export interface QueueRows {
+  queues: string[];
+  owners: string[];
 }
 
 /** One owner's part of a claim: where its turns started (its pass, raised to the others'), its weight, its jobs. */
@@ -147,7 +159,13 @@ export interface FairClaim {
   shares: OwnerShare[];
   /** CLAIM_SOLE took it (one owner alone had due work), not CLAIM_DUE. */
   sole: boolean;
+  /** The owner queue's rows this claim holds (their pass follows the charges: chargeOwners). */
+  held: QueueRows;
+  /** The rows it held whose owner had fewer due jobs than it asked for: tidyOwnerQueue, after the commit. */
+  tidy: QueueRows;
 }
+
+const NO_ROWS: QueueRows = { queues: [], owners: [] };
 
 /** The jobs table. Reads take the owner (I7); writes are reached only through the Ledger. */
 @Injectable()
@@ -349,10 +367,13 @@ export class JobsRepository {
           ownersPresent: ownerId === undefined ? 0 : 1,
           shares: ownerId === undefined ? [] : [{ ownerId, start: 0, weight: 1, capped: false, jobs: jobs.length }],
           sole: true,
+          held: NO_ROWS,
+          tidy: NO_ROWS,
         };
       }
     }
-    const rows = await rowsOf<JobWithAttemptsRow & ClaimShareRow>(manager, CLAIM_DUE, params);
+    const all = await rowsOf<JobWithAttemptsRow & ClaimShareRow>(manager, CLAIM_DUE, [...params, ownersPerSet(limit)]);
+    const rows = all.filter((row) => row.id !== null);
     const shares = new Map<string, OwnerShare>();
     for (const row of rows) {
       const share = shares.get(row.owner_id) ?? {
@@ -368,10 +389,22 @@ export class JobsRepository {
     return {
       jobs: rows.map(jobWithAttemptsFromRow),
       more: rows[0]?.more === true,
-      ownersPresent: rows[0]?.owners_present ?? 0,
+      ownersPresent: all[0]?.owners_present ?? 0,
       shares: [...shares.values()],
       sole: false,
+      held: { queues: all[0]?.held_queues ?? [], owners: all[0]?.held_owners ?? [] },
+      tidy: { queues: all[0]?.tidy_queues ?? [], owners: all[0]?.tidy_owners ?? [] },
     };
+  }
+
+  /**
+   * The owner queue's rows a committed claim found empty, recomputed (TIDY_OWNER_QUEUE): removed when their owner
+   * has nothing due there, a `later` row kept at its next due time. Outside any transaction of the caller's.
+   */
+  async tidyOwnerQueue(rows: QueueRows, manager: Queryable): Promise<number> {
+    if (!rows.owners.length) return 0;
+    const [row] = await rowsOf<{ tidied: number }>(manager, TIDY_OWNER_QUEUE, [rows.queues, rows.owners]);
+    return row?.tidied ?? 0;
   }
 
   /**
@@ -379,10 +412,16 @@ export class JobsRepository {
    * claim advanced them meanwhile), and the rows of capped owners locked, in owner order (after the job locks,
    * before the providers': the lock order). Returns the caps of the capped ones, read under their lock.
    */
-  async chargeOwners(charges: OwnerCharge[], manager: Queryable): Promise<Map<string, number>> {
+  async chargeOwners(
+    charges: OwnerCharge[],
+    manager: Queryable,
+    held: QueueRows = NO_ROWS,
+  ): Promise<Map<string, number>> {
     if (!charges.length) return new Map();
     const rows = await rowsOf<{ owner_id: string; max_concurrency: number | null }>(manager, CHARGE_OWNERS, [
       JSON.stringify(charges),
+      held.queues,
+      held.owners,
     ]);
     return new Map(rows.filter((r) => r.max_concurrency !== null).map((r) => [r.owner_id, r.max_concurrency!]));
   }

@@ -16,7 +16,14 @@ import {
 import type { Job, JobStatus, JobWithAttempts } from './job.types.js';
 import { type JobEvent, JobEventsRepository } from './job-events.repository.js';
 import { JobSignals } from './job-signals.js';
-import { type FairClaim, JobsRepository, type NewJob, type OwnerCharge, type WaitingRoom } from './jobs.repository.js';
+import {
+  type FairClaim,
+  JobsRepository,
+  type NewJob,
+  type OwnerCharge,
+  type QueueRows,
+  type WaitingRoom,
+} from './jobs.repository.js';
 import { type Announcement, OUTBOX, type Outbox } from './outbox.port.js';
 import { SettlementRepository } from './settlement.repository.js';
 import { assertAttemptTransition, assertJobTransition } from './state-machine.js';
@@ -101,7 +108,7 @@ export class Ledger {
     const charges: OwnerCharge[] = claim.shares
       .filter((s) => shared || s.capped)
       .map((s) => ({ owner_id: s.ownerId, start: s.start, inc: shared ? s.jobs / s.weight : 0 }));
-    const caps = await this.repos.jobs.chargeOwners(charges, this.manager);
+    const caps = await this.repos.jobs.chargeOwners(charges, this.manager, claim.held);
     if (!caps.size) return claim.jobs;
     const inFlight = await this.repos.jobs.inFlightByOwner([...caps.keys()], this.manager);
     const left = new Map([...caps].map(([owner, cap]) => [owner, cap - (inFlight.get(owner) ?? 0)]));
@@ -427,6 +434,14 @@ export class LedgerFactory {
    */
   claimLookups(providers: string[], periodMs: number, limit: number): Promise<LookupClaim[]> {
     return this.repos.attempts.claimLookups(providers, periodMs, limit);
+  }
+
+  /**
+   * After a claim committed: the owner queue's rows it found empty, recomputed in one autocommit statement
+   * (JobsRepository.tidyOwnerQueue, docs/design.md#fair-share). A row left behind only costs a later claim a look.
+   */
+  tidyOwnerQueue(rows: QueueRows): Promise<number> {
+    return this.repos.jobs.tidyOwnerQueue(rows, this.dataSource.manager);
   }
 
   /**

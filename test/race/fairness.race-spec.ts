@@ -429,4 +429,61 @@ describeLocal(`race suite: fair share between owners across ${WORKERS} worker pr
     expect(counts['team-b']).toBe(other.length);
     expect(counts['team-a']).toBeLessThanOrEqual(counts['team-b'] + FAIR_CREDIT + 1);
   }, 60_000);
+  itFull(
+    'three thousand owners with 10 due jobs each beside one with 3,000: every first job claimed within 2 s, and each 10 s window shared equally',
+    async () => {
+      // At this width the backlog is seeded by SQL (33,000 creates through HTTP would take longer than the case),
+      // made due in one commit; the owner queue's triggers file the 3,001 owners as they go in.
+      open.latencyMs(20);
+      const small = 3_000;
+      const [{ t0 }] = await query(
+        `WITH i AS (
+           INSERT INTO jobs (owner_id, idempotency_key, fingerprint, operation, input, providers, next_attempt_at)
+           SELECT CASE WHEN i < $1 * 10 THEN 'wide-' || (i % $1) ELSE 'wide-big' END, 'wide-' || i, repeat('f', 64),
+                  'summarize', jsonb_build_object('text', 'wide-' || i), '{fair-open}', now()
+             FROM generate_series(0, $1 * 10 + 2999) i RETURNING 1
+         ) SELECT now() AS t0, count(*) FROM i`,
+        [small],
+      );
+      await waitFor(
+        () => query(`SELECT count(*)::int AS n FROM jobs WHERE owner_id LIKE 'wide-%' AND status <> 'succeeded'`),
+        ([r]) => r.n === 0,
+        240_000,
+        500,
+      );
+      const [firsts] = await query(
+        `SELECT max(first)::float8 AS latest, percentile_cont(0.5) WITHIN GROUP (ORDER BY first)::float8 AS p50,
+                count(*)::int AS owners
+           FROM (SELECT extract(epoch FROM min(a.claimed_at) - $1::timestamptz) AS first
+                   FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE j.owner_id LIKE 'wide-%' GROUP BY j.owner_id) f`,
+        [t0],
+      );
+      // Calls per owner in each whole 10 s window in which every owner still had work (claimed after the window).
+      const windows = await query(
+        `WITH c AS (
+           SELECT j.owner_id, floor(extract(epoch FROM a.claimed_at - $1::timestamptz) / 10)::int AS w
+             FROM attempts a JOIN jobs j ON j.id = a.job_id WHERE j.owner_id LIKE 'wide-%'
+         ), last AS (SELECT owner_id, max(w) AS w FROM c GROUP BY owner_id)
+         SELECT c.w, count(DISTINCT c.owner_id)::int AS owners, sum(n)::int AS calls,
+                min(n)::int AS least, max(n)::int AS most,
+                max(n) FILTER (WHERE c.owner_id = 'wide-big')::int AS big
+           FROM (SELECT owner_id, w, count(*) AS n FROM c GROUP BY owner_id, w) c
+          WHERE c.w < (SELECT min(w) FROM last)
+          GROUP BY c.w ORDER BY c.w`,
+        [t0],
+      );
+      figures('many owners', { firsts, windows });
+      expect(firsts.owners).toBe(small + 1);
+      expect(firsts.latest).toBeLessThanOrEqual(2);
+      for (const w of windows) {
+        // Equal within 10 %, and one call of slack each way: a window holds a few calls per owner.
+        const mean = w.calls / (small + 1);
+        expect({ window: w.w, owners: w.owners }).toEqual({ window: w.w, owners: small + 1 });
+        expect(w.least).toBeGreaterThanOrEqual(Math.floor(mean * 0.9) - 1);
+        expect(w.most).toBeLessThanOrEqual(Math.ceil(mean * 1.1) + 1);
+        expect(Math.abs(w.big - mean)).toBeLessThanOrEqual(mean * 0.1 + 1);
+      }
+    },
+    300_000,
+  );
 });
