@@ -430,7 +430,7 @@ describeLocal(`race suite: fair share between owners across ${WORKERS} worker pr
     expect(counts['team-a']).toBeLessThanOrEqual(counts['team-b'] + FAIR_CREDIT + 1);
   }, 60_000);
   itFull(
-    'three thousand owners with 10 due jobs each beside one with 3,000: every first job claimed within 2 s, and each 10 s window shared equally',
+    'three thousand owners with 10 due jobs each beside one with 3,000: every first job claimed in the first round, and each 10 s window shared equally',
     async () => {
       // At this width the backlog is seeded by SQL (33,000 creates through HTTP would take longer than the case),
       // made due in one commit; the owner queue's triggers file the 3,001 owners as they go in.
@@ -472,9 +472,18 @@ describeLocal(`race suite: fair share between owners across ${WORKERS} worker pr
           GROUP BY c.w ORDER BY c.w`,
         [t0],
       );
-      figures('many owners', { firsts, windows });
+      // Calls claimed before the last owner's first one: one round of the stride is one call per owner.
+      const [{ before }] = await query(
+        `SELECT count(*)::int AS before FROM attempts a JOIN jobs j ON j.id = a.job_id
+          WHERE j.owner_id LIKE 'wide-%' AND a.claimed_at < $1::timestamptz + make_interval(secs => $2)`,
+        [t0, firsts.latest],
+      );
+      figures('many owners', { firsts, before, windows });
       expect(firsts.owners).toBe(small + 1);
-      expect(firsts.latest).toBeLessThanOrEqual(2);
+      // Every owner's first job within the first round and a half, whatever the machine's rate: on this 2-core one
+      // three workers claim about 1,100 jobs/s, so 3,001 first jobs need 2.7 s at the least (docs/benchmarks.md).
+      expect(before).toBeLessThanOrEqual(1.5 * (small + 1));
+      expect(firsts.latest).toBeLessThanOrEqual(2 + (small + 1) / (windows[0].calls / 10));
       for (const w of windows) {
         // Equal within 10 %, and one call of slack each way: a window holds a few calls per owner.
         const mean = w.calls / (small + 1);
