@@ -15,8 +15,10 @@ import pg from 'pg';
 
 import type { Queryable } from '../src/database/transactions.js';
 import { JobsRepository } from '../src/ledger/jobs.repository.js';
+import { processCpuSeconds } from './cpu.js';
 import { dropDatabase, freshDatabase } from './databases.js';
 import { sleep } from './load.js';
+import { type DrainCost, DrainMeter, type ServerProbe } from './server-counters.js';
 
 interface Service {
   child: ChildProcess;
@@ -24,7 +26,7 @@ interface Service {
   stop: () => Promise<void>;
 }
 
-export interface OwnersContext {
+export interface OwnersContext extends ServerProbe {
   admin: pg.Client;
   serverUrl: string;
   run: string;
@@ -50,6 +52,7 @@ export interface DrainOwnersRow {
   jobs: number;
   seconds: number;
   jobsPerSecond: number;
+  cost: DrainCost;
 }
 
 const CLAIM_SHAPES: Array<[owners: number, dueEach: number]> = [
@@ -61,8 +64,8 @@ const CLAIM_SHAPES: Array<[owners: number, dueEach: number]> = [
   [30_000, 10],
 ];
 const CLAIM_RUNS = 7;
-const DRAIN_JOBS = 100_000;
-const DRAIN_SHAPES = [1, 20_000];
+export const DRAIN_JOBS = 100_000;
+export const DRAIN_SHAPES = [1, 20_000];
 
 /**
  * `owners × each` jobs of owners `own-0 …`, in one INSERT (the way a backlog of creates would leave them: pending,
@@ -130,48 +133,64 @@ export async function claimOwnersCase(ctx: OwnersContext): Promise<ClaimOwnersRo
   return rows;
 }
 
+/**
+ * One drain of DRAIN_JOBS jobs over `owners` owners by one ROLE=worker process, on a database of its own; what it
+ * cost the server and the worker (server-counters.ts) beside. `label` names the database and the log lines.
+ */
+export async function drainOnejob(ctx: OwnersContext, owners: number, label = 'drain-owners'): Promise<DrainOwnersRow> {
+  const databaseUrl = await freshDatabase(ctx, 'owners', `${label}_${owners}`);
+  const pool = new pg.Pool({ connectionString: databaseUrl, max: 2 });
+  pool.on('error', () => undefined);
+  let worker: Service | undefined;
+  try {
+    // Not due yet: the worker starts on an idle queue; then they all become due at once.
+    await seed(pool, owners, DRAIN_JOBS / owners, '1 day');
+    worker = await ctx.startService(databaseUrl, 'worker');
+    // A second and a half of quiet: the seeding's counts are published (server-counters.ts).
+    await sleep(1500);
+    const pid = worker.child.pid!;
+    const meter = await DrainMeter.start(ctx, databaseUrl, () => processCpuSeconds(pid));
+    const { rows: due } = await pool.query<{ at: Date; n: number }>(
+      `WITH u AS (
+         UPDATE jobs SET next_attempt_at = now() - interval '1 hour' + (next_attempt_at - now() - interval '1 day')
+          WHERE status = 'pending' RETURNING 1
+       ) SELECT now() AS at, count(*)::int AS n FROM u`,
+    );
+    const started = due[0].at;
+    // The bench's own statements meanwhile: the UPDATE above, the polls below and the last read.
+    let sent = 1;
+    const deadline = Date.now() + 900_000;
+    for (;;) {
+      sent++;
+      const { rows: live } = await pool.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM jobs WHERE status IN ('pending', 'running', 'unknown')`,
+      );
+      if (live[0].n === 0) break;
+      if (Date.now() > deadline) throw new Error(`${label}: ${live[0].n} jobs left after 900 s`);
+      await sleep(200);
+    }
+    meter.stopCpu();
+    sent++;
+    const { rows: last } = await pool.query<{ at: Date; failed: number }>(
+      `SELECT max(completed_at) AS at, count(*) FILTER (WHERE status <> 'succeeded')::int AS failed FROM jobs`,
+    );
+    if (last[0].failed) throw new Error(`${label}: ${last[0].failed} jobs did not succeed`);
+    await sleep(1500);
+    const cost = await meter.cost(DRAIN_JOBS, { statements: sent, transactions: sent, rowsWritten: due[0].n });
+    const seconds = (last[0].at.getTime() - started.getTime()) / 1000;
+    const row = { owners, jobs: DRAIN_JOBS, seconds, jobsPerSecond: Math.round(DRAIN_JOBS / seconds), cost };
+    ctx.log(`${label}: onejob, ${owners} owners: ${row.jobsPerSecond} jobs/s (${seconds.toFixed(1)} s)`);
+    return row;
+  } finally {
+    await worker?.stop();
+    await pool.end();
+    await dropDatabase(ctx, databaseUrl);
+  }
+}
+
 export async function drainOwnersCase(ctx: OwnersContext): Promise<DrainOwnersRow[]> {
   const rows: DrainOwnersRow[] = [];
-  for (const owners of DRAIN_SHAPES) {
-    const databaseUrl = await freshDatabase(ctx, 'owners', `drain_${owners}`);
-    const pool = new pg.Pool({ connectionString: databaseUrl, max: 2 });
-    pool.on('error', () => undefined);
-    let worker: Service | undefined;
-    try {
-      // Not due yet: the worker starts on an idle queue; then they all become due at once.
-      await seed(pool, owners, DRAIN_JOBS / owners, '1 day');
-      worker = await ctx.startService(databaseUrl, 'worker');
-      await sleep(1000);
-      const { rows: due } = await pool.query<{ at: Date }>(
-        `WITH u AS (
-           UPDATE jobs SET next_attempt_at = now() - interval '1 hour' + (next_attempt_at - now() - interval '1 day')
-            WHERE status = 'pending' RETURNING 1
-         ) SELECT now() AS at, count(*)::int AS n FROM u`,
-      );
-      const started = due[0].at;
-      const deadline = Date.now() + 900_000;
-      for (;;) {
-        const { rows: live } = await pool.query<{ n: number }>(
-          `SELECT count(*)::int AS n FROM jobs WHERE status IN ('pending', 'running', 'unknown')`,
-        );
-        if (live[0].n === 0) break;
-        if (Date.now() > deadline) throw new Error(`drain-owners: ${live[0].n} jobs left after 900 s`);
-        await sleep(200);
-      }
-      const { rows: last } = await pool.query<{ at: Date; failed: number }>(
-        `SELECT max(completed_at) AS at, count(*) FILTER (WHERE status <> 'succeeded')::int AS failed FROM jobs`,
-      );
-      if (last[0].failed) throw new Error(`drain-owners: ${last[0].failed} jobs did not succeed`);
-      const seconds = (last[0].at.getTime() - started.getTime()) / 1000;
-      const row = { owners, jobs: DRAIN_JOBS, seconds, jobsPerSecond: Math.round(DRAIN_JOBS / seconds) };
-      ctx.log(`drain-owners: ${owners} owners: ${row.jobsPerSecond} jobs/s (${seconds.toFixed(1)} s)`);
-      rows.push(row);
-    } finally {
-      await worker?.stop();
-      await pool.end();
-      await dropDatabase(ctx, databaseUrl);
-    }
-  }
+  for (const owners of DRAIN_SHAPES) rows.push(await drainOnejob(ctx, owners));
   return rows;
 }
 
