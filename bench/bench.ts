@@ -26,7 +26,7 @@ import { batchStreamsCase, type BatchStreamsRow, batchStreamsTable } from './bat
 import { capacityCase, type CapacityRow, capacityTable } from './capacity.js';
 import { claimCase, type ClaimRow, claimTable } from './claim.js';
 import { postgresCpuSeconds, postmasterPid, processCpuSeconds } from './cpu.js';
-import { drainCase, type DrainRow, drainTable } from './drain.js';
+import { drainCase, type DrainRow, drainStatements, drainTable } from './drain.js';
 import { failoverCase, type FailoverRow, failoverTable } from './failover.js';
 import { fairnessCase, type FairnessRow, fairnessTable } from './fairness.js';
 import { historyCase, type HistoryResult, historyTable, retentionTable } from './history.js';
@@ -977,6 +977,9 @@ async function main(): Promise<void> {
   if (drain) {
     const what = `100,000 due jobs, one process each, same PostgreSQL; onejob on bench-zero, the peers' handlers no-ops; statements${statements ? '' : ' n/a (no pg_stat_statements)'} less BEGIN/COMMIT`;
     process.stdout.write(`\ndrain (${what})\n\n${drainTable(drain)}\n`);
+    const top = drainStatements(drain);
+    const heading = 'drain: the statements with the most server time (share of it, calls per job, mean)';
+    if (top) process.stdout.write(`\n${heading}\n\n${top}\n`);
   }
   if (history?.rows.length) {
     const what = `10,000 creates (ROLE=api, ${connections} connections), the claim of 64 alone, the drain and the pipeline (ROLE=all, ${duration} s)`;

@@ -120,3 +120,19 @@ export function drainTable(rows: DrainRow[]): string {
     ),
   ].join('\n');
 }
+
+/** Each system's statements that took the most of the server's time over its drain (pg_stat_statements). */
+export function drainStatements(rows: DrainRow[]): string {
+  return rows
+    .filter((r) => r.cost.top?.length)
+    .map((r) =>
+      [
+        `${r.setup}:`,
+        ...r.cost.top!.map(
+          (t) =>
+            `  ${String(Math.round(t.share * 100)).padStart(3)} %  ${t.callsPerJob.toFixed(3)}/job  ${t.meanMs.toFixed(3)} ms  ${t.query}`,
+        ),
+      ].join('\n'),
+    )
+    .join('\n');
+}

@@ -160,14 +160,22 @@ export async function drainOnejob(ctx: OwnersContext, owners: number, label = 'd
     // The bench's own statements meanwhile: the UPDATE above, the polls below and the last read.
     let sent = 1;
     const deadline = Date.now() + 900_000;
-    for (;;) {
+    // While jobs are due, a probe of the due index's first entry; then the count of the last ones in flight. (A count
+    // of the 100,000 rows every 200 ms throughout took a fifth of the server's time at 20,000 owners.)
+    for (let due = true; ;) {
       sent++;
       const { rows: live } = await pool.query<{ n: number }>(
-        `SELECT count(*)::int AS n FROM jobs WHERE status IN ('pending', 'running', 'unknown')`,
+        due
+          ? `SELECT count(*)::int AS n FROM (SELECT 1 FROM jobs WHERE next_attempt_at IS NOT NULL AND waiting_for IS NULL LIMIT 1) d`
+          : `SELECT count(*)::int AS n FROM jobs WHERE status IN ('pending', 'running', 'unknown')`,
       );
-      if (live[0].n === 0) break;
-      if (Date.now() > deadline) throw new Error(`${label}: ${live[0].n} jobs left after 900 s`);
-      await sleep(200);
+      if (live[0].n === 0) {
+        if (!due) break;
+        due = false;
+        continue;
+      }
+      if (Date.now() > deadline) throw new Error(`${label}: jobs left after 900 s`);
+      await sleep(due ? 200 : 50);
     }
     meter.stopCpu();
     sent++;

@@ -23,6 +23,16 @@ export interface DrainCost {
   transactionsPerJob: number;
   statementsPerJob: number | null;
   rowsWrittenPerJob: number;
+  /** With pg_stat_statements: the statements that took the most of the server's time over the drain. */
+  top?: TopStatement[];
+}
+
+export interface TopStatement {
+  callsPerJob: number;
+  meanMs: number;
+  /** Of the time all statements of the database took over the drain. */
+  share: number;
+  query: string;
 }
 
 /** What the bench itself sent to the database during the drain (to see it was over), taken off the counts. */
@@ -36,6 +46,8 @@ interface Counts {
   transactions: number;
   rowsWritten: number;
   statements: number | null;
+  /** Per statement (pg_stat_statements' queryid): its calls and time so far. */
+  byStatement: Map<string, { calls: number; ms: number; query: string }>;
 }
 
 async function counts(probe: ServerProbe, database: string): Promise<Counts> {
@@ -45,16 +57,33 @@ async function counts(probe: ServerProbe, database: string): Promise<Counts> {
     [database],
   );
   let statements: number | null = null;
+  const byStatement: Counts['byStatement'] = new Map();
   if (probe.statements) {
-    const { rows: s } = await probe.admin.query<{ calls: string }>(
-      `SELECT coalesce(sum(s.calls), 0) AS calls
+    const { rows: s } = await probe.admin.query<{
+      id: string;
+      calls: string;
+      ms: number;
+      query: string;
+      control: boolean;
+    }>(
+      `SELECT s.queryid::text AS id, s.calls, s.total_exec_time AS ms, s.query,
+              s.query ~* '^\\s*(begin|commit|rollback|start transaction|end)\\y' AS control
          FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
-        WHERE d.datname = $1 AND s.toplevel AND s.query !~* '^\\s*(begin|commit|rollback|start transaction|end)\\y'`,
+        WHERE d.datname = $1 AND s.toplevel`,
       [database],
     );
-    statements = Number(s[0].calls);
+    statements = 0;
+    for (const r of s) {
+      if (!r.control) statements += Number(r.calls);
+      byStatement.set(r.id, { calls: Number(r.calls), ms: r.ms, query: r.query });
+    }
   }
-  return { transactions: Number(rows[0].transactions), rowsWritten: Number(rows[0].rows_written), statements };
+  return {
+    transactions: Number(rows[0].transactions),
+    rowsWritten: Number(rows[0].rows_written),
+    statements,
+    byStatement,
+  };
 }
 
 export class DrainMeter {
@@ -104,6 +133,25 @@ export class DrainMeter {
           ? null
           : per(after.statements - this.before.statements - observer.statements, 2),
       rowsWrittenPerJob: per(after.rowsWritten - this.before.rowsWritten - observer.rowsWritten, 2),
+      ...(after.statements === null ? {} : { top: this.top(after, jobs) }),
     };
+  }
+
+  private top(after: Counts, jobs: number): TopStatement[] {
+    const deltas = [...after.byStatement].map(([id, a]) => {
+      const b = this.before.byStatement.get(id);
+      return { calls: a.calls - (b?.calls ?? 0), ms: a.ms - (b?.ms ?? 0), query: a.query };
+    });
+    const total = deltas.reduce((sum, d) => sum + d.ms, 0) || 1;
+    return deltas
+      .filter((d) => d.calls > 0)
+      .sort((x, y) => y.ms - x.ms)
+      .slice(0, 6)
+      .map((d) => ({
+        callsPerJob: Math.round((d.calls / jobs) * 1000) / 1000,
+        meanMs: Math.round((d.ms / d.calls) * 1000) / 1000,
+        share: Math.round((d.ms / total) * 1000) / 1000,
+        query: d.query.replace(/\s+/g, ' ').slice(0, 90),
+      }));
   }
 }
