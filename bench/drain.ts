@@ -18,7 +18,7 @@ import { createInterface } from 'node:readline';
 
 import { dropDatabase, emptyDatabase } from './databases.js';
 import { sleep } from './load.js';
-import { DRAIN_JOBS, DRAIN_SHAPES, drainOnejob, type OwnersContext } from './owners.js';
+import { DRAIN_JOBS, DRAIN_SHAPES, drainOnejob, type OwnersContext, settledOf } from './owners.js';
 import { type DrainCost, DrainMeter } from './server-counters.js';
 
 export type DrainPeer = 'pgboss' | 'pgboss-notify' | 'graphile' | 'graphile-batched';
@@ -27,6 +27,7 @@ export interface DrainRow {
   system: 'onejob' | DrainPeer;
   setup: string;
   jobs: number;
+  settled: number;
   seconds: number;
   jobsPerSecond: number;
   cost: DrainCost;
@@ -75,14 +76,8 @@ async function drainPeer(ctx: OwnersContext, peer: DrainPeer, setup: string): Pr
     const observer = { statements: result.observerQueries, transactions: result.observerQueries, rowsWritten: 0 };
     const cost = await meter.cost(result.jobs, observer, result.cpuSeconds);
     ctx.log(`drain: ${peer}: ${result.jobsPerSecond} jobs/s (${result.seconds.toFixed(1)} s)`);
-    return {
-      system: peer,
-      setup,
-      jobs: result.jobs,
-      seconds: result.seconds,
-      jobsPerSecond: result.jobsPerSecond,
-      cost,
-    };
+    const { jobs, seconds, jobsPerSecond } = result;
+    return { system: peer, setup, jobs, settled: jobs, seconds, jobsPerSecond, cost };
   } finally {
     await dropDatabase(ctx, databaseUrl);
   }
@@ -96,6 +91,7 @@ export async function drainCase(ctx: OwnersContext): Promise<DrainRow[]> {
       system: 'onejob',
       setup: `onejob: 1 ROLE=worker, default concurrency, ${owners.toLocaleString('en')} owner${owners > 1 ? 's' : ''}`,
       jobs: row.jobs,
+      settled: row.settled,
       seconds: row.seconds,
       jobsPerSecond: row.jobsPerSecond,
       cost: row.cost,
@@ -116,7 +112,7 @@ export function drainTable(rows: DrainRow[]): string {
     '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
     ...rows.map(
       (r) =>
-        `| ${r.setup} | ${r.jobs.toLocaleString('en')} | ${r.seconds.toFixed(1)} | ${r.jobsPerSecond} | ${n(r.cost.cpuMsPerJob.postgres)} | ${r.cost.cpuMsPerJob.process} | ${r.cost.transactionsPerJob} | ${n(r.cost.statementsPerJob)} | ${r.cost.rowsWrittenPerJob} | ${ratio(r, boss)} | ${ratio(r, batched)} |`,
+        `| ${r.setup} | ${settledOf(r)} | ${r.seconds.toFixed(1)} | ${r.jobsPerSecond} | ${n(r.cost.cpuMsPerJob.postgres)} | ${r.cost.cpuMsPerJob.process} | ${r.cost.transactionsPerJob} | ${n(r.cost.statementsPerJob)} | ${r.cost.rowsWrittenPerJob} | ${ratio(r, boss)} | ${ratio(r, batched)} |`,
     ),
   ].join('\n');
 }
