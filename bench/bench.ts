@@ -978,7 +978,8 @@ async function main(): Promise<void> {
     const what = `100,000 due jobs, one process each, same PostgreSQL; onejob on bench-zero, the peers' handlers no-ops; statements${statements ? '' : ' n/a (no pg_stat_statements)'} less BEGIN/COMMIT`;
     process.stdout.write(`\ndrain (${what})\n\n${drainTable(drain)}\n`);
     const top = drainStatements(drain);
-    const heading = 'drain: the statements with the most server time (share of it, calls per job, mean)';
+    const heading =
+      'drain: the statements with the most server time, and the frequent ones (share of the time, calls per job, mean)';
     if (top) process.stdout.write(`\n${heading}\n\n${top}\n`);
   }
   if (history?.rows.length) {

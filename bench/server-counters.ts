@@ -23,7 +23,7 @@ export interface DrainCost {
   transactionsPerJob: number;
   statementsPerJob: number | null;
   rowsWrittenPerJob: number;
-  /** With pg_stat_statements: the statements that took the most of the server's time over the drain. */
+  /** With pg_stat_statements: the statements that took the most of the server's time, and the frequent ones. */
   top?: TopStatement[];
 }
 
@@ -127,11 +127,11 @@ export class DrainMeter {
             ? null
             : per((end.postgres - this.cpuBefore.postgres) * 1000, 3),
       },
-      transactionsPerJob: per(after.transactions - this.before.transactions - observer.transactions, 2),
+      transactionsPerJob: per(after.transactions - this.before.transactions - observer.transactions, 3),
       statementsPerJob:
         after.statements === null || this.before.statements === null
           ? null
-          : per(after.statements - this.before.statements - observer.statements, 2),
+          : per(after.statements - this.before.statements - observer.statements, 3),
       rowsWrittenPerJob: per(after.rowsWritten - this.before.rowsWritten - observer.rowsWritten, 2),
       ...(after.statements === null ? {} : { top: this.top(after, jobs) }),
     };
@@ -143,10 +143,11 @@ export class DrainMeter {
       return { calls: a.calls - (b?.calls ?? 0), ms: a.ms - (b?.ms ?? 0), query: a.query };
     });
     const total = deltas.reduce((sum, d) => sum + d.ms, 0) || 1;
+    // The six that took the most time, and any other sent for every tenth job or more.
     return deltas
       .filter((d) => d.calls > 0)
       .sort((x, y) => y.ms - x.ms)
-      .slice(0, 6)
+      .filter((d, i) => i < 6 || d.calls >= jobs / 10)
       .map((d) => ({
         callsPerJob: Math.round((d.calls / jobs) * 1000) / 1000,
         meanMs: Math.round((d.ms / d.calls) * 1000) / 1000,
