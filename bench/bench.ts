@@ -975,7 +975,7 @@ async function main(): Promise<void> {
     process.stdout.write(`\ndrain-owners (${what})\n\n${drainOwnersTable(drainOwners)}\n`);
   }
   if (drain) {
-    const what = `100,000 due jobs, one process each, same PostgreSQL; onejob on bench-zero, the peers' handlers no-ops; statements${statements ? '' : ' n/a (no pg_stat_statements)'} less BEGIN/COMMIT`;
+    const what = `100,000 due jobs, one process each, same PostgreSQL; onejob on bench-zero, the peers' handlers no-ops; statements${statements ? '' : ' n/a (no pg_stat_statements)'} those the client sent, less BEGIN/COMMIT`;
     process.stdout.write(`\ndrain (${what})\n\n${drainTable(drain)}\n`);
     const top = drainStatements(drain);
     const heading =

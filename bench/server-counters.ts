@@ -2,7 +2,9 @@
  * What a drain cost the PostgreSQL server, per job: its CPU (bench/cpu.ts, the embedded server's processes), and
  * from its own counters the transactions (pg_stat_database), the rows written (inserted + updated + deleted, the
  * same view) and, when pg_stat_statements is loaded, the statements clients sent (top level, less BEGIN, COMMIT and
- * ROLLBACK, which the transactions count), all of one database.
+ * ROLLBACK, which the transactions count, and less the foreign-key checks PostgreSQL runs itself: a deferred one
+ * runs at COMMIT, outside any statement, and pg_stat_statements counts it as one of the top level), all of one
+ * database.
  *
  * Backends publish pg_stat_database's counts when they go idle, at most once a second: read them after a second of
  * quiet (DrainMeter.start after the jobs were seeded, DrainMeter.cost after the drain). pg_stat_statements counts
@@ -67,7 +69,8 @@ async function counts(probe: ServerProbe, database: string): Promise<Counts> {
       control: boolean;
     }>(
       `SELECT s.queryid::text AS id, s.calls, s.total_exec_time AS ms, s.query,
-              s.query ~* '^\\s*(begin|commit|rollback|start transaction|end)\\y' AS control
+              s.query ~* '^\\s*(begin|commit|rollback|start transaction|end)\\y'
+                OR s.query ~ '^SELECT \\S+ FROM ONLY .* FOR KEY SHARE OF x$' AS control
          FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
         WHERE d.datname = $1 AND s.toplevel`,
       [database],
