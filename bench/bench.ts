@@ -26,6 +26,7 @@ import { batchStreamsCase, type BatchStreamsRow, batchStreamsTable } from './bat
 import { capacityCase, type CapacityRow, capacityTable } from './capacity.js';
 import { claimCase, type ClaimRow, claimTable } from './claim.js';
 import { postgresCpuSeconds, postmasterPid, processCpuSeconds } from './cpu.js';
+import { drainCase, type DrainRow, drainStatements, drainTable } from './drain.js';
 import { failoverCase, type FailoverRow, failoverTable } from './failover.js';
 import { fairnessCase, type FairnessRow, fairnessTable } from './fairness.js';
 import { historyCase, type HistoryResult, historyTable, retentionTable } from './history.js';
@@ -66,6 +67,7 @@ const CASES = [
   'failover',
   'claim-owners',
   'drain-owners',
+  'drain',
 ] as const;
 type Case = (typeof CASES)[number];
 /** Cases that take minutes to tens of minutes (10 million rows, a 30-minute soak, 30 failovers): run only when named. */
@@ -78,6 +80,7 @@ const ON_REQUEST: readonly Case[] = [
   'batch-streams',
   'claim-owners',
   'drain-owners',
+  'drain',
 ];
 
 interface Measure {
@@ -417,7 +420,16 @@ async function main(): Promise<void> {
     const dir = mkdtempSync(join(tmpdir(), 'onejob-bench-'));
     embeddedDir = dir;
     chmodSync(dir, 0o777);
-    const embedded = await startEmbeddedPostgres({ dataDir: dir, database: 'postgres' });
+    let embedded = await startEmbeddedPostgres({ dataDir: dir, database: 'postgres' });
+    if (cases.includes('drain')) {
+      // drain counts the statements each system sends per job: pg_stat_statements, loaded only at a start.
+      const setup = new pg.Client({ connectionString: embedded.url });
+      await setup.connect();
+      await setup.query(`ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'`);
+      await setup.end();
+      await embedded.stop();
+      embedded = await startEmbeddedPostgres({ dataDir: dir, database: 'postgres' });
+    }
     adminUrl = embedded.url;
     stopEmbedded = embedded.stop;
     postmaster = postmasterPid(join(dir, 'pg'));
@@ -452,6 +464,13 @@ async function main(): Promise<void> {
   await admin.connect();
   await admin.query(`CREATE DATABASE ${dbName}`);
   const serverVersion = (await admin.query('SHOW server_version')).rows[0].server_version as string;
+  // drain: the statements per job, where pg_stat_statements is loaded (the embedded server, above).
+  const statements =
+    cases.includes('drain') &&
+    (await admin.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements').then(
+      () => admin.query('SELECT 1 FROM pg_stat_statements LIMIT 1').then(() => true),
+      () => false,
+    ));
   const dbUrl = new URL(adminUrl);
   dbUrl.pathname = `/${dbName}`;
   const databaseUrl = dbUrl.toString();
@@ -470,6 +489,7 @@ async function main(): Promise<void> {
   let history: HistoryResult | undefined;
   let claimOwners: ClaimOwnersRow[] | undefined;
   let drainOwners: DrainOwnersRow[] | undefined;
+  let drain: DrainRow[] | undefined;
   const pool = new pg.Pool({ connectionString: databaseUrl, max: connections });
   pool.on('error', () => undefined); // idle clients dropped by DROP DATABASE ... WITH (FORCE) at the end
   const jobs = new JobsRepository(pool as never);
@@ -530,7 +550,8 @@ async function main(): Promise<void> {
         name === 'soak' ||
         name === 'failover' ||
         name === 'claim-owners' ||
-        name === 'drain-owners'
+        name === 'drain-owners' ||
+        name === 'drain'
       ) {
         continue;
       }
@@ -836,16 +857,19 @@ async function main(): Promise<void> {
         await admin.query(`DROP DATABASE IF EXISTS ${dbName}_soak WITH (FORCE)`);
       }
     }
-    if (cases.includes('claim-owners') || cases.includes('drain-owners')) {
+    if (cases.includes('claim-owners') || cases.includes('drain-owners') || cases.includes('drain')) {
       const ownersContext = {
         admin,
         serverUrl: adminUrl,
         run,
         startService,
         log: (line: string) => process.stderr.write(`${line}\n`),
+        postgresCpuSeconds: postmaster ? pgCpu : undefined,
+        statements,
       };
       if (cases.includes('claim-owners')) claimOwners = await claimOwnersCase(ownersContext);
       if (cases.includes('drain-owners')) drainOwners = await drainOwnersCase(ownersContext);
+      if (cases.includes('drain')) drain = await drainCase(ownersContext);
     }
     if (cases.includes('history') || cases.includes('retention')) {
       history = await historyCase(
@@ -950,6 +974,14 @@ async function main(): Promise<void> {
     const what = 'one ROLE=worker process, default concurrency, bench-zero (answers at once)';
     process.stdout.write(`\ndrain-owners (${what})\n\n${drainOwnersTable(drainOwners)}\n`);
   }
+  if (drain) {
+    const what = `100,000 due jobs, one process each, same PostgreSQL; onejob on bench-zero, the peers' handlers no-ops; statements${statements ? '' : ' n/a (no pg_stat_statements)'} those the client sent, less BEGIN/COMMIT`;
+    process.stdout.write(`\ndrain (${what})\n\n${drainTable(drain)}\n`);
+    const top = drainStatements(drain);
+    const heading =
+      'drain: the statements with the most server time, and the frequent ones (share of the time, calls per job, mean)';
+    if (top) process.stdout.write(`\n${heading}\n\n${top}\n`);
+  }
   if (history?.rows.length) {
     const what = `10,000 creates (ROLE=api, ${connections} connections), the claim of 64 alone, the drain and the pipeline (ROLE=all, ${duration} s)`;
     process.stdout.write(`\nhistory (${what})\n\n${historyTable(history)}\n`);
@@ -971,7 +1003,7 @@ async function main(): Promise<void> {
   }
   writeFileSync(
     file,
-    `${JSON.stringify({ at: new Date().toISOString(), connections, duration, cores: cpus().length, node: process.version, postgres: serverVersion, rows, oneSecond, capacity, fairness, batch, batchAdmission, batchStreams, resolution, sse, claim, claimOwners, drainOwners, history, failover, soak }, null, 2)}\n`,
+    `${JSON.stringify({ at: new Date().toISOString(), connections, duration, cores: cpus().length, node: process.version, postgres: serverVersion, rows, oneSecond, capacity, fairness, batch, batchAdmission, batchStreams, resolution, sse, claim, claimOwners, drainOwners, drain, history, failover, soak }, null, 2)}\n`,
   );
   process.stdout.write(`\nwritten to ${file}\n`);
 }

@@ -8,15 +8,25 @@ export interface DatabaseMaker {
   startService: (databaseUrl: string, role: 'api') => Promise<{ stop: () => Promise<unknown> }>;
 }
 
-/** A database of the case's own, `onejob_<prefix>_<label>_<run>`, with the migrations applied (a ROLE=api start). */
-export async function freshDatabase(ctx: DatabaseMaker, prefix: string, label: string): Promise<string> {
+/** An empty database of the case's own, `onejob_<prefix>_<label>_<run>` (for a peer, which brings its schema). */
+export async function emptyDatabase(
+  ctx: Pick<DatabaseMaker, 'admin' | 'serverUrl' | 'run'>,
+  prefix: string,
+  label: string,
+): Promise<string> {
   const name = `onejob_${prefix}_${label}_${ctx.run}`.replace(/\W/g, '_');
   await ctx.admin.query(`CREATE DATABASE ${name}`);
   const url = new URL(ctx.serverUrl);
   url.pathname = `/${name}`;
-  const service = await ctx.startService(url.toString(), 'api');
-  await service.stop();
   return url.toString();
+}
+
+/** A database of the case's own, `onejob_<prefix>_<label>_<run>`, with the migrations applied (a ROLE=api start). */
+export async function freshDatabase(ctx: DatabaseMaker, prefix: string, label: string): Promise<string> {
+  const url = await emptyDatabase(ctx, prefix, label);
+  const service = await ctx.startService(url, 'api');
+  await service.stop();
+  return url;
 }
 
 export async function dropDatabase(ctx: Pick<DatabaseMaker, 'admin'>, databaseUrl: string): Promise<void> {
